@@ -1,0 +1,70 @@
+"""Configuration of a `RelativeProjector`: sizes, similarity, shrinkage and provenance."""
+
+from __future__ import annotations
+
+from transformers import PreTrainedConfig
+
+from relrep_hf.similarities import get_similarity
+from relrep_hf.statistics import DEFAULT_EPS, DEFAULT_SHRINKAGE
+
+
+class RelativeProjectorConfig(PreTrainedConfig):
+    r"""Configuration of one encoder's relative projector.
+
+    Args:
+        hidden_size (`int`): dimension d of the encoder's embeddings.
+        num_anchors (`int`): number m of anchors, the size of the relative features.
+        similarity (`str`, defaults to `"wip"`): one of `relrep_hf.similarities.SIMILARITIES`.
+        shrinkage (`float`, defaults to 0.15): lambda of the shrunk covariance (paper, App. B).
+        eps (`float`, defaults to 5e-8): the ridge added to the shrunk covariance.
+        statistics_count (`int`): number of embeddings the whitening statistics were estimated on.
+        encoder_id, encoder_revision (`str`): Hub id and commit of the encoder ("" until known).
+        pooling (`str`), layer (`int`): how the encoder's embeddings were pooled, and from which
+            hidden layer (transformers' `hidden_states` index; -1 is the last).
+        anchor_set_id, anchor_set_revision (`str`): Hub id and commit of the anchor set.
+
+    Example:
+        >>> from relrep_hf import RelativeProjectorConfig
+        >>> config = RelativeProjectorConfig(hidden_size=384, num_anchors=300)
+        >>> config.similarity
+        'wip'
+    """
+
+    model_type = "relative_projector"
+
+    def __init__(
+        self,
+        hidden_size: int = 768,
+        num_anchors: int = 300,
+        similarity: str = "wip",
+        shrinkage: float = DEFAULT_SHRINKAGE,
+        eps: float = DEFAULT_EPS,
+        statistics_count: int = 0,
+        encoder_id: str = "",
+        encoder_revision: str = "",
+        pooling: str = "",
+        layer: int = -1,
+        anchor_set_id: str = "",
+        anchor_set_revision: str = "",
+        **kwargs,
+    ):
+        get_similarity(similarity)  # validates the name, listing the valid ones
+        if hidden_size < 1 or num_anchors < 1:
+            raise ValueError(
+                f"hidden_size and num_anchors must be positive, got {hidden_size} and {num_anchors}."
+            )
+        if not 0.0 <= shrinkage <= 1.0 or eps < 0:
+            raise ValueError(f"Need 0 <= shrinkage <= 1 and eps >= 0, got {shrinkage} and {eps}.")
+        self.hidden_size = hidden_size
+        self.num_anchors = num_anchors
+        self.similarity = similarity
+        self.shrinkage = shrinkage
+        self.eps = eps
+        self.statistics_count = statistics_count
+        self.encoder_id = encoder_id
+        self.encoder_revision = encoder_revision
+        self.pooling = pooling
+        self.layer = layer
+        self.anchor_set_id = anchor_set_id
+        self.anchor_set_revision = anchor_set_revision
+        super().__init__(**kwargs)

@@ -1,0 +1,412 @@
+"""PARAM training losses (paper, Appendix A), as pure functions over tensors.
+
+Single-space terms act on the whitened embeddings ``x_w = L (x - mu)`` and whitened
+anchors ``a_w = L (a - mu)`` of one encoder:
+
+* :func:`coverage_loss` -- soft k-means distortion, pulls anchors onto the data;
+* :func:`orthogonality_loss` -- mean squared cosine between distinct anchors;
+* :func:`length_loss` -- keeps whitened anchors near unit norm.
+
+The multi-space term, :func:`info_nce_loss` / :func:`multi_space_info_nce`, aligns
+the relative representations of parallel samples across encoders. :func:`param_loss`
+combines all of them with the weights of Table 5 (:class:`LossWeights`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+__all__ = [
+    "LossWeights",
+    "coverage_loss",
+    "info_nce_loss",
+    "length_loss",
+    "multi_space_info_nce",
+    "orthogonality_loss",
+    "param_loss",
+]
+
+DEFAULT_COVERAGE_CHUNK_SIZE = 16384  # paper, Table 5
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _check_matrix(t: Tensor, name: str) -> None:
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}.")
+    if t.ndim != 2:
+        raise ValueError(
+            f"{name} must be a 2-D tensor [rows, features], got shape {tuple(t.shape)}; "
+            "reshape or stack your inputs first."
+        )
+    if not t.is_floating_point():
+        raise ValueError(f"{name} must be floating point, got {t.dtype}; cast it with .float().")
+
+
+def _check_positive(value: float, name: str) -> None:
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}.")
+
+
+def _check_same_device(a: Tensor, b: Tensor, name_a: str, name_b: str) -> None:
+    if a.device != b.device:
+        raise ValueError(
+            f"{name_a} is on {a.device} but {name_b} is on {b.device}; move both to one device."
+        )
+
+
+def _common_dtype(a: Tensor, b: Tensor) -> torch.dtype:
+    return torch.promote_types(a.dtype, b.dtype)
+
+
+# ----------------------------------------------------------------------------- coverage
+
+
+def _coverage_pass(
+    x: Tensor,
+    anchors: Tensor,
+    temperature: float,
+    chunk_size: int,
+    need_grad_x: bool,
+    need_grad_anchors: bool,
+) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    """Value of the coverage loss and, on request, its gradients, one row chunk at a time.
+
+    With D[i, r] = ||x_i - a_r||^2, q = softmax_r(-D / tau) and f_i = sum_r q_ir D_ir,
+    the loss is sum_i f_i / (n d) and
+
+        df_i / dD_ir = q_ir * (1 - (D_ir - f_i) / tau) =: g_ir,
+        dD_ir / da_r = 2 (a_r - x_i),   dD_ir / dx_i = 2 (x_i - a_r),
+
+    so grad_a = 2 / (n d) * (diag(g.sum(0)) A - g^T X) and
+    grad_x = 2 / (n d) * (diag(g.sum(1)) X - g A), both accumulated chunk by chunk.
+    Peak memory is O(chunk_size * m) beyond the inputs, whatever n is.
+    """
+    with torch.autocast(device_type=x.device.type, enabled=False):
+        return _coverage_chunks(x, anchors, temperature, chunk_size, need_grad_x, need_grad_anchors)
+
+
+def _coverage_chunks(
+    x: Tensor,
+    anchors: Tensor,
+    temperature: float,
+    chunk_size: int,
+    need_grad_x: bool,
+    need_grad_anchors: bool,
+) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    n, d = x.shape
+    anchor_sq = anchors.pow(2).sum(dim=1)
+    total = x.new_zeros(())
+    grad_x = torch.empty_like(x) if need_grad_x else None
+    g_colsum = anchors.new_zeros(anchors.shape[0]) if need_grad_anchors else None
+    gt_x = torch.zeros_like(anchors) if need_grad_anchors else None
+    for start in range(0, n, chunk_size):
+        xc = x[start : start + chunk_size]
+        # The expansion can dip below 0 by rounding when x_i ~ a_r; a distance cannot.
+        dist = (xc.pow(2).sum(dim=1, keepdim=True) - 2.0 * (xc @ anchors.T) + anchor_sq).clamp_(
+            min=0.0
+        )
+        q = torch.softmax(dist / -temperature, dim=1)
+        per_row = (q * dist).sum(dim=1)
+        total = total + per_row.sum()
+        if need_grad_x or need_grad_anchors:
+            g = q * (1.0 - (dist - per_row[:, None]) / temperature)
+            if need_grad_anchors:
+                g_colsum += g.sum(dim=0)
+                gt_x.addmm_(g.T, xc)
+            if need_grad_x:
+                grad_x[start : start + chunk_size] = xc * g.sum(dim=1, keepdim=True) - g @ anchors
+    scale = 1.0 / (n * d)
+    if grad_x is not None:
+        grad_x.mul_(2.0 * scale)
+    grad_anchors = None
+    if need_grad_anchors:
+        grad_anchors = (anchors * g_colsum[:, None] - gt_x).mul_(2.0 * scale)
+    return total * scale, grad_x, grad_anchors
+
+
+class _CoverageFunction(torch.autograd.Function):
+    """Coverage loss whose gradients are computed in the forward chunk loop.
+
+    Autograd through a Python chunk loop would keep every chunk's [chunk, m] distance and
+    softmax matrices alive until backward, so memory would grow with n again; computing
+    the (closed-form) gradient chunk by chunk keeps it bounded and skips a second pass.
+    """
+
+    @staticmethod
+    def forward(ctx, x, anchors, temperature, chunk_size):  # type: ignore[override]
+        value, grad_x, grad_anchors = _coverage_pass(
+            x,
+            anchors,
+            temperature,
+            chunk_size,
+            need_grad_x=ctx.needs_input_grad[0],
+            need_grad_anchors=ctx.needs_input_grad[1],
+        )
+        ctx.save_for_backward(grad_x, grad_anchors)
+        return value
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_output):  # type: ignore[override]
+        grad_x, grad_anchors = ctx.saved_tensors
+        return (
+            None if grad_x is None else grad_x * grad_output,
+            None if grad_anchors is None else grad_anchors * grad_output,
+            None,
+            None,
+        )
+
+
+def coverage_loss(
+    whitened_x: Tensor,
+    whitened_anchors: Tensor,
+    *,
+    temperature: float = 2.7,
+    chunk_size: int = DEFAULT_COVERAGE_CHUNK_SIZE,
+) -> Tensor:
+    """Soft k-means distortion of ``whitened_x [n, d]`` around ``whitened_anchors [m, d]``.
+
+    ``mean_x sum_r q_r(x) ||x_w - a_w,r||^2 / d`` with ``q(x) = softmax(-||x_w - a_w||^2 / tau)``
+    (Appendix A). Rows are processed ``chunk_size`` at a time, so memory does not grow with
+    n; gradients reach both inputs (first order only: no double backward).
+    """
+    _check_matrix(whitened_x, "whitened_x")
+    _check_matrix(whitened_anchors, "whitened_anchors")
+    _check_same_device(whitened_x, whitened_anchors, "whitened_x", "whitened_anchors")
+    _check_positive(temperature, "temperature")
+    if not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}.")
+    n, d = whitened_x.shape
+    m, d_anchor = whitened_anchors.shape
+    if d != d_anchor:
+        raise ValueError(
+            f"whitened_x has dimension {d} but whitened_anchors has dimension {d_anchor}; "
+            "both must come from the same (whitened) embedding space."
+        )
+    if n == 0 or m == 0 or d == 0:
+        raise ValueError(
+            f"coverage_loss needs at least one row, one anchor and one dimension, got "
+            f"whitened_x {tuple(whitened_x.shape)} and whitened_anchors {tuple(whitened_anchors.shape)}."
+        )
+    # Half precision cannot hold the expansion's cancellation or the running sum.
+    dtype = torch.promote_types(_common_dtype(whitened_x, whitened_anchors), torch.float32)
+    x = whitened_x.to(dtype)
+    anchors = whitened_anchors.to(dtype)
+    if torch.is_grad_enabled() and (x.requires_grad or anchors.requires_grad):
+        return _CoverageFunction.apply(x, anchors, float(temperature), chunk_size)
+    value, _, _ = _coverage_pass(x, anchors, float(temperature), chunk_size, False, False)
+    return value
+
+
+# ------------------------------------------------------------------- anchor regularisers
+
+
+def orthogonality_loss(whitened_anchors: Tensor) -> Tensor:
+    """Mean squared cosine between distinct whitened anchors: ``(||G||_F^2 - m) / (m (m - 1))``.
+
+    0 when the anchors are mutually orthogonal, 1 when they all point the same way.
+    """
+    _check_matrix(whitened_anchors, "whitened_anchors")
+    m, d = whitened_anchors.shape
+    if m < 2:
+        raise ValueError(
+            f"orthogonality_loss needs at least 2 anchors (it averages over anchor pairs), got {m}."
+        )
+    unit = F.normalize(whitened_anchors, dim=1)
+    # ||U U^T||_F = ||U^T U||_F: use the smaller Gram matrix. Subtracting the diagonal
+    # sum_r ||u_r||^4 (= m for unit rows) instead of m keeps zero anchors out of the sum.
+    gram = unit.T @ unit if d < m else unit @ unit.T
+    diagonal = unit.pow(2).sum(dim=1).pow(2).sum()
+    return (gram.pow(2).sum() - diagonal) / (m * (m - 1))
+
+
+def length_loss(whitened_anchors: Tensor) -> Tensor:
+    """Mean squared deviation of the whitened anchor norms from 1: ``mean_r (||a_w,r|| - 1)^2``."""
+    _check_matrix(whitened_anchors, "whitened_anchors")
+    if whitened_anchors.shape[0] == 0:
+        raise ValueError("length_loss needs at least one anchor, got 0.")
+    return (torch.linalg.vector_norm(whitened_anchors, dim=1) - 1.0).pow(2).mean()
+
+
+# ---------------------------------------------------------------------------- InfoNCE
+
+
+def _symmetric_nce(unit_a: Tensor, unit_b: Tensor, temperature: float) -> Tensor:
+    logits = (unit_a @ unit_b.T) / temperature
+    targets = torch.arange(logits.shape[0], device=logits.device)
+    return 0.5 * (F.cross_entropy(logits, targets) + F.cross_entropy(logits.T, targets))
+
+
+def _check_relatives(relatives: Sequence[Tensor]) -> None:
+    for i, r in enumerate(relatives):
+        _check_matrix(r, f"relatives[{i}]")
+        if r.shape != relatives[0].shape:
+            raise ValueError(
+                f"relatives[{i}] has shape {tuple(r.shape)} but relatives[0] has shape "
+                f"{tuple(relatives[0].shape)}; InfoNCE needs the same B parallel samples "
+                "described by the same m anchors in every space."
+            )
+        _check_same_device(r, relatives[0], f"relatives[{i}]", "relatives[0]")
+    if relatives[0].shape[0] == 0:
+        raise ValueError("InfoNCE needs at least one sample per batch, got an empty batch.")
+
+
+def info_nce_loss(relative_a: Tensor, relative_b: Tensor, *, temperature: float = 0.10) -> Tensor:
+    """Symmetric InfoNCE between parallel relative batches ``[B, m]`` of two spaces.
+
+    Cosine logits ``r_a_hat r_b_hat^T / tau``; the positive for row i is row i of the other
+    space; ``0.5 * (CE(a -> b) + CE(b -> a))``.
+    """
+    _check_positive(temperature, "temperature")
+    _check_relatives([relative_a, relative_b])
+    dtype = _common_dtype(relative_a, relative_b)
+    return _symmetric_nce(
+        F.normalize(relative_a.to(dtype), dim=1),
+        F.normalize(relative_b.to(dtype), dim=1),
+        float(temperature),
+    )
+
+
+def multi_space_info_nce(relatives: Sequence[Tensor], *, temperature: float = 0.10) -> Tensor:
+    """:func:`info_nce_loss` averaged over all unordered pairs ``i < j`` of 2+ spaces."""
+    _check_positive(temperature, "temperature")
+    relatives = list(relatives)
+    if len(relatives) < 2:
+        raise ValueError(
+            f"multi_space_info_nce needs relative features from at least 2 spaces, got "
+            f"{len(relatives)}; with one encoder, train on the single-space losses only."
+        )
+    _check_relatives(relatives)
+    dtype = relatives[0].dtype
+    for r in relatives[1:]:
+        dtype = torch.promote_types(dtype, r.dtype)
+    units = [F.normalize(r.to(dtype), dim=1) for r in relatives]
+    pairs = list(itertools.combinations(units, 2))
+    return torch.stack([_symmetric_nce(a, b, float(temperature)) for a, b in pairs]).mean()
+
+
+# ---------------------------------------------------------------------------- combined
+
+
+@dataclass(frozen=True)
+class LossWeights:
+    """Weights and temperatures of the PARAM objective; defaults from the paper's Table 5."""
+
+    info_nce: float = 0.70
+    coverage: float = 11.3
+    orthogonality: float = 0.27
+    length: float = 1.2
+    info_nce_temperature: float = 0.10
+    coverage_temperature: float = 2.7
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name.endswith("temperature"):
+                _check_positive(value, f"LossWeights.{f.name}")
+            elif not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ValueError(
+                    f"LossWeights.{f.name} must be a finite number >= 0 (0 switches the term "
+                    f"off), got {value!r}."
+                )
+
+
+def param_loss(
+    whitened_batches: Sequence[Tensor],
+    whitened_anchors: Sequence[Tensor],
+    weights: LossWeights | None = None,
+    *,
+    coverage_chunk_size: int = DEFAULT_COVERAGE_CHUNK_SIZE,
+    gather: Callable[[Tensor], Tensor] | None = None,
+) -> dict[str, Tensor]:
+    """The PARAM objective (Eq. 3) for parallel batches of one or more encoders.
+
+    ``whitened_batches[i]`` is ``[B, d_i]`` and ``whitened_anchors[i]`` is ``[m, d_i]`` for
+    encoder i (the same B samples and m anchors everywhere, d_i may differ). Returns
+    ``"coverage"``, ``"orthogonality"`` and ``"length"`` (each averaged over encoders),
+    ``"info_nce"`` only when there are 2+ encoders (computed on the WIP relative features
+    ``x_w @ a_w^T``; with one encoder the key is absent, as in the paper), and ``"loss"``,
+    the weighted sum of the terms present. ``gather`` (differentiable) collects each
+    encoder's relative features from every process before InfoNCE, so its negatives are
+    the whole global batch, as in a single process.
+    """
+    weights = LossWeights() if weights is None else weights
+    if not isinstance(weights, LossWeights):
+        raise TypeError(f"weights must be a LossWeights, got {type(weights).__name__}.")
+    batches, anchors = list(whitened_batches), list(whitened_anchors)
+    if not batches:
+        raise ValueError("param_loss needs at least one encoder, got no batches.")
+    if len(batches) != len(anchors):
+        raise ValueError(
+            f"Got {len(batches)} whitened batches but {len(anchors)} anchor sets; pass one "
+            "anchor set per encoder, in the same order."
+        )
+    for i, (x, a) in enumerate(zip(batches, anchors, strict=True)):
+        _check_matrix(x, f"whitened_batches[{i}]")
+        _check_matrix(a, f"whitened_anchors[{i}]")
+        _check_same_device(x, batches[0], f"whitened_batches[{i}]", "whitened_batches[0]")
+        _check_same_device(a, batches[0], f"whitened_anchors[{i}]", "whitened_batches[0]")
+        if x.shape[1] != a.shape[1]:
+            raise ValueError(
+                f"Encoder {i}: batch dimension {x.shape[1]} != anchor dimension {a.shape[1]}; "
+                "batch and anchors of one encoder must live in the same space."
+            )
+        if x.shape[0] != batches[0].shape[0]:
+            raise ValueError(
+                f"Encoder {i} has batch size {x.shape[0]} but encoder 0 has {batches[0].shape[0]}; "
+                "the batches must hold the same parallel samples for every encoder."
+            )
+        if a.shape[0] != anchors[0].shape[0]:
+            raise ValueError(
+                f"Encoder {i} has {a.shape[0]} anchors but encoder 0 has {anchors[0].shape[0]}; "
+                "every encoder needs the same anchors (the same mixture matrix P)."
+            )
+    if anchors[0].shape[0] < 2:
+        raise ValueError(
+            f"param_loss needs at least 2 anchors, got {anchors[0].shape[0]}; increase m."
+        )
+
+    def mean(values: list[Tensor]) -> Tensor:
+        return torch.stack(values).mean() if len(values) > 1 else values[0]
+
+    terms = {
+        "coverage": mean(
+            [
+                coverage_loss(
+                    x,
+                    a,
+                    temperature=weights.coverage_temperature,
+                    chunk_size=coverage_chunk_size,
+                )
+                for x, a in zip(batches, anchors, strict=True)
+            ]
+        ),
+        "orthogonality": mean([orthogonality_loss(a) for a in anchors]),
+        "length": mean([length_loss(a) for a in anchors]),
+    }
+    total = (
+        weights.coverage * terms["coverage"]
+        + weights.orthogonality * terms["orthogonality"]
+        + weights.length * terms["length"]
+    )
+    if len(batches) >= 2:
+        relatives = []
+        for x, a in zip(batches, anchors, strict=True):
+            dtype = _common_dtype(x, a)
+            relative = x.to(dtype) @ a.to(dtype).T
+            relatives.append(relative if gather is None else gather(relative))
+        terms["info_nce"] = multi_space_info_nce(
+            relatives, temperature=weights.info_nce_temperature
+        )
+        total = total + weights.info_nce * terms["info_nce"]
+    terms["loss"] = total
+    return terms

@@ -1,0 +1,237 @@
+"""`RelativeProjector`: one encoder's statistics and anchors as a `PreTrainedModel`.
+
+The projector maps an encoder's embeddings ``[..., d]`` to relative features
+``[..., m]``. Its state is the encoder's mean, whitening matrix and anchors
+(persistent buffers, float64 estimates stored in the model's dtype) and the fused
+``weight [d, m]`` / ``bias [m]`` that the similarity applies (frozen parameters,
+prepared once in float64). For ``wip`` and ``inner`` the forward is one ``addmm``.
+Nothing is ever estimated from the batch being projected, so the output of a row
+does not depend on the batch it came in.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+from safetensors import SafetensorError
+from torch import Tensor, nn
+from transformers import PreTrainedModel
+
+from relrep_hf.configuration_relative_projector import RelativeProjectorConfig
+from relrep_hf.io import atomic_directory
+from relrep_hf.similarities import apply_prepared, get_similarity, prepare_anchors
+from relrep_hf.statistics import Statistics, whiten, whitening_matrix
+from relrep_hf.validation import check_embeddings, check_finite
+
+if TYPE_CHECKING:
+    from relrep_hf.anchor_set import AnchorSet
+
+_HUB_KWARGS = ("repo_id", "token", "private", "commit_message", "revision", "create_pr")
+
+
+class RelativeProjector(PreTrainedModel):
+    r"""Relative projection of one encoder's embeddings onto a shared set of anchors.
+
+    Build one from anchors and statistics with [`~RelativeProjector.from_statistics`], from an
+    `AnchorSet` with `from_anchor_set`, or load one with `from_pretrained`.
+
+    Example:
+        >>> import torch
+        >>> from relrep_hf import RelativeProjector, Statistics
+        >>> x = torch.randn(1000, 16, dtype=torch.float64)
+        >>> projector = RelativeProjector.from_statistics(x[:8], Statistics.from_embeddings(x))
+        >>> projector(x[:4].float()).shape
+        torch.Size([4, 8])
+    """
+
+    config_class = RelativeProjectorConfig
+    base_model_prefix = "relative_projector"
+    main_input_name = "embeddings"
+
+    def __init__(self, config: RelativeProjectorConfig):
+        super().__init__(config)
+        d, m = config.hidden_size, config.num_anchors
+        self.register_buffer("mean", torch.zeros(d))
+        self.register_buffer("whitening", torch.eye(d))
+        self.register_buffer("anchors", torch.zeros(m, d))
+        self.weight = nn.Parameter(torch.zeros(d, m), requires_grad=False)
+        self.bias = nn.Parameter(torch.zeros(m), requires_grad=False)
+        self.post_init()
+
+    def _init_weights(self, module: nn.Module) -> None:
+        """Nothing to initialise: every tensor comes from data (or from the checkpoint)."""
+
+    @classmethod
+    def from_statistics(
+        cls,
+        anchors: Tensor,
+        statistics: Statistics | None,
+        *,
+        similarity: str = "wip",
+        shrinkage: float | None = None,
+        eps: float | None = None,
+        dtype: torch.dtype = torch.float32,
+        **config_kwargs,
+    ) -> RelativeProjector:
+        """A projector from raw anchors ``[m, d]`` (in the encoder's space) and its statistics.
+
+        ``statistics`` may be ``None`` only for similarities that do not use them (``cosine``,
+        ``inner``, distances). The whitening and the fused weights are computed in float64 and
+        stored in ``dtype``. Extra keyword arguments go to `RelativeProjectorConfig`
+        (provenance: ``encoder_id``, ``pooling``, ``layer``, ``anchor_set_id``, ...).
+        """
+        spec = get_similarity(similarity)
+        check_embeddings(anchors, name="anchors", min_rows=1)
+        if anchors.ndim != 2:
+            raise ValueError(f"anchors must have shape [m, d], got {tuple(anchors.shape)}.")
+        m, d = anchors.shape
+        if statistics is None and spec.needs_statistics:
+            raise ValueError(
+                f"Similarity {similarity!r} needs the encoder's whitening statistics: pass "
+                "Statistics.from_embeddings(embeddings) (or a streamed Statistics)."
+            )
+        config = RelativeProjectorConfig(
+            hidden_size=d,
+            num_anchors=m,
+            similarity=similarity,
+            statistics_count=0 if statistics is None else statistics.count,
+            **({} if shrinkage is None else {"shrinkage": shrinkage}),
+            **({} if eps is None else {"eps": eps}),
+            **config_kwargs,
+        )
+        if statistics is None:
+            mean = torch.zeros(d, dtype=torch.float64)
+            whitening = torch.eye(d, dtype=torch.float64)
+        else:
+            if statistics.dim != d:
+                raise ValueError(
+                    f"The statistics have dimension {statistics.dim} but the anchors have {d}: "
+                    "they must come from the same encoder, pooling and layer."
+                )
+            mean = statistics.mean
+            whitening = whitening_matrix(statistics, shrinkage=config.shrinkage, eps=config.eps)
+        anchors = anchors.detach().cpu().to(torch.float64)
+        weight, bias = prepare_anchors(
+            anchors, similarity=similarity, mean=mean, whitening=whitening
+        )
+        projector = cls(config).to(torch.float64)  # filled in float64, cast once at the end
+        with torch.no_grad():
+            for name, value in [
+                ("mean", mean),
+                ("whitening", whitening),
+                ("anchors", anchors),
+                ("weight", weight),
+                ("bias", bias),
+            ]:
+                getattr(projector, name).copy_(value)
+        return projector.to(dtype).eval()
+
+    @classmethod
+    def from_anchor_set(
+        cls,
+        anchor_set: AnchorSet,
+        support_embeddings: Tensor,
+        statistics: Statistics | Tensor | None,
+        **kwargs,
+    ) -> RelativeProjector:
+        """An encoder's projector from an anchor set, with no training.
+
+        ``support_embeddings [K, d]`` are the encoder's embeddings of the anchor set's support
+        inputs, in order; ``statistics`` its whitening statistics (a `Statistics`, or the
+        embeddings to estimate them from: ideally many more rows than the support set).
+        Keyword arguments go to `from_statistics` (similarity, dtype, provenance).
+        """
+        if isinstance(statistics, Tensor):
+            statistics = Statistics.from_embeddings(statistics)
+        kwargs.setdefault("anchor_set_id", anchor_set.repo_id)
+        kwargs.setdefault("anchor_set_revision", anchor_set.revision)
+        return cls.from_statistics(anchor_set.anchors(support_embeddings), statistics, **kwargs)
+
+    @property
+    def whitened_anchors(self) -> Tensor:
+        """The anchors in the encoder's whitened space, ``(A - mu) L`` ([m, d])."""
+        return whiten(self.anchors, mean=self.mean, whitening=self.whitening)
+
+    def forward(self, embeddings: Tensor) -> Tensor:
+        """Relative features ``[..., m]`` of ``embeddings [..., d]``."""
+        if embeddings.shape[-1] != self.config.hidden_size:
+            check_embeddings(
+                embeddings,
+                dim=self.config.hidden_size,
+                dim_hint=" (the projector's hidden_size); was it built for another encoder, "
+                "pooling or layer?",
+            )
+        relative = apply_prepared(
+            embeddings.to(self.weight.dtype),
+            self.weight,
+            self.bias,
+            similarity=self.config.similarity,
+        )
+        # A non-finite input row always yields a non-finite output row, and a sum is the
+        # cheapest reduction that sees one (isfinite().all() costs half the addmm on CPU).
+        if not bool(torch.isfinite(relative.sum())) and not bool(torch.isfinite(relative).all()):
+            check_finite(embeddings.reshape(-1, embeddings.shape[-1]))
+            raise ValueError(
+                "The projection overflowed although the embeddings are finite: the projector's "
+                f"dtype {self.weight.dtype} is too narrow for them; load it in float32."
+            )
+        return relative
+
+    def extra_repr(self) -> str:
+        c = self.config
+        return (
+            f"hidden_size={c.hidden_size}, num_anchors={c.num_anchors}, similarity={c.similarity!r}"
+        )
+
+    def save_pretrained(
+        self, save_directory: str | os.PathLike, *, push_to_hub: bool = False, **kwargs
+    ) -> None:
+        """Save config.json + model.safetensors atomically (temporary folder, then rename)."""
+        hub_kwargs = {key: kwargs.pop(key) for key in _HUB_KWARGS if key in kwargs}
+        with atomic_directory(save_directory) as staging:
+            super().save_pretrained(staging, **kwargs)
+        if push_to_hub:
+            repo_id = hub_kwargs.pop("repo_id", Path(save_directory).name)
+            self.push_to_hub(repo_id, **hub_kwargs)
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike, *args, **kwargs):
+        """Load a projector, turning broken files into errors that say what to do."""
+        wants_info = kwargs.pop("output_loading_info", False)
+        source = str(pretrained_model_name_or_path)
+        try:
+            model, info = super().from_pretrained(
+                pretrained_model_name_or_path, *args, output_loading_info=True, **kwargs
+            )
+        except SafetensorError as error:
+            raise OSError(
+                f"The weights of the projector at {source!r} are corrupted or truncated ({error}). "
+                "Download it again (force_download=True) or save it again."
+            ) from error
+        except RuntimeError as error:
+            if "mismatch" not in str(error):
+                raise
+            raise ValueError(
+                f"The tensors of the projector at {source!r} do not have the sizes its config.json "
+                f"declares ({_declared_sizes(source)}). The config and the weights come from "
+                "different saves: save the projector again."
+            ) from error
+        missing = sorted(info["missing_keys"])
+        if missing:
+            raise OSError(
+                f"The projector at {source!r} lacks the tensors {missing}: the file was not written "
+                "by RelativeProjector.save_pretrained, or it is incomplete. Save it again."
+            )
+        model.requires_grad_(False)  # the loader recreates parameters as trainable
+        return (model, info) if wants_info else model
+
+
+def _declared_sizes(source: str) -> str:
+    try:
+        config = RelativeProjectorConfig.from_pretrained(source)
+    except (OSError, ValueError):
+        return "unreadable"
+    return f"hidden_size={config.hidden_size}, num_anchors={config.num_anchors}"

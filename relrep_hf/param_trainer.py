@@ -1,0 +1,552 @@
+"""`ParamTrainer`: learn PARAM anchors across encoders, driven by accelerate.
+
+Embeddings of several encoders for the same N inputs go in; an `AnchorSet` comes
+out. The loop follows the paper (Appendix A, Table 5) and HF Trainer conventions:
+an arguments dataclass, ``train()``, a progress bar with the loss terms, a log
+history, checkpoints that ``train(resume_from_checkpoint=True)`` picks up.
+
+What makes it cheap: whitening statistics are estimated once (float64, streamed,
+reduced across processes); whitening is affine and the rows of P sum to one, so the
+whitened anchors are ``P @ whitened(X_sub)`` with the whitened support computed once;
+the coverage term runs in chunks with a hand-written backward. Under ``torchrun``
+each process takes a contiguous shard of every global batch, gradients are averaged
+by DDP, and InfoNCE sees the whole global batch through a differentiable gather, so
+two processes train the same anchors as one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import re
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import datasets
+import torch
+import torch.distributed.nn.functional as distributed_functional
+from accelerate import Accelerator
+from accelerate.utils import set_seed
+from torch import Tensor, nn
+from tqdm.auto import tqdm
+
+from relrep_hf.anchor_set import AnchorSet
+from relrep_hf.losses import LossWeights, param_loss
+from relrep_hf.metrics import retrieval_metrics
+from relrep_hf.statistics import Statistics, all_reduce, whiten, whitening_matrix
+
+logger = logging.getLogger(__name__)
+
+STATE_NAME = "trainer_state.json"
+# Arguments that do not change the result: a resumed run may change them.
+_RESUMABLE_CHANGES = {
+    "output_dir",
+    "num_train_epochs",
+    "logging_steps",
+    "save_strategy",
+    "save_steps",
+    "save_total_limit",
+    "disable_tqdm",
+    "report_to",
+    "statistics_batch_size",
+}
+
+
+@dataclass
+class ParamTrainingArguments:
+    """Arguments of `ParamTrainer`; defaults are the paper's Table 5.
+
+    ``train_batch_size`` is the GLOBAL batch (split across processes), so one process and
+    many see the same batches and learn the same anchors.
+    """
+
+    output_dir: str
+    num_anchors: int = 300
+    support_size: int | None = None  # K; None: every input is a support point
+    mixture_temperature: float = 2.9  # T in P = softmax(logits / T)
+    num_train_epochs: int = 95
+    learning_rate: float = 0.03
+    optimizer: Literal["adamw", "adam"] = "adamw"
+    weight_decay: float = 0.0
+    train_batch_size: int = 1024
+    coverage_chunk_size: int = 16384
+    info_nce_weight: float = 0.70
+    coverage_weight: float = 11.3
+    orthogonality_weight: float = 0.27
+    length_weight: float = 1.2
+    info_nce_temperature: float = 0.10
+    coverage_temperature: float = 2.7
+    shrinkage: float = 0.15
+    eps: float = 5e-8
+    init_scale: float = 1.0  # std of the initial mixture logits
+    seed: int = 42
+    logging_steps: int = 10
+    save_strategy: Literal["no", "epoch", "steps"] = "epoch"
+    save_steps: int = 500
+    save_total_limit: int | None = 2
+    disable_tqdm: bool = False
+    report_to: list[str] = field(default_factory=list)
+    statistics_batch_size: int = 16384
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in ("adamw", "adam"):
+            raise ValueError(f"Invalid optimizer {self.optimizer!r}. Valid: 'adamw', 'adam'.")
+        if self.save_strategy not in ("no", "epoch", "steps"):
+            raise ValueError(
+                f"Invalid save_strategy {self.save_strategy!r}. Valid: 'no', 'epoch', 'steps'."
+            )
+        for name in ("num_anchors", "num_train_epochs", "train_batch_size", "logging_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
+        if self.mixture_temperature <= 0 or self.learning_rate <= 0:
+            raise ValueError("mixture_temperature and learning_rate must be > 0.")
+        self.loss_weights  # validates weights and temperatures  # noqa: B018
+
+    @property
+    def loss_weights(self) -> LossWeights:
+        return LossWeights(
+            info_nce=self.info_nce_weight,
+            coverage=self.coverage_weight,
+            orthogonality=self.orthogonality_weight,
+            length=self.length_weight,
+            info_nce_temperature=self.info_nce_temperature,
+            coverage_temperature=self.coverage_temperature,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class _Mixture(nn.Module):
+    """The learned logits; forward gives every encoder's whitened anchors ``P @ W_sub``."""
+
+    def __init__(self, logits: Tensor, temperature: float, dims: list[int]):
+        super().__init__()
+        self.logits = nn.Parameter(logits)
+        self.temperature = temperature
+        self.dims = dims
+
+    def mixture(self) -> Tensor:
+        return torch.softmax(self.logits / self.temperature, dim=1)  # [m, K]
+
+    def forward(self, whitened_support: Tensor) -> list[Tensor]:
+        # One GEMM for all encoders: whitened_support is [K, sum d_i].
+        return list((self.mixture() @ whitened_support).split(self.dims, dim=1))
+
+
+class _Embeddings:
+    """Row access to parallel embeddings held as tensors or as `datasets` columns."""
+
+    def __init__(
+        self, embeddings: Mapping[str, Tensor] | datasets.Dataset, columns: Sequence[str] | None
+    ):
+        if isinstance(embeddings, datasets.Dataset):
+            self.names = list(
+                columns or [c for c in embeddings.column_names if c not in ("text", "label")]
+            )
+            missing = [c for c in self.names if c not in embeddings.column_names]
+            if missing:
+                raise ValueError(
+                    f"The dataset has no columns {missing}; it has {embeddings.column_names}."
+                )
+            self.dataset = embeddings.with_format("torch", columns=self.names)
+            self.tensors = None
+            self.length = len(embeddings)
+            first = self.dataset[0]
+            self.dims = [int(first[name].shape[-1]) for name in self.names]
+        else:
+            if not isinstance(embeddings, Mapping) or not embeddings:
+                raise ValueError(
+                    "embeddings must be a non-empty mapping {encoder name: Tensor [N, d]} or a datasets.Dataset."
+                )
+            self.names = list(embeddings)
+            self.tensors = dict(embeddings)
+            self.dataset = None
+            counts = {name: t.shape[0] for name, t in embeddings.items()}
+            if len(set(counts.values())) != 1:
+                raise ValueError(
+                    f"Every encoder must embed the same N inputs (parallel rows), got {counts}."
+                )
+            for name, t in embeddings.items():
+                if t.ndim != 2:
+                    raise ValueError(
+                        f"Embeddings of {name!r} must be [N, d], got {tuple(t.shape)}."
+                    )
+            self.length = next(iter(counts.values()))
+            self.dims = [embeddings[name].shape[1] for name in self.names]
+
+    def rows(self, indices: Tensor) -> list[Tensor]:
+        if self.tensors is not None:
+            return [self.tensors[name][indices] for name in self.names]
+        batch = self.dataset[indices.tolist()]
+        return [batch[name] for name in self.names]
+
+    def statistics(self, batch_size: int, rank: int, world: int) -> list[Statistics]:
+        """Each encoder's statistics over all rows; each process reads a contiguous shard."""
+        per_rank = math.ceil(self.length / world)
+        start, stop = rank * per_rank, min(self.length, (rank + 1) * per_rank)
+        stats = [Statistics.empty(d) for d in self.dims]
+        for chunk_start in range(start, stop, batch_size):
+            indices = torch.arange(chunk_start, min(stop, chunk_start + batch_size))
+            for i, (name, rows) in enumerate(zip(self.names, self.rows(indices), strict=True)):
+                try:
+                    stats[i] = stats[i].update(rows)
+                except ValueError as error:
+                    raise ValueError(
+                        f"Encoder {name!r}, rows {chunk_start}..{indices[-1].item()}: {error}"
+                    ) from error
+        return [all_reduce(s) for s in stats]
+
+
+def _shard(global_indices: Tensor, rank: int, world: int) -> tuple[Tensor, list[int]]:
+    """This process's contiguous slice of a global batch, and every slice's size."""
+    sizes = [len(part) for part in torch.tensor_split(torch.arange(len(global_indices)), world)]
+    start = sum(sizes[:rank])
+    return global_indices[start : start + sizes[rank]], sizes
+
+
+def _gather_rows(tensor: Tensor, sizes: list[int]) -> Tensor:
+    """Differentiable all-gather of row blocks of unequal sizes, in rank order."""
+    if len(sizes) == 1:
+        return tensor
+    padded = torch.nn.functional.pad(tensor, (0, 0, 0, max(sizes) - tensor.shape[0]))
+    parts = distributed_functional.all_gather(padded)
+    return torch.cat([part[:size] for part, size in zip(parts, sizes, strict=True)])
+
+
+class ParamTrainer:
+    r"""Learn a PARAM anchor set from parallel embeddings of one or more encoders.
+
+    Args:
+        args: `ParamTrainingArguments`.
+        embeddings: ``{encoder name: Tensor [N, d_i]}`` (the same N inputs, row for row), or a
+            `datasets.Dataset` whose ``columns`` hold the embeddings (read batch by batch, so N
+            may exceed memory).
+        inputs: the N inputs (texts) the rows embed; the support points are taken from them.
+            Without it, support inputs are recorded as ``{"index": i}``.
+        support_indices: which K rows form the support set (default: ``args.support_size`` rows
+            drawn with ``args.seed``; all rows when ``support_size`` is None).
+        encoders: provenance per encoder name (Hub id, revision, pooling, layer).
+        accelerator: an `accelerate.Accelerator` (one is created if not given).
+
+    Example:
+        >>> import torch
+        >>> from relrep_hf import ParamTrainer, ParamTrainingArguments
+        >>> x = torch.randn(256, 8)
+        >>> args = ParamTrainingArguments("out", num_anchors=4, num_train_epochs=1,
+        ...                               save_strategy="no", disable_tqdm=True)
+        >>> anchor_set = ParamTrainer(args, {"a": x, "b": x @ torch.randn(8, 8)}).train()
+        >>> anchor_set.mixture.shape
+        torch.Size([4, 256])
+    """
+
+    def __init__(
+        self,
+        args: ParamTrainingArguments,
+        embeddings: Mapping[str, Tensor] | datasets.Dataset,
+        *,
+        columns: Sequence[str] | None = None,
+        inputs: Sequence[Any] | None = None,
+        support_indices: Sequence[int] | Tensor | None = None,
+        support_reference: dict[str, Any] | None = None,
+        encoders: Mapping[str, Mapping[str, Any]] | None = None,
+        accelerator: Accelerator | None = None,
+    ):
+        self.args = args
+        self.data = _Embeddings(embeddings, columns)
+        n = self.data.length
+        if inputs is not None and len(inputs) != n:
+            raise ValueError(
+                f"Got {len(inputs)} inputs for {n} embedding rows: they must be parallel."
+            )
+        if support_indices is None:
+            size = n if args.support_size is None else args.support_size
+            if size > n:
+                raise ValueError(f"support_size={size} exceeds the {n} embedded inputs.")
+            generator = torch.Generator().manual_seed(args.seed)
+            support_indices = torch.randperm(n, generator=generator)[:size].sort().values
+        self.support_indices = torch.as_tensor(support_indices, dtype=torch.long)
+        if len(self.support_indices) < args.num_anchors:
+            raise ValueError(
+                f"The support set has {len(self.support_indices)} points, fewer than "
+                f"num_anchors={args.num_anchors}: each anchor is a mixture of support points, and "
+                "PARAM needs K >= m. Use more support points or fewer anchors."
+            )
+        if len(self.support_indices) and (
+            self.support_indices.min() < 0 or self.support_indices.max() >= n
+        ):
+            raise ValueError(f"support_indices must lie in [0, {n}).")
+        self.inputs = inputs
+        self.support_reference = support_reference
+        self.encoders = {name: dict((encoders or {}).get(name, {})) for name in self.data.names}
+        self.accelerator = accelerator or default_accelerator(log_with=args.report_to or None)
+        self.statistics: dict[str, Statistics] = {}
+        self.log_history: list[dict[str, float]] = []
+
+    # ---- the loop ------------------------------------------------------------------------
+
+    def train(self, resume_from_checkpoint: bool | str | None = None) -> AnchorSet:
+        """Run training; returns the `AnchorSet` (also saved to ``args.output_dir``)."""
+        args, accelerator = self.args, self.accelerator
+        set_seed(args.seed)
+        rank, world = accelerator.process_index, accelerator.num_processes
+        device = accelerator.device
+
+        stats = self.data.statistics(args.statistics_batch_size, rank, world)
+        self.statistics = dict(zip(self.data.names, stats, strict=True))
+        means = [s.mean.to(device, torch.float32) for s in stats]
+        whitenings = [
+            whitening_matrix(s, shrinkage=args.shrinkage, eps=args.eps).to(device, torch.float32)
+            for s in stats
+        ]
+        support_rows = self.data.rows(self.support_indices)
+        whitened_support = torch.cat(
+            [
+                whiten(rows.to(device, torch.float32), mean=mu, whitening=w)
+                for rows, mu, w in zip(support_rows, means, whitenings, strict=True)
+            ],
+            dim=1,
+        )  # [K, sum d_i], computed once
+
+        generator = torch.Generator().manual_seed(args.seed)
+        logits = torch.randn(args.num_anchors, len(self.support_indices), generator=generator)
+        model = _Mixture(logits * args.init_scale, args.mixture_temperature, self.data.dims)
+        optimizer_class = torch.optim.AdamW if args.optimizer == "adamw" else torch.optim.Adam
+        optimizer = optimizer_class(
+            model.parameters(), lr=args.learning_rate, weight_decay=args.weight_decay
+        )
+        model, optimizer = accelerator.prepare(model, optimizer)
+        if args.report_to:
+            accelerator.init_trackers("relrep_hf_param", config=args.to_dict())
+
+        n, batch_size = self.data.length, args.train_batch_size
+        steps_per_epoch = math.ceil(n / batch_size)
+        total_steps = steps_per_epoch * args.num_train_epochs
+        global_step = self._resume(resume_from_checkpoint) if resume_from_checkpoint else 0
+        weights = args.loss_weights
+        progress = tqdm(
+            total=total_steps,
+            initial=global_step,
+            desc="PARAM",
+            disable=args.disable_tqdm or not accelerator.is_local_main_process,
+        )
+        running: dict[str, float] = {}
+        while global_step < total_steps:
+            epoch, step_in_epoch = divmod(global_step, steps_per_epoch)
+            # The order of an epoch depends only on (seed, epoch): resuming needs no RNG state.
+            order = torch.randperm(n, generator=torch.Generator().manual_seed(args.seed + epoch))
+            global_batch = order[step_in_epoch * batch_size : (step_in_epoch + 1) * batch_size]
+            local, sizes = _shard(global_batch, rank, world)
+            whitened_batches = [
+                whiten(rows.to(device, torch.float32), mean=mu, whitening=w)
+                for rows, mu, w in zip(self.data.rows(local), means, whitenings, strict=True)
+            ]
+            terms = param_loss(
+                whitened_batches,
+                model(whitened_support),
+                weights,
+                coverage_chunk_size=args.coverage_chunk_size,
+                gather=lambda r, sizes=sizes: _gather_rows(r, sizes),
+            )
+            # DDP averages gradients over processes; weighting coverage by this shard's share
+            # makes that average the coverage of the whole global batch.
+            share = len(local) * world / len(global_batch)
+            loss = terms["loss"] + weights.coverage * (share - 1.0) * terms["coverage"]
+            optimizer.zero_grad()
+            accelerator.backward(loss)
+            optimizer.step()
+            global_step += 1
+            progress.update(1)
+            for key, value in terms.items():
+                running[key] = running.get(key, 0.0) + float(value.detach())
+            running["steps"] = running.get("steps", 0.0) + 1
+            if global_step % args.logging_steps == 0 or global_step == total_steps:
+                self._log(
+                    running,
+                    epoch=global_step / steps_per_epoch,
+                    step=global_step,
+                    progress=progress,
+                )
+                running = {}
+            if self._should_save(global_step, steps_per_epoch, total_steps):
+                self._save_checkpoint(model, global_step)
+        progress.close()
+
+        mixture = accelerator.unwrap_model(model).mixture().detach().cpu()
+        anchor_set = self._anchor_set(mixture, whitened_support.cpu(), means, whitenings)
+        if accelerator.is_main_process:
+            anchor_set.save_pretrained(args.output_dir)
+        accelerator.wait_for_everyone()
+        if args.report_to:
+            accelerator.end_training()
+        return anchor_set
+
+    # ---- pieces --------------------------------------------------------------------------
+
+    def _log(self, running: dict[str, float], *, epoch: float, step: int, progress: tqdm) -> None:
+        steps = running.pop("steps")
+        entry = {key: value / steps for key, value in running.items()}
+        entry.update(epoch=round(epoch, 4), step=step)
+        self.log_history.append(entry)
+        progress.set_postfix(
+            {k: f"{v:.4f}" for k, v in entry.items() if k not in ("epoch", "step")}
+        )
+        self.accelerator.log({f"train/{k}": v for k, v in entry.items() if k != "step"}, step=step)
+        logger.info("step %d: %s", step, entry)
+
+    def _should_save(self, step: int, steps_per_epoch: int, total_steps: int) -> bool:
+        if self.args.save_strategy == "epoch":
+            return step % steps_per_epoch == 0 and step < total_steps
+        if self.args.save_strategy == "steps":
+            return step % self.args.save_steps == 0 and step < total_steps
+        return False
+
+    def _save_checkpoint(self, model: nn.Module, step: int) -> None:
+        """accelerate state + trainer state, renamed into place only when complete."""
+        accelerator, output = self.accelerator, Path(self.args.output_dir)
+        staging = output / f".checkpoint-{step}.tmp"
+        final = output / f"checkpoint-{step}"
+        if accelerator.is_main_process:
+            shutil.rmtree(staging, ignore_errors=True)
+        accelerator.wait_for_everyone()
+        accelerator.save_state(str(staging))
+        if accelerator.is_main_process:
+            state = {
+                "global_step": step,
+                "args": self.args.to_dict(),
+                "log_history": self.log_history,
+            }
+            (staging / STATE_NAME).write_text(json.dumps(state, indent=2))
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(staging, final)
+            self._prune_checkpoints(output)
+        accelerator.wait_for_everyone()
+
+    def _prune_checkpoints(self, output: Path) -> None:
+        limit = self.args.save_total_limit
+        if limit is None:
+            return
+        for old in _checkpoints(output)[:-limit]:
+            shutil.rmtree(old, ignore_errors=True)
+
+    def _resume(self, resume_from_checkpoint: bool | str) -> int:
+        if resume_from_checkpoint is True:
+            found = _checkpoints(Path(self.args.output_dir))
+            if not found:
+                raise ValueError(
+                    f"resume_from_checkpoint=True but {self.args.output_dir!r} holds no complete "
+                    "checkpoint-* folder. Start without resuming."
+                )
+            checkpoint = found[-1]
+        else:
+            checkpoint = Path(resume_from_checkpoint)
+        state_file = checkpoint / STATE_NAME
+        if not state_file.is_file():
+            raise ValueError(f"{str(checkpoint)!r} is not a complete checkpoint (no {STATE_NAME}).")
+        state = json.loads(state_file.read_text())
+        saved, current = state["args"], self.args.to_dict()
+        changed = sorted(
+            key
+            for key in set(saved) | set(current)
+            if key not in _RESUMABLE_CHANGES and saved.get(key) != current.get(key)
+        )
+        if changed:
+            details = ", ".join(f"{k}: {saved.get(k)!r} -> {current.get(k)!r}" for k in changed)
+            raise ValueError(
+                f"Cannot resume from {str(checkpoint)!r}: arguments that change the result differ "
+                f"({details}). Resume with the original arguments, or start a new run."
+            )
+        self.accelerator.load_state(str(checkpoint))
+        self.log_history = state["log_history"]
+        logger.info("Resumed from %s at step %d", checkpoint, state["global_step"])
+        return int(state["global_step"])
+
+    def _anchor_set(
+        self,
+        mixture: Tensor,
+        whitened_support: Tensor,
+        means: list[Tensor],
+        whitenings: list[Tensor],
+    ) -> AnchorSet:
+        args = self.args
+        if self.inputs is not None:
+            support = [self.inputs[i] for i in self.support_indices.tolist()]
+        else:
+            support = [{"index": i} for i in self.support_indices.tolist()]
+        encoders = [
+            {"name": name, "dim": d, **self.encoders[name]}
+            for name, d in zip(self.data.names, self.data.dims, strict=True)
+        ]
+        training = {
+            key: value
+            for key, value in args.to_dict().items()
+            if key not in ("output_dir", "disable_tqdm", "report_to", "logging_steps")
+        }
+        training["num_processes"] = self.accelerator.num_processes
+        return AnchorSet(
+            mixture=mixture,
+            support=support,
+            support_reference=self.support_reference,
+            strategy="param",
+            encoders=encoders,
+            training=training,
+            metrics=self._final_metrics(mixture, whitened_support, means, whitenings),
+        )
+
+    @torch.no_grad()
+    def _final_metrics(
+        self,
+        mixture: Tensor,
+        whitened_support: Tensor,
+        means: list[Tensor],
+        whitenings: list[Tensor],
+    ) -> dict[str, Any]:
+        """The last logged loss terms, and retrieval between the training encoders'
+        relative spaces on up to 2,000 rows."""
+        metrics: dict[str, Any] = {}
+        if self.log_history:
+            metrics["train"] = {k: v for k, v in self.log_history[-1].items() if k != "step"}
+        if len(self.data.names) < 2:
+            return metrics
+        n = min(2000, self.data.length)
+        rows = torch.randperm(
+            self.data.length, generator=torch.Generator().manual_seed(self.args.seed)
+        )[:n]
+        anchors = (mixture @ whitened_support).split(self.data.dims, dim=1)
+        relatives = {
+            name: whiten(x.float(), mean=mu.cpu(), whitening=w.cpu()) @ a.T
+            for name, x, mu, w, a in zip(
+                self.data.names, self.data.rows(rows), means, whitenings, anchors, strict=True
+            )
+        }
+        metrics["retrieval"] = {
+            f"{a}->{b}": retrieval_metrics(relatives[a], relatives[b], ks=(1, 5))
+            for a in relatives
+            for b in relatives
+            if a != b
+        }
+        metrics["retrieval_rows"] = n
+        return metrics
+
+
+def default_accelerator(**kwargs: Any) -> Accelerator:
+    """An `Accelerator` that also goes multi-process on CPU-only machines under ``torchrun``
+    (accelerate only does so when told ``cpu=True``)."""
+    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    return Accelerator(cpu=distributed and not torch.cuda.is_available(), **kwargs)
+
+
+def _checkpoints(output: Path) -> list[Path]:
+    """Complete checkpoints under ``output``, oldest first."""
+    found = [
+        p
+        for p in output.glob("checkpoint-*")
+        if re.fullmatch(r"checkpoint-\d+", p.name) and (p / STATE_NAME).is_file()
+    ]
+    return sorted(found, key=lambda p: int(p.name.split("-")[1]))

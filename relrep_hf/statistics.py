@@ -1,0 +1,196 @@
+"""Whitening statistics: streamed, mergeable, float64.
+
+The whitened inner product needs each encoder's mean and covariance. They are
+estimated once, from a set of embeddings that is usually far larger than memory,
+so the estimator keeps only ``count``, ``mean`` and the scatter matrix
+``sum (x - mean)(x - mean)^T`` (O(d^2) memory whatever N is) and merges partial
+results with Chan et al.'s parallel formula. Batches, dataset shards and processes
+all combine the same way, and the result does not depend on how rows were split.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from relrep_hf.validation import check_embeddings
+
+DEFAULT_SHRINKAGE = 0.15  # paper, Appendix B / Table 5
+DEFAULT_EPS = 5e-8
+
+
+@dataclass(frozen=True)
+class Statistics:
+    """Count, mean and scatter of a set of d-dimensional embeddings, in float64."""
+
+    count: int
+    mean: Tensor  # [d] float64
+    scatter: Tensor  # [d, d] float64, sum over rows of (x - mean)(x - mean)^T
+
+    @property
+    def dim(self) -> int:
+        return self.mean.shape[0]
+
+    @classmethod
+    def empty(cls, dim: int) -> Statistics:
+        zeros = torch.zeros(dim, dtype=torch.float64)
+        return cls(0, zeros, torch.zeros(dim, dim, dtype=torch.float64))
+
+    @classmethod
+    def from_embeddings(cls, embeddings: Tensor, batch_size: int = 65536) -> Statistics:
+        """Statistics of ``embeddings [N, d]``, streamed over row blocks of ``batch_size``."""
+        check_embeddings(embeddings, name="embeddings")
+        return accumulate(embeddings.split(batch_size), dim=embeddings.shape[-1])
+
+    def update(self, batch: Tensor) -> Statistics:
+        """These statistics with the rows of ``batch [n, d]`` added."""
+        check_embeddings(batch, dim=self.dim, name="batch")
+        batch = batch.detach().reshape(-1, self.dim).to(torch.float64)
+        if batch.shape[0] == 0:
+            return self
+        batch_mean = batch.mean(dim=0)
+        centered = batch - batch_mean
+        batch_stats = Statistics(batch.shape[0], batch_mean.cpu(), (centered.T @ centered).cpu())
+        return self.merge(batch_stats)
+
+    def merge(self, other: Statistics) -> Statistics:
+        """Chan's parallel combination of two disjoint sets of rows."""
+        if other.dim != self.dim:
+            raise ValueError(
+                f"Cannot merge statistics of dimension {self.dim} with dimension {other.dim}: "
+                "they come from different encoders or layers."
+            )
+        if other.count == 0:
+            return self
+        if self.count == 0:
+            return other
+        count = self.count + other.count
+        delta = other.mean - self.mean
+        mean = self.mean + delta * (other.count / count)
+        scatter = (
+            self.scatter
+            + other.scatter
+            + torch.outer(delta, delta) * (self.count * other.count / count)
+        )
+        return Statistics(count, mean, scatter)
+
+    __add__ = merge
+
+    def covariance(self) -> Tensor:
+        """Unbiased sample covariance ``scatter / (count - 1)`` (as ``numpy.cov``)."""
+        if self.count < 2:
+            raise ValueError(
+                f"Covariance needs at least 2 embeddings, got {self.count}. "
+                "Estimate statistics from more rows (the paper uses the full embedding set)."
+            )
+        return self.scatter / (self.count - 1)
+
+    def to_dict(self) -> dict[str, Tensor]:
+        """Tensors for safetensors (the count as a 0-d int64 tensor)."""
+        return {
+            "count": torch.tensor(self.count, dtype=torch.int64),
+            "mean": self.mean.contiguous(),
+            "scatter": self.scatter.contiguous(),
+        }
+
+    @classmethod
+    def from_dict(cls, tensors: dict[str, Tensor]) -> Statistics:
+        return cls(
+            int(tensors["count"]),
+            tensors["mean"].to(torch.float64),
+            tensors["scatter"].to(torch.float64),
+        )
+
+
+def accumulate(batches: Iterable[Tensor], dim: int | None = None) -> Statistics:
+    """Statistics of all rows of an iterable of ``[n, d]`` batches, in one pass."""
+    stats = None if dim is None else Statistics.empty(dim)
+    for batch in batches:
+        if stats is None:
+            stats = Statistics.empty(batch.shape[-1])
+        stats = stats.update(batch)
+    if stats is None:
+        raise ValueError("No batches were given: statistics need at least 2 embeddings.")
+    return stats
+
+
+def all_reduce(stats: Statistics) -> Statistics:
+    """Merge the statistics of every process of a ``torch.distributed`` group.
+
+    Each rank contributes its own rows; every rank gets the statistics of all rows.
+    A no-op when torch.distributed is not initialised.
+    """
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return stats
+    world = torch.distributed.get_world_size()
+    # Gather on the backend's device (CPU for gloo), in float64.
+    device = (
+        torch.device("cuda") if torch.distributed.get_backend() == "nccl" else torch.device("cpu")
+    )
+    packed = torch.cat(
+        [
+            torch.tensor([float(stats.count)], dtype=torch.float64),
+            stats.mean,
+            stats.scatter.flatten(),
+        ]
+    ).to(device)
+    gathered = [torch.empty_like(packed) for _ in range(world)]
+    torch.distributed.all_gather(gathered, packed)
+    merged = Statistics.empty(stats.dim)
+    d = stats.dim
+    for row in gathered:  # in rank order, so every rank computes the same float64 sums
+        row = row.cpu()
+        merged = merged.merge(Statistics(int(row[0]), row[1 : d + 1], row[d + 1 :].view(d, d)))
+    return merged
+
+
+def shrunk_covariance(
+    covariance: Tensor, *, shrinkage: float = DEFAULT_SHRINKAGE, eps: float = DEFAULT_EPS
+) -> Tensor:
+    """``(1 - lambda) S + lambda tr(S)/d I + eps I`` (paper, Appendix B), in float64."""
+    if not 0.0 <= shrinkage <= 1.0:
+        raise ValueError(f"shrinkage must be in [0, 1], got {shrinkage}.")
+    if eps < 0:
+        raise ValueError(f"eps must be >= 0, got {eps}.")
+    covariance = covariance.to(torch.float64)
+    d = covariance.shape[-1]
+    isotropic = covariance.diagonal().sum() / d
+    identity = torch.eye(d, dtype=torch.float64)
+    return (1.0 - shrinkage) * covariance + (shrinkage * isotropic + eps) * identity
+
+
+def symmetric_power(matrix: Tensor, power: float, *, name: str = "covariance") -> Tensor:
+    """``matrix ** power`` for a symmetric positive definite matrix, via float64 eigh.
+
+    Raises when the matrix is singular (or numerically so) for a negative power,
+    naming the smallest eigenvalue and the way out (shrinkage or more rows).
+    """
+    matrix = matrix.to(torch.float64)
+    eigenvalues, eigenvectors = torch.linalg.eigh((matrix + matrix.T) / 2)
+    largest = eigenvalues[-1].clamp_min(0.0)
+    smallest = eigenvalues[0]
+    # Relative threshold: below it the inverse is dominated by round-off.
+    if power < 0 and (largest <= 0 or smallest <= largest * matrix.shape[-1] * 1e-15):
+        raise ValueError(
+            f"The {name} is singular (smallest eigenvalue {smallest.item():.3g}, largest "
+            f"{largest.item():.3g}): it cannot be whitened. Use shrinkage > 0 or eps > 0 "
+            "(defaults 0.15 and 5e-8), or estimate statistics from more embeddings than "
+            "dimensions."
+        )
+    return (eigenvectors * eigenvalues.clamp_min(0.0).pow(power)) @ eigenvectors.T
+
+
+def whitening_matrix(
+    stats: Statistics, *, shrinkage: float = DEFAULT_SHRINKAGE, eps: float = DEFAULT_EPS
+) -> Tensor:
+    """The symmetric whitening ``L = Sigma_lambda^{-1/2}`` ([d, d], float64)."""
+    sigma = shrunk_covariance(stats.covariance(), shrinkage=shrinkage, eps=eps)
+    return symmetric_power(sigma, -0.5)
+
+
+def whiten(embeddings: Tensor, *, mean: Tensor, whitening: Tensor) -> Tensor:
+    """``(x - mu) L`` for rows of ``embeddings [..., d]`` (L symmetric)."""
+    return (embeddings - mean) @ whitening

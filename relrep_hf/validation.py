@@ -1,0 +1,45 @@
+"""Checks on user-supplied tensors, with errors that say what is wrong and what to do."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def check_embeddings(
+    embeddings: Tensor,
+    *,
+    dim: int | None = None,
+    name: str = "embeddings",
+    min_rows: int = 0,
+    dim_hint: str = "",
+) -> None:
+    """Raise ``ValueError`` unless ``embeddings`` is a finite float tensor ``[..., dim]``."""
+    if not isinstance(embeddings, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(embeddings).__name__}.")
+    if not embeddings.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {embeddings.dtype}.")
+    if embeddings.ndim < 1:
+        raise ValueError(f"{name} must have shape [..., d], got a 0-d tensor.")
+    if dim is not None and embeddings.shape[-1] != dim:
+        raise ValueError(
+            f"{name} have last dimension {embeddings.shape[-1]}, expected {dim}{dim_hint}."
+        )
+    rows = embeddings.reshape(-1, embeddings.shape[-1]) if embeddings.ndim > 1 else embeddings[None]
+    if rows.shape[0] < min_rows:
+        raise ValueError(f"{name} have {rows.shape[0]} rows, at least {min_rows} are needed.")
+    check_finite(rows, name=name)
+
+
+def check_finite(rows: Tensor, *, name: str = "embeddings") -> None:
+    """Raise ``ValueError`` naming the rows of ``rows [n, d]`` that hold NaN or Inf."""
+    finite_rows = torch.isfinite(rows).all(dim=-1)
+    if not bool(finite_rows.all()):
+        bad = (~finite_rows).nonzero().flatten()
+        shown = ", ".join(str(i) for i in bad[:5].tolist())
+        more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+        raise ValueError(
+            f"{name} contain NaN or Inf in {len(bad)} row(s) (row {shown}{more}). "
+            "Drop or repair those rows before computing statistics or projecting; "
+            "in half precision, check the encoder for overflow."
+        )

@@ -1,0 +1,183 @@
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import AutoConfig, AutoModel
+
+import relrep_hf
+from relrep_hf import RelativeProjector, RelativeProjectorConfig, Statistics
+from relrep_hf.io import atomic_directory
+from relrep_hf.similarities import SIMILARITIES, relative_projection
+from relrep_hf.statistics import whitening_matrix
+
+D, M = 16, 8
+
+
+@pytest.fixture(scope="module")
+def data():
+    generator = torch.Generator().manual_seed(0)
+    mixing = torch.randn(D, D, generator=generator, dtype=torch.float64)
+    return torch.randn(600, D, generator=generator, dtype=torch.float64) @ mixing + 2.0
+
+
+@pytest.fixture(scope="module")
+def projector(data):
+    return RelativeProjector.from_statistics(
+        data[:M], Statistics.from_embeddings(data), encoder_id="org/encoder", pooling="mean"
+    )
+
+
+@pytest.mark.parametrize("similarity", list(SIMILARITIES))
+def test_forward_equals_the_pure_function(data, similarity):
+    stats = Statistics.from_embeddings(data)
+    projector = RelativeProjector.from_statistics(
+        data[:M], stats, similarity=similarity, dtype=torch.float64
+    )
+    expected = relative_projection(
+        data, data[:M], similarity=similarity, mean=stats.mean, whitening=whitening_matrix(stats)
+    )
+    torch.testing.assert_close(projector(data), expected, rtol=1e-10, atol=1e-10)
+
+
+def test_wip_forward_is_one_affine_map(projector, data):
+    x = data[:50].float()
+    expected = torch.addmm(projector.bias, x, projector.weight)
+    assert torch.equal(projector(x), expected)
+    # and that map is the whitened inner product with the stored whitened anchors
+    whitened = (x.double() - projector.mean.double()) @ projector.whitening.double()
+    torch.testing.assert_close(
+        projector(x).double(),
+        whitened @ projector.whitened_anchors.double().T,
+        rtol=1e-4,
+        atol=1e-4,
+    )
+
+
+def test_config_records_sizes_and_provenance(projector):
+    config = projector.config
+    assert (config.hidden_size, config.num_anchors, config.similarity) == (D, M, "wip")
+    assert (config.shrinkage, config.eps, config.statistics_count) == (0.15, 5e-8, 600)
+    assert (config.encoder_id, config.pooling, config.layer, config.anchor_set_id) == (
+        "org/encoder",
+        "mean",
+        -1,
+        "",
+    )
+    assert not any(p.requires_grad for p in projector.parameters())
+
+
+def test_output_does_not_depend_on_batch_size_or_order(projector, data):
+    x = data[:64].float()
+    together = projector(x)
+    one_by_one = torch.cat([projector(row[None]) for row in x])
+    torch.testing.assert_close(one_by_one, together, rtol=1e-6, atol=1e-5)
+    order = torch.randperm(64, generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(projector(x[order]), together[order], rtol=1e-6, atol=1e-5)
+    assert projector(x.view(4, 16, D)).shape == (4, 16, M)
+
+
+def test_save_load_round_trip_is_bit_exact(projector, tmp_path):
+    projector.save_pretrained(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "model.safetensors"]
+    loaded = RelativeProjector.from_pretrained(tmp_path)
+    for name, tensor in projector.state_dict().items():
+        assert torch.equal(loaded.state_dict()[name], tensor), name
+    saved, original = loaded.config.to_dict(), projector.config.to_dict()
+    saved.pop("_name_or_path"), original.pop("_name_or_path")
+    assert saved == original
+    assert not any(p.requires_grad for p in loaded.parameters())
+
+
+def test_automodel_returns_a_relative_projector(projector, tmp_path):
+    projector.save_pretrained(tmp_path)
+    assert relrep_hf.RelativeProjector is RelativeProjector
+    assert isinstance(AutoConfig.from_pretrained(tmp_path), RelativeProjectorConfig)
+    loaded = AutoModel.from_pretrained(tmp_path)
+    assert type(loaded) is RelativeProjector
+    x = torch.randn(3, D)
+    assert torch.equal(loaded(x), projector(x))
+
+
+def test_bfloat16_load_keeps_statistics_usable(projector, data, tmp_path):
+    """Everything is cast to bfloat16 (weights prepared in float64, rounded once); the output
+    agrees with float32 to bfloat16 precision and keeps the nearest anchor of nearly every row."""
+    projector.save_pretrained(tmp_path)
+    half = RelativeProjector.from_pretrained(tmp_path, dtype=torch.bfloat16)
+    assert half.dtype == torch.bfloat16 and half.whitening.dtype == torch.bfloat16
+    x = data.float()
+    full, low = projector(x), half(x).float()  # float32 input is cast to the projector's dtype
+    agreement = torch.nn.functional.cosine_similarity(full, low).min().item()
+    same_argmax = (full.argmax(-1) == low.argmax(-1)).float().mean().item()
+    assert agreement > 0.999, agreement
+    assert same_argmax > 0.97, same_argmax
+
+
+def test_corrupted_or_truncated_weights_are_clear_errors(projector, tmp_path):
+    projector.save_pretrained(tmp_path)
+    weights = tmp_path / "model.safetensors"
+    data = weights.read_bytes()
+    for broken in (data[: len(data) // 2], b"\x00" * 64, b"not a safetensors file"):
+        weights.write_bytes(broken)
+        with pytest.raises(OSError, match="corrupted or truncated.*save it again"):
+            RelativeProjector.from_pretrained(tmp_path)
+
+
+def test_config_sizes_that_disagree_with_the_tensors(projector, tmp_path):
+    projector.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["num_anchors"] = M + 1
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=f"num_anchors={M + 1}.*different saves"):
+        RelativeProjector.from_pretrained(tmp_path)
+
+
+def test_a_missing_tensor_is_an_error(projector, tmp_path):
+    projector.save_pretrained(tmp_path)
+    tensors = load_file(tmp_path / "model.safetensors")
+    del tensors["whitening"]
+    save_file(tensors, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(OSError, match=r"lacks the tensors \['whitening'\]"):
+        RelativeProjector.from_pretrained(tmp_path)
+
+
+def test_bad_embeddings(projector):
+    x = torch.randn(5, D)
+    x[3, 2] = float("nan")
+    with pytest.raises(ValueError, match=r"NaN or Inf in 1 row\(s\) \(row 3\)"):
+        projector(x)
+    x[3, 2] = float("inf")
+    with pytest.raises(ValueError, match="row 3"):
+        projector(x)
+    with pytest.raises(ValueError, match=f"last dimension {D + 1}, expected {D}.*another encoder"):
+        projector(torch.randn(5, D + 1))
+
+
+def test_bad_construction(data):
+    stats = Statistics.from_embeddings(data)
+    with pytest.raises(ValueError, match="Invalid similarity 'angular'"):
+        RelativeProjector.from_statistics(data[:M], stats, similarity="angular")
+    with pytest.raises(ValueError, match="needs the encoder's whitening statistics"):
+        RelativeProjector.from_statistics(data[:M], None)
+    with pytest.raises(ValueError, match="statistics have dimension 4 but the anchors have 16"):
+        RelativeProjector.from_statistics(data[:M], Statistics.from_embeddings(torch.randn(9, 4)))
+    with pytest.raises(ValueError, match="at least 2 embeddings"):
+        RelativeProjector.from_statistics(data[:M], Statistics.from_embeddings(data[:1]))
+    with pytest.raises(ValueError, match="anchors contain NaN"):
+        RelativeProjector.from_statistics(torch.full((2, D), float("nan")), stats)
+    with pytest.raises(ValueError, match="Invalid similarity"):
+        RelativeProjectorConfig(similarity="dot")
+    # cosine needs no statistics
+    projector = RelativeProjector.from_statistics(data[:M], None, similarity="cosine")
+    assert projector.config.statistics_count == 0
+
+
+def test_failed_save_leaves_the_previous_artifact(projector, tmp_path):
+    projector.save_pretrained(tmp_path)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with pytest.raises(RuntimeError, match="interrupted"), atomic_directory(tmp_path) as staging:
+        (staging / "model.safetensors").write_bytes(b"half written")
+        raise RuntimeError("interrupted")
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    assert [p.name for p in tmp_path.parent.iterdir() if ".tmp-" in p.name] == []
+    RelativeProjector.from_pretrained(tmp_path)
