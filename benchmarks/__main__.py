@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-MODULES = ["bench_projection", "bench_statistics"]
+MODULES = ["bench_projection", "bench_statistics", "bench_param"]
 
 
 def main() -> None:
@@ -31,6 +31,9 @@ def main() -> None:
             f"{r['benchmark']:<{width}}  {r['value']:>10.4g}  {r['baseline_value']:>10.4g}  "
             f"{r['ratio']:>6.3f}  {r['baseline']} ({r['unit']})"
         )
+        for key, value in r.items():
+            if key not in ("benchmark", "baseline", "baseline_value", "value", "unit", "ratio"):
+                print(f"    {key}: {value:.3g}" if isinstance(value, float) else f"    {key}: {value}")
     if args.json:
         meta = {
             "date": time.strftime("%Y-%m-%d %H:%M:%S"),

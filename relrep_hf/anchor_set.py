@@ -28,6 +28,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor
 
 from relrep_hf.anchor_strategies import farthest_point_mixture, kmeans_mixture, random_mixture
+from relrep_hf.cards import write_card
 from relrep_hf.hub import push_folder, resolve_folder
 from relrep_hf.io import atomic_directory
 from relrep_hf.validation import check_embeddings
@@ -144,6 +145,7 @@ class AnchorSet:
             for item in self.support:
                 row = {"text": item} if isinstance(item, str) else item
                 file.write(json.dumps(row, ensure_ascii=False) + "\n")
+        write_card(self, folder)
 
     @classmethod
     def from_pretrained(

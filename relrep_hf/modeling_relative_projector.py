@@ -11,17 +11,16 @@ does not depend on the batch it came in.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
-from safetensors import SafetensorError
 from torch import Tensor, nn
-from transformers import PreTrainedModel
 
+from relrep_hf.cards import write_card
 from relrep_hf.configuration_relative_projector import RelativeProjectorConfig
-from relrep_hf.io import atomic_directory
+from relrep_hf.modeling_utils import RelrepPreTrainedModel
+from relrep_hf.remote_code import write_remote_code
 from relrep_hf.similarities import apply_prepared, get_similarity, prepare_anchors
 from relrep_hf.statistics import Statistics, whiten, whitening_matrix
 from relrep_hf.validation import check_embeddings, check_finite
@@ -29,10 +28,9 @@ from relrep_hf.validation import check_embeddings, check_finite
 if TYPE_CHECKING:
     from relrep_hf.anchor_set import AnchorSet
 
-_HUB_KWARGS = ("repo_id", "token", "private", "commit_message", "revision", "create_pr")
 
 
-class RelativeProjector(PreTrainedModel):
+class RelativeProjector(RelrepPreTrainedModel):
     r"""Relative projection of one encoder's embeddings onto a shared set of anchors.
 
     Build one from anchors and statistics with [`~RelativeProjector.from_statistics`], from an
@@ -48,6 +46,7 @@ class RelativeProjector(PreTrainedModel):
     """
 
     config_class = RelativeProjectorConfig
+    artifact_name = "projector"
     base_model_prefix = "relative_projector"
     main_input_name = "embeddings"
 
@@ -186,52 +185,10 @@ class RelativeProjector(PreTrainedModel):
             f"hidden_size={c.hidden_size}, num_anchors={c.num_anchors}, similarity={c.similarity!r}"
         )
 
-    def save_pretrained(
-        self, save_directory: str | os.PathLike, *, push_to_hub: bool = False, **kwargs
-    ) -> None:
-        """Save config.json + model.safetensors atomically (temporary folder, then rename)."""
-        hub_kwargs = {key: kwargs.pop(key) for key in _HUB_KWARGS if key in kwargs}
-        with atomic_directory(save_directory) as staging:
-            super().save_pretrained(staging, **kwargs)
-        if push_to_hub:
-            repo_id = hub_kwargs.pop("repo_id", Path(save_directory).name)
-            self.push_to_hub(repo_id, **hub_kwargs)
+    def _write_extras(self, folder: Path) -> None:
+        """The model card, and the standalone code that ``trust_remote_code=True`` loads."""
+        write_remote_code(folder)
+        write_card(self, folder)
 
-    @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike, *args, **kwargs):
-        """Load a projector, turning broken files into errors that say what to do."""
-        wants_info = kwargs.pop("output_loading_info", False)
-        source = str(pretrained_model_name_or_path)
-        try:
-            model, info = super().from_pretrained(
-                pretrained_model_name_or_path, *args, output_loading_info=True, **kwargs
-            )
-        except SafetensorError as error:
-            raise OSError(
-                f"The weights of the projector at {source!r} are corrupted or truncated ({error}). "
-                "Download it again (force_download=True) or save it again."
-            ) from error
-        except RuntimeError as error:
-            if "mismatch" not in str(error):
-                raise
-            raise ValueError(
-                f"The tensors of the projector at {source!r} do not have the sizes its config.json "
-                f"declares ({_declared_sizes(source)}). The config and the weights come from "
-                "different saves: save the projector again."
-            ) from error
-        missing = sorted(info["missing_keys"])
-        if missing:
-            raise OSError(
-                f"The projector at {source!r} lacks the tensors {missing}: the file was not written "
-                "by RelativeProjector.save_pretrained, or it is incomplete. Save it again."
-            )
-        model.requires_grad_(False)  # the loader recreates parameters as trainable
-        return (model, info) if wants_info else model
-
-
-def _declared_sizes(source: str) -> str:
-    try:
-        config = RelativeProjectorConfig.from_pretrained(source)
-    except (OSError, ValueError):
-        return "unreadable"
-    return f"hidden_size={config.hidden_size}, num_anchors={config.num_anchors}"
+    def post_load(self) -> None:
+        self.requires_grad_(False)  # the loader recreates parameters as trainable

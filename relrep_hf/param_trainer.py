@@ -23,6 +23,7 @@ import math
 import os
 import re
 import shutil
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -288,6 +289,7 @@ class ParamTrainer:
         self.accelerator = accelerator or default_accelerator(log_with=args.report_to or None)
         self.statistics: dict[str, Statistics] = {}
         self.log_history: list[dict[str, float]] = []
+        self.train_runtime: dict[str, float] = {}
 
     # ---- the loop ------------------------------------------------------------------------
 
@@ -337,6 +339,7 @@ class ParamTrainer:
             disable=args.disable_tqdm or not accelerator.is_local_main_process,
         )
         running: dict[str, float] = {}
+        start_step, start_time = global_step, time.perf_counter()
         while global_step < total_steps:
             epoch, step_in_epoch = divmod(global_step, steps_per_epoch)
             # The order of an epoch depends only on (seed, epoch): resuming needs no RNG state.
@@ -377,6 +380,12 @@ class ParamTrainer:
             if self._should_save(global_step, steps_per_epoch, total_steps):
                 self._save_checkpoint(model, global_step)
         progress.close()
+        runtime = time.perf_counter() - start_time
+        self.train_runtime = {
+            "train_runtime": runtime,
+            "train_steps_per_second": (global_step - start_step) / runtime if runtime else 0.0,
+            "epoch_seconds": runtime * steps_per_epoch / max(1, global_step - start_step),
+        }
 
         mixture = accelerator.unwrap_model(model).mixture().detach().cpu()
         anchor_set = self._anchor_set(mixture, whitened_support.cpu(), means, whitenings)
@@ -512,6 +521,7 @@ class ParamTrainer:
         metrics: dict[str, Any] = {}
         if self.log_history:
             metrics["train"] = {k: v for k, v in self.log_history[-1].items() if k != "step"}
+            metrics["train"].update(self.train_runtime)
         if len(self.data.names) < 2:
             return metrics
         n = min(2000, self.data.length)

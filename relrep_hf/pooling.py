@@ -168,7 +168,7 @@ def hidden_states(model: nn.Module, inputs: Mapping[str, Any], layer: int = -1) 
         position_ids = _position_ids_from_mask(mask)
         default = torch.arange(mask.shape[1], device=mask.device).expand_as(mask)
         shifted = bool(((position_ids != default) & (mask != 0)).any())
-        if shifted and _is_causal(module):
+        if shifted and is_causal_decoder(module):
             kwargs["position_ids"] = position_ids
     if "use_cache" in accepted:
         kwargs["use_cache"] = False
@@ -342,7 +342,7 @@ def _position_ids_from_mask(attention_mask: Tensor) -> Tensor:
     return (mask.long().cumsum(-1) - 1).masked_fill(~mask, 0)
 
 
-def _is_causal(module: nn.Module) -> bool:
+def is_causal_decoder(module: nn.Module) -> bool:
     """Whether ``module`` is a causal decoder, judged by its attention layers' ``is_causal``.
 
     Bidirectional encoders keep their own position handling: RoBERTa-style models derive

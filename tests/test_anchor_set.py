@@ -33,8 +33,10 @@ def test_anchors_are_the_mixture_of_support_embeddings(anchor_set):
 def test_round_trip_is_exact_and_support_is_datasets_readable(anchor_set, tmp_path):
     anchor_set.save_pretrained(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "README.md",
         "anchor_set.json",
         "anchor_set.safetensors",
+        "stitching_heatmap.png",
         "support.jsonl",
     ]
     loaded = AnchorSet.from_pretrained(tmp_path)

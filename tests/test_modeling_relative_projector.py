@@ -79,12 +79,23 @@ def test_output_does_not_depend_on_batch_size_or_order(projector, data):
 
 def test_save_load_round_trip_is_bit_exact(projector, tmp_path):
     projector.save_pretrained(tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "model.safetensors"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "README.md",
+        "config.json",
+        "configuration_relative_projector.py",
+        "model.safetensors",
+        "modeling_relative_projector.py",
+    ]
     loaded = RelativeProjector.from_pretrained(tmp_path)
     for name, tensor in projector.state_dict().items():
         assert torch.equal(loaded.state_dict()[name], tensor), name
     saved, original = loaded.config.to_dict(), projector.config.to_dict()
     saved.pop("_name_or_path"), original.pop("_name_or_path")
+    # the saved config also points AutoModel(trust_remote_code=True) at the bundled code
+    assert saved.pop("auto_map") == {
+        "AutoConfig": "configuration_relative_projector.RelativeProjectorConfig",
+        "AutoModel": "modeling_relative_projector.RelativeProjector",
+    }
     assert saved == original
     assert not any(p.requires_grad for p in loaded.parameters())
 

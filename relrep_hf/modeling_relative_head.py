@@ -1,0 +1,165 @@
+"""`RelativeHeadForClassification`: a classifier on relative features, encoder-agnostic.
+
+A head trained on the relative features of one encoder reads those of every encoder whose
+projector uses the same anchor set and similarity ("zero-shot stitching"). The head is a small
+artifact of its own (config.json + model.safetensors): the anchor set it speaks is recorded in
+its config and checked against a projector by `check_head_matches_projector`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from transformers import PreTrainedConfig
+from transformers import initialization as init
+from transformers.activations import ACT2FN
+from transformers.modeling_outputs import SequenceClassifierOutput
+
+from relrep_hf.configuration_relative_head import RelativeHeadConfig
+from relrep_hf.modeling_utils import RelrepPreTrainedModel
+
+__all__ = ["RelativeHeadForClassification", "check_head_matches_projector"]
+
+
+class RelativeHeadForClassification(RelrepPreTrainedModel):
+    r"""A linear probe or MLP on relative features ``[..., m]``, with a classification loss.
+
+    The layers are: LayerNorm over the m features (``normalize_input``), then for each width in
+    ``hidden_sizes`` a Linear, the activation and dropout, then the Linear classifier.
+
+    Args:
+        config (`RelativeHeadConfig`): sizes, labels and the anchor set of the features.
+
+    Example:
+        >>> import torch
+        >>> from relrep_hf.configuration_relative_head import RelativeHeadConfig
+from relrep_hf.modeling_utils import RelrepPreTrainedModel
+        >>> from relrep_hf.modeling_relative_head import RelativeHeadForClassification
+        >>> head = RelativeHeadForClassification(RelativeHeadConfig(num_anchors=16, num_labels=3))
+        >>> out = head(torch.randn(4, 16), labels=torch.tensor([0, 2, 1, 0]))
+        >>> out.logits.shape, out.loss.ndim
+        (torch.Size([4, 3]), 0)
+    """
+
+    config_class = RelativeHeadConfig
+    artifact_name = "head"
+    base_model_prefix = "relative_head"
+    main_input_name = "relative"
+
+    def __init__(self, config: RelativeHeadConfig):
+        super().__init__(config)
+        if config.normalize_input:
+            self.norm = nn.LayerNorm(config.num_anchors, eps=config.layer_norm_eps)
+        else:
+            self.norm = nn.Identity()
+        layers: list[nn.Module] = []
+        width = config.num_anchors
+        for hidden in config.hidden_sizes:
+            layers += [
+                nn.Linear(width, hidden),
+                ACT2FN[config.activation],
+                nn.Dropout(config.dropout),
+            ]
+            width = hidden
+        self.layers = nn.Sequential(*layers)
+        self.classifier = nn.Linear(width, config.num_labels)
+        self.post_init()
+
+    def _init_weights(self, module: nn.Module) -> None:
+        """PyTorch's fan-in init for the linear layers, ones and zeros for the LayerNorm.
+
+        transformers' usual normal(0, 0.02) suits deep stacks with residual connections; a small
+        head on features of unit scale learns much faster from the fan-in-scaled init.
+        """
+        if isinstance(module, nn.Linear):
+            init.kaiming_uniform_(module.weight, a=math.sqrt(5))
+            bound = 1.0 / math.sqrt(module.in_features)
+            init.uniform_(module.bias, -bound, bound)
+        elif isinstance(module, nn.LayerNorm):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+
+    def forward(self, relative: Tensor, labels: Tensor | None = None) -> SequenceClassifierOutput:
+        """Logits ``[..., num_labels]`` of ``relative [..., m]``; the loss when ``labels`` are given.
+
+        The loss follows transformers' ``problem_type``: cross-entropy on class indices
+        (``single_label_classification``, the default for integer labels), MSE for
+        ``regression`` (the default when ``num_labels == 1``), and binary cross-entropy on
+        multi-hot float labels (``multi_label_classification``).
+        """
+        if relative.shape[-1] != self.config.num_anchors:
+            raise ValueError(
+                f"Expected relative features with {self.config.num_anchors} columns (the head's "
+                f"num_anchors), got shape {tuple(relative.shape)}. Was the projector built with "
+                f"another anchor set?"
+            )
+        hidden = self.layers(self.norm(relative.to(self.classifier.weight.dtype)))
+        logits = self.classifier(hidden)
+        loss = None if labels is None else self._loss(logits, labels)
+        return SequenceClassifierOutput(loss=loss, logits=logits)
+
+    def _loss(self, logits: Tensor, labels: Tensor) -> Tensor:
+        labels = labels.to(logits.device)
+        problem = self.config.problem_type
+        if problem is None:  # inferred here, never written back to the config
+            if self.config.num_labels == 1:
+                problem = "regression"
+            elif labels.dtype in (torch.long, torch.int):
+                problem = "single_label_classification"
+            else:
+                problem = "multi_label_classification"
+        if problem == "regression":
+            return nn.functional.mse_loss(
+                logits.squeeze(-1), labels.to(logits.dtype).reshape(logits.shape[:-1])
+            )
+        if problem == "single_label_classification":
+            return nn.functional.cross_entropy(
+                logits.reshape(-1, self.config.num_labels), labels.reshape(-1).long()
+            )
+        return nn.functional.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
+
+    @classmethod
+    def for_projector(cls, projector_config: Any, **config_kwargs) -> RelativeHeadForClassification:
+        """A freshly initialised head for the features of a projector (or of its config).
+
+        See `RelativeHeadConfig.for_projector`; ``config_kwargs`` set the labels and layers.
+        """
+        return cls(RelativeHeadConfig.for_projector(projector_config, **config_kwargs))
+
+
+def check_head_matches_projector(
+    head_config: PreTrainedConfig, projector_config: PreTrainedConfig
+) -> None:
+    """Raise a ValueError unless the head can read the projector's relative features.
+
+    They must have the same number of anchors, and, where both record them, the same anchor set
+    id, anchor set revision and similarity. Unrecorded ("") provenance is not an error.
+    """
+    head_m, projector_m = head_config.num_anchors, projector_config.num_anchors
+    if head_m != projector_m:
+        raise ValueError(
+            f"The head reads {head_m} relative features but the projector gives {projector_m}: "
+            f"they were built from different anchor sets. Use a projector of the head's anchor "
+            f"set ({head_config.anchor_set_id or 'unrecorded'})."
+        )
+    for field, what in [
+        ("anchor_set_id", "anchor set"),
+        ("anchor_set_revision", "anchor set revision"),
+        ("similarity", "similarity"),
+    ]:
+        head_value = getattr(head_config, field, "") or ""
+        projector_value = getattr(projector_config, field, "") or ""
+        if (
+            field == "anchor_set_revision"
+            and head_config.anchor_set_id != projector_config.anchor_set_id
+        ):
+            continue
+        if head_value and projector_value and head_value != projector_value:
+            raise ValueError(
+                f"The head was trained with {what} {head_value!r} but the projector uses "
+                f"{projector_value!r}: its features mean nothing to the head. Build the "
+                f"encoder's projector from {head_value!r} (RelativeProjector.from_anchor_set)."
+            )

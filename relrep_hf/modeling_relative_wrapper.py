@@ -1,0 +1,604 @@
+"""`RelativeWrapper`: an encoder, its pooling and its `RelativeProjector`, composed at load time.
+
+The wrapper is to a projector what a PEFT model is to an adapter: it holds any transformers
+model (the encoder, loaded with `AutoModel`) and the small projector that belongs to it, checks
+that they belong together (embedding size, pooling, layer, encoder id and revision), forwards
+unknown attributes to the encoder, and saves only the projector.
+
+Read top to bottom: the output class, the wrapper (load, checks, forward, encode, save), and
+`RelativeWrapperWithHead`, which runs a head on the wrapper's relative features.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+from huggingface_hub import try_to_load_from_cache
+from torch import Tensor, nn
+from tqdm.auto import tqdm
+from transformers import (
+    AutoImageProcessor,
+    AutoModel,
+    AutoTokenizer,
+    PreTrainedConfig,
+    PreTrainedTokenizerBase,
+)
+from transformers.image_processing_utils import BaseImageProcessor
+from transformers.modeling_outputs import SequenceClassifierOutput
+from transformers.utils import ModelOutput
+
+from relrep_hf.extraction import (
+    PROGRESS_MIN_INPUTS,
+    encode_in_order,
+    encoder_provenance,
+    input_modality,
+    is_commit_hash,
+    warn_truncated,
+)
+from relrep_hf.modeling_relative_head import (
+    RelativeHeadForClassification,
+    check_head_matches_projector,
+)
+from relrep_hf.modeling_relative_projector import RelativeProjector
+from relrep_hf.pooling import (
+    base_model_for_hidden_states,
+    max_input_length,
+    pool_model_output,
+    validate_pooling,
+)
+
+__all__ = ["RelativeWrapper", "RelativeWrapperOutput", "RelativeWrapperWithHead"]
+
+ConvertTo = Literal["torch", "numpy"]
+
+
+@dataclass
+class RelativeWrapperOutput(ModelOutput):
+    """Output of `RelativeWrapper`.
+
+    Args:
+        relative (`torch.Tensor` of shape `(batch_size, num_anchors)`): relative features.
+        pooled (`torch.Tensor` of shape `(batch_size, hidden_size)`): the pooled embeddings
+            of the encoder (absolute space) they were computed from.
+    """
+
+    relative: Tensor | None = None
+    pooled: Tensor | None = None
+
+
+class RelativeWrapper(nn.Module):
+    r"""An encoder with its pooling and `RelativeProjector`: inputs in, relative features out.
+
+    Load one with `RelativeWrapper.from_pretrained(encoder, projector)`, or build one from
+    loaded parts. The pooling and layer default to those the projector records; a mismatch
+    with the requested ones, or with the encoder the projector records, is an error unless
+    ``strict=False`` (then a warning). A projector for another embedding size is always an error.
+
+    Args:
+        encoder (`nn.Module`): any transformers model (a `*ForCausalLM` pools its base model,
+            an encoder-decoder its encoder, see `relrep_hf.pooling`).
+        projector (`RelativeProjector`): the encoder's projector.
+        preprocessor: the encoder's tokenizer, or its image processor for an image model.
+        pooling (`str`, *optional*): ``"mean"``, ``"cls"`` or ``"last"``; default the projector's.
+        layer (`int`, *optional*): hidden layer to pool; default the projector's.
+        strict (`bool`, defaults to `True`): mismatches are errors (``False``: warnings).
+        encoder_id, encoder_revision (`str`, *optional*): the encoder's Hub id and commit when
+            the model does not tell them (see `relrep_hf.extraction.encoder_provenance`).
+
+    Example:
+        >>> from relrep_hf.modeling_relative_wrapper import RelativeWrapper
+        >>> wrapper = RelativeWrapper.from_pretrained(  # doctest: +SKIP
+        ...     "sentence-transformers/all-MiniLM-L6-v2", "my-org/minilm-relative-projector"
+        ... )
+        >>> wrapper.encode(["A first sentence.", "A second one."]).shape  # doctest: +SKIP
+        torch.Size([2, 300])
+    """
+
+    def __init__(
+        self,
+        encoder: nn.Module,
+        projector: RelativeProjector,
+        preprocessor: Any,
+        *,
+        pooling: str | None = None,
+        layer: int | None = None,
+        strict: bool = True,
+        encoder_id: str | None = None,
+        encoder_revision: str | None = None,
+    ):
+        super().__init__()
+        if not isinstance(projector, RelativeProjector):
+            raise ValueError(
+                f"Expected a RelativeProjector, got {type(projector).__name__}. Load it with "
+                f"RelativeProjector.from_pretrained(path)."
+            )
+        modality = input_modality(encoder)
+        _check_preprocessor(encoder, preprocessor, modality)
+        known_id, known_revision = encoder_provenance(encoder)
+        self.encoder_id = encoder_id or known_id
+        self.encoder_revision = encoder_revision or known_revision
+        _check_hidden_size(encoder, projector, modality)
+        self.pooling, self.layer = _resolve_pooling_and_layer(
+            encoder, projector, pooling, layer, modality, strict
+        )
+        _check_encoder_identity(projector.config, self.encoder_id, self.encoder_revision, strict)
+        self.encoder = encoder
+        self.projector = projector
+        self.preprocessor = preprocessor
+        self.modality = modality
+
+    # ----------------------------------------------------------------------------- loading
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        encoder: str | os.PathLike | nn.Module,
+        projector: str | os.PathLike | RelativeProjector,
+        *,
+        pooling: str | None = None,
+        layer: int | None = None,
+        strict: bool = True,
+        dtype: torch.dtype | str | None = None,
+        device: torch.device | str | None = None,
+        revision: str | None = None,
+        projector_revision: str | None = None,
+        tokenizer: PreTrainedTokenizerBase | None = None,
+        image_processor: BaseImageProcessor | None = None,
+        **hub_kwargs: Any,
+    ) -> RelativeWrapper:
+        """Load (or take) an encoder, its tokenizer or image processor, and its projector.
+
+        Args:
+            encoder: a Hub id or local folder (loaded with `AutoModel.from_pretrained`), or a
+                loaded model.
+            projector: a Hub id or local folder of a saved `RelativeProjector`, or a loaded one.
+            pooling, layer, strict: see the class; default pooling and layer: the projector's.
+            dtype: the encoder's dtype (``torch.bfloat16``, ``"auto"``, ...); the projector
+                stays float32. A loaded encoder is cast in place.
+            device: where the encoder and projector go (a loaded encoder is moved in place).
+            revision: the encoder's revision (branch, tag or commit) on the Hub.
+            projector_revision: the projector's revision.
+            tokenizer, image_processor: use these instead of loading them with the encoder.
+            hub_kwargs: ``token``, ``cache_dir``, ``local_files_only``, ... for every download.
+
+        Raises:
+            ValueError: the parts do not belong together (see the class), or an image model has
+                no image processor / a text model no tokenizer.
+        """
+        encoder_revision = None
+        if isinstance(encoder, (str, os.PathLike)):
+            source = str(encoder)
+            model = AutoModel.from_pretrained(source, revision=revision, dtype=dtype, **hub_kwargs)
+            encoder_revision = _cached_commit(source, revision, hub_kwargs.get("cache_dir"))
+        elif isinstance(encoder, nn.Module):
+            source = str(getattr(getattr(encoder, "config", None), "name_or_path", "") or "")
+            model = encoder if dtype is None or dtype == "auto" else encoder.to(dtype)
+        else:
+            raise ValueError(
+                f"encoder must be a Hub id, a local folder or a loaded model, got "
+                f"{type(encoder).__name__}."
+            )
+        preprocessor = tokenizer if tokenizer is not None else image_processor
+        if preprocessor is None:
+            preprocessor = _load_preprocessor(
+                model,
+                source,
+                revision if isinstance(encoder, (str, os.PathLike)) else None,
+                hub_kwargs,
+            )
+        if isinstance(projector, (str, os.PathLike)):
+            projector = RelativeProjector.from_pretrained(
+                projector, revision=projector_revision, **hub_kwargs
+            )
+        if device is not None:
+            model.to(device)
+            projector.to(device)
+        return cls(
+            model,
+            projector,
+            preprocessor,
+            pooling=pooling,
+            layer=layer,
+            strict=strict,
+            encoder_revision=encoder_revision,
+        )
+
+    # ------------------------------------------------------------------------ attributes
+
+    @property
+    def tokenizer(self) -> PreTrainedTokenizerBase | None:
+        """The encoder's tokenizer (``None`` for image models)."""
+        return self.preprocessor if self.modality == "text" else None
+
+    @property
+    def image_processor(self) -> BaseImageProcessor | None:
+        """The encoder's image processor (``None`` for text models)."""
+        return self.preprocessor if self.modality == "image" else None
+
+    def __getattr__(self, name: str) -> Any:
+        """Forward unknown attributes to the encoder (``wrapper.config``, ``wrapper.device``)."""
+        try:
+            return super().__getattr__(name)  # parameters, buffers, submodules
+        except AttributeError:
+            if name == "encoder":  # not set yet (inside __init__, unpickling): no recursion
+                raise
+            return getattr(self.encoder, name)
+
+    # --------------------------------------------------------------------------- forward
+
+    def forward(self, **inputs: Tensor) -> RelativeWrapperOutput:
+        """Relative features and pooled embeddings of a tokenized (or processed) batch.
+
+        Args:
+            inputs: the tokenizer's output (``input_ids``, ``attention_mask``, ...) or the image
+                processor's (``pixel_values``), on the encoder's device.
+
+        Returns:
+            `RelativeWrapperOutput` with ``relative [B, m]`` (the projector's dtype) and
+            ``pooled [B, d]`` (the encoder's dtype).
+        """
+        pooled = pool_model_output(self.encoder, inputs, self.pooling, self.layer)
+        return RelativeWrapperOutput(relative=self.projector(pooled), pooled=pooled)
+
+    def encode(
+        self,
+        inputs: Iterable[str] | Iterable[Any],
+        batch_size: int = 32,
+        *,
+        show_progress: bool | None = None,
+        dtype: torch.dtype | None = None,
+        device: torch.device | str | None = None,
+        convert_to: ConvertTo = "torch",
+        return_pooled: bool = False,
+    ) -> Tensor | Any:
+        """Relative features of a list of texts (or PIL images), rows in input order.
+
+        Texts are sorted by token length and batched so that padding is not wasted; the outputs
+        are put back in input order, so they do not depend on ``batch_size``. Texts longer than
+        the model's input limit (the tokenizer's ``model_max_length`` capped by the positions
+        the model has; never the config's generation ``max_length``) are truncated, with one
+        warning. Runs under ``torch.inference_mode()`` with the model in eval mode.
+
+        Args:
+            inputs: a non-empty list of strings (or PIL images for an image encoder).
+            batch_size: inputs per forward.
+            show_progress: a progress bar; default for 1024 inputs or more.
+            dtype: dtype of the returned tensors (default: the projector's for the relative
+                features, the encoder's for the pooled embeddings).
+            device: where the returned tensors live (default: the encoder's device).
+            convert_to: ``"torch"`` tensors or ``"numpy"`` arrays.
+            return_pooled: also return the pooled embeddings.
+
+        Returns:
+            The relative features ``[N, m]``; with ``return_pooled`` a `RelativeWrapperOutput`
+            with ``relative [N, m]`` and ``pooled [N, d]``.
+        """
+        if convert_to not in ("torch", "numpy"):
+            raise ValueError(f"Invalid convert_to {convert_to!r}. Valid: 'torch', 'numpy'.")
+        max_length = None
+        if self.modality == "text":
+            max_length = max_input_length(self.preprocessor, self.encoder)
+
+        def forward(batch: dict[str, Tensor]) -> tuple[Tensor, ...]:
+            output = self(**batch)
+            return (output.relative, output.pooled) if return_pooled else (output.relative,)
+
+        outputs, truncated = self._run(
+            inputs, forward, batch_size, show_progress, max_length, dtype, device
+        )
+        warn_truncated(truncated, len(outputs[0]), max_length or 0)
+        if convert_to == "numpy":
+            outputs = tuple(_to_numpy(output) for output in outputs)
+        if return_pooled:
+            return RelativeWrapperOutput(relative=outputs[0], pooled=outputs[1])
+        return outputs[0]
+
+    def _run(
+        self,
+        inputs: Iterable[Any],
+        forward: Callable[[Mapping[str, Tensor]], tuple[Tensor, ...]],
+        batch_size: int,
+        show_progress: bool | None,
+        max_length: int | None,
+        dtype: torch.dtype | None,
+        device: torch.device | str | None,
+        eval_modules: Sequence[nn.Module] = (),
+    ) -> tuple[tuple[Tensor, ...], list[int]]:
+        """`extraction.encode_in_order` with a progress bar, as `encode` and the head use it."""
+        count = len(inputs) if hasattr(inputs, "__len__") else None
+        show = (count or 0) >= PROGRESS_MIN_INPUTS if show_progress is None else show_progress
+        with tqdm(total=count, desc="Encoding", disable=not show) as progress:
+            return encode_in_order(
+                self.encoder,
+                self.preprocessor,
+                inputs,
+                forward,
+                batch_size=batch_size,
+                max_length=max_length,
+                eval_modules=(self.projector, *eval_modules),
+                progress=progress,
+                output_device=device,
+                output_dtype=dtype,
+            )
+
+    def with_head(
+        self, head: RelativeHeadForClassification | str | os.PathLike, **hub_kwargs: Any
+    ) -> RelativeWrapperWithHead:
+        """This wrapper with a classification head on its relative features (texts -> labels)."""
+        if isinstance(head, (str, os.PathLike)):
+            head = RelativeHeadForClassification.from_pretrained(head, **hub_kwargs)
+        return RelativeWrapperWithHead(self, head)
+
+    # ------------------------------------------------------------------------------ save
+
+    def save_pretrained(self, save_directory: str | os.PathLike, **kwargs: Any) -> None:
+        """Save the projector only (config.json + model.safetensors); never the encoder.
+
+        Provenance the projector does not record yet (its pooling, the encoder's Hub id and
+        commit, when the wrapper knows them) is written into the saved config; the projector
+        in memory is left as it is. ``kwargs`` go to `RelativeProjector.save_pretrained`
+        (``push_to_hub=True``, ``repo_id``, ``token``, ...).
+        """
+        self._projector_with_provenance().save_pretrained(save_directory, **kwargs)
+
+    def push_to_hub(self, repo_id: str, **kwargs: Any) -> Any:
+        """Push the projector (only) to the Hub; see `save_pretrained`."""
+        return self._projector_with_provenance().push_to_hub(repo_id, **kwargs)
+
+    def _projector_with_provenance(self) -> RelativeProjector:
+        """The projector, or a shallow copy of it whose config also records what we know."""
+        config = self.projector.config
+        fill = {}
+        if not config.pooling:
+            fill["pooling"] = self.pooling
+        if not config.encoder_id and self.encoder_id:
+            fill["encoder_id"] = self.encoder_id
+            if not config.encoder_revision and self.encoder_revision:
+                fill["encoder_revision"] = self.encoder_revision
+        if not fill:
+            return self.projector
+        projector = copy.copy(self.projector)  # shares the tensors, not the config
+        projector.config = copy.deepcopy(config)
+        for name, value in fill.items():
+            setattr(projector.config, name, value)
+        return projector
+
+    def extra_repr(self) -> str:
+        return f"pooling={self.pooling!r}, layer={self.layer}, modality={self.modality!r}"
+
+
+class RelativeWrapperWithHead(nn.Module):
+    r"""A `RelativeWrapper` and a head on its relative features: texts (or images) -> labels.
+
+    The head may have been trained on another encoder's relative features: it must only share
+    the projector's anchor set and similarity, which is checked.
+
+    Args:
+        wrapper (`RelativeWrapper`): encoder + projector.
+        head (`RelativeHeadForClassification`): a head of the same anchor set.
+
+    Example:
+        >>> classifier = wrapper.with_head(head)  # doctest: +SKIP
+        >>> classifier.predict(["The socket is closed.", "Sort the list in place."])  # doctest: +SKIP
+        ['network', 'text']
+    """
+
+    def __init__(self, wrapper: RelativeWrapper, head: RelativeHeadForClassification):
+        super().__init__()
+        check_head_matches_projector(head.config, wrapper.projector.config)
+        self.wrapper = wrapper
+        self.head = head
+
+    def forward(self, labels: Tensor | None = None, **inputs: Tensor) -> SequenceClassifierOutput:
+        """The head's output (logits, and the loss with ``labels``) on a tokenized batch."""
+        relative = self.wrapper(**inputs).relative
+        return self.head(relative.to(self.head.device), labels=labels)
+
+    def predict_proba(
+        self, inputs: Iterable[Any], batch_size: int = 32, *, show_progress: bool | None = None
+    ) -> Tensor:
+        """Class probabilities ``[N, num_labels]`` (float32, CPU), rows in input order."""
+        max_length = None
+        if self.wrapper.modality == "text":
+            max_length = max_input_length(self.wrapper.preprocessor, self.wrapper.encoder)
+
+        def forward(batch: dict[str, Tensor]) -> tuple[Tensor]:
+            return (self(**batch).logits.softmax(dim=-1),)
+
+        (probabilities,), truncated = self.wrapper._run(
+            inputs,
+            forward,
+            batch_size,
+            show_progress,
+            max_length,
+            torch.float32,
+            "cpu",
+            (self.head,),
+        )
+        warn_truncated(truncated, len(probabilities), max_length or 0)
+        return probabilities
+
+    def predict(
+        self, inputs: Iterable[Any], batch_size: int = 32, *, show_progress: bool | None = None
+    ) -> list[str]:
+        """The most probable label of each input, as named by the head's ``id2label``."""
+        probabilities = self.predict_proba(inputs, batch_size, show_progress=show_progress)
+        id2label = self.head.config.id2label
+        return [id2label[int(i)] for i in probabilities.argmax(dim=-1)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks and loading helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_preprocessor(encoder: nn.Module, preprocessor: Any, modality: str) -> None:
+    name = type(encoder).__name__
+    if modality == "image" and not isinstance(preprocessor, BaseImageProcessor):
+        raise ValueError(
+            f"{name} reads images, so it needs an image processor, got "
+            f"{type(preprocessor).__name__}. Pass image_processor=AutoImageProcessor"
+            f".from_pretrained(...) (or save one beside the model)."
+        )
+    if modality == "text" and not isinstance(preprocessor, PreTrainedTokenizerBase):
+        raise ValueError(
+            f"{name} reads text, so it needs a tokenizer, got {type(preprocessor).__name__}. "
+            f"Pass tokenizer=AutoTokenizer.from_pretrained(...)."
+        )
+
+
+def _load_preprocessor(
+    model: nn.Module, source: str, revision: str | None, hub_kwargs: dict[str, Any]
+) -> Any:
+    """The tokenizer (text models) or image processor (image models) saved with the model."""
+    modality = input_modality(model)
+    kind, loader, argument = (
+        ("image processor", AutoImageProcessor, "image_processor")
+        if modality == "image"
+        else ("tokenizer", AutoTokenizer, "tokenizer")
+    )
+    if not source:
+        raise ValueError(
+            f"The encoder was not loaded from a folder or Hub id, so its {kind} cannot be found: "
+            f"pass {argument}=... ."
+        )
+    try:
+        return loader.from_pretrained(source, revision=revision, **hub_kwargs)
+    except (OSError, ValueError, KeyError) as error:
+        raise ValueError(
+            f"{type(model).__name__} reads {'images' if modality == 'image' else 'text'}, but no "
+            f"{kind} could be loaded from {source!r} ({error}). Save the model's {kind} there "
+            f"({kind.replace(' ', '_')}.save_pretrained(path)) or pass {argument}=... ."
+        ) from error
+
+
+def _cached_commit(repo_id: str, revision: str | None, cache_dir: Any) -> str | None:
+    """The commit of a Hub model just loaded by id, read from the Hub cache (no network)."""
+    if os.path.exists(repo_id):
+        return None
+    if revision is not None and is_commit_hash(revision):
+        return revision
+    path = try_to_load_from_cache(repo_id, "config.json", cache_dir=cache_dir, revision=revision)
+    if not isinstance(path, str):
+        return None
+    commit = os.path.basename(os.path.dirname(path))
+    return commit if is_commit_hash(commit) else None
+
+
+def _embedding_config(encoder: nn.Module, modality: str) -> PreTrainedConfig | None:
+    """The config of the part of the encoder whose hidden states are pooled."""
+    module = base_model_for_hidden_states(encoder, modality)
+    config = getattr(module, "config", None) or getattr(encoder, "config", None)
+    if config is None:
+        return None
+    if modality == "text":
+        try:
+            return config.get_text_config(decoder=True)
+        except (AttributeError, ValueError):
+            return config
+    return config
+
+
+def _check_hidden_size(encoder: nn.Module, projector: RelativeProjector, modality: str) -> None:
+    config = _embedding_config(encoder, modality)
+    size = getattr(config, "hidden_size", None)
+    expected = projector.config.hidden_size
+    if isinstance(size, int) and size != expected:
+        raise ValueError(
+            f"The projector takes {expected}-dimensional embeddings but "
+            f"{type(encoder).__name__} pools {size}-dimensional ones: the projector was built "
+            f"for another encoder. Load the projector of this encoder (or build one with "
+            f"RelativeProjector.from_anchor_set)."
+        )
+
+
+def _layer_count(encoder: nn.Module, modality: str) -> int | None:
+    """Entries of the encoder's ``hidden_states`` tuple (embeddings + layers), if known."""
+    layers = getattr(_embedding_config(encoder, modality), "num_hidden_layers", None)
+    return layers + 1 if isinstance(layers, int) and not isinstance(layers, bool) else None
+
+
+def _same_layer(a: int, b: int, count: int | None) -> bool:
+    if count is not None and -count <= a < count and -count <= b < count:
+        return a % count == b % count
+    return a == b
+
+
+def _mismatch(message: str, strict: bool) -> None:
+    if strict:
+        raise ValueError(f"{message} Pass strict=False to override it on purpose.")
+    warnings.warn(message, UserWarning, stacklevel=4)
+
+
+def _resolve_pooling_and_layer(
+    encoder: nn.Module,
+    projector: RelativeProjector,
+    pooling: str | None,
+    layer: int | None,
+    modality: str,
+    strict: bool,
+) -> tuple[str, int]:
+    """The pooling and layer to run: the requested ones, checked against the projector's."""
+    recorded_pooling = projector.config.pooling
+    recorded_layer = projector.config.layer
+    if pooling is None:
+        if not recorded_pooling:
+            raise ValueError(
+                "The projector does not record the pooling its statistics were computed with: "
+                "pass pooling='mean', 'cls' or 'last' (the one used to build it)."
+            )
+        pooling = recorded_pooling
+    validate_pooling(pooling)
+    if recorded_pooling and pooling != recorded_pooling:
+        _mismatch(
+            f"The projector was built on {recorded_pooling!r}-pooled embeddings, but pooling="
+            f"{pooling!r} was requested: its statistics and anchors do not describe them.",
+            strict,
+        )
+    if layer is None:
+        layer = recorded_layer
+    if isinstance(layer, bool) or not isinstance(layer, int):
+        raise ValueError(f"layer must be an int (e.g. -1 for the last), got {layer!r}.")
+    if not _same_layer(layer, recorded_layer, _layer_count(encoder, modality)):
+        _mismatch(
+            f"The projector was built on the hidden states of layer {recorded_layer}, but "
+            f"layer={layer} was requested: its statistics and anchors do not describe them.",
+            strict,
+        )
+    return pooling, layer
+
+
+def _check_encoder_identity(
+    projector_config: PreTrainedConfig, encoder_id: str, encoder_revision: str, strict: bool
+) -> None:
+    """The encoder the projector records, against the one given, where both are known."""
+    recorded_id = projector_config.encoder_id
+    if recorded_id and encoder_id and recorded_id != encoder_id:
+        _mismatch(
+            f"The projector was built for encoder {recorded_id!r}, but the encoder is "
+            f"{encoder_id!r}. Load the projector of this encoder.",
+            strict,
+        )
+        return
+    recorded = projector_config.encoder_revision
+    # A branch name and a commit cannot be compared; two commits (or two names) can.
+    comparable = is_commit_hash(recorded) == is_commit_hash(encoder_revision or "")
+    if recorded and encoder_revision and comparable and recorded != encoder_revision:
+        _mismatch(
+            f"The projector was built for revision {recorded!r} of {recorded_id or 'its encoder'}, "
+            f"but revision {encoder_revision!r} was loaded. Load the encoder with "
+            f"revision={recorded!r}.",
+            strict,
+        )
+
+
+def _to_numpy(tensor: Tensor) -> Any:
+    if tensor.dtype in (torch.bfloat16, torch.float16):
+        tensor = tensor.float()
+    return tensor.cpu().numpy()

@@ -1,0 +1,366 @@
+"""The run folder pipeline behind ``relrep-hf``: embed -> fit -> onboard -> evaluate.
+
+Each step reads what the previous one wrote into one run folder::
+
+    run.json                  encoders, dataset, train/test rows, held-out encoders
+    embeddings/               Arrow embeddings, one cache folder per encoder (never recomputed)
+    anchor_set/               the PARAM AnchorSet (fitted without the held-out encoders)
+    projectors/<encoder>/     one RelativeProjector per encoder (held-out ones onboarded)
+    heads/<encoder>/          a classifier on that encoder's relative features
+    report.json, report.md    zero-shot retrieval and classification, PARAM-WIP vs Random-Cos
+    stitching_heatmap.png, relative_spaces.png
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import datasets
+import torch
+from torch import Tensor
+
+from relrep_hf.anchor_set import AnchorSet
+from relrep_hf.encoders import EncoderSpec, load_encoder, resolve_pooling
+from relrep_hf.extraction import embeddings_tensor, extract_embeddings
+from relrep_hf.io import atomic_write_bytes
+from relrep_hf.modeling_relative_projector import RelativeProjector
+from relrep_hf.param_trainer import ParamTrainer, ParamTrainingArguments
+from relrep_hf.plots import relative_spaces_plot, stitching_heatmap
+from relrep_hf.statistics import Statistics
+from relrep_hf.zero_shot import format_table, retrieval_matrix, standardize, train_classifier
+
+logger = logging.getLogger(__name__)
+
+RUN_FILE = "run.json"
+DEFAULT_ENCODERS = ("minilm:mean:-1", "minilm:mean:4", "minilm:mean:2", "minilm:cls:-1")
+BUNDLED_DATASET = "relrep_hf/sentences"
+
+
+class RunError(ValueError):
+    """A run folder is missing a step or holds something inconsistent."""
+
+
+def _read_run(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / RUN_FILE
+    if not path.is_file():
+        raise RunError(f"{run_dir} is not a run folder (no {RUN_FILE}): run 'relrep-hf embed' first.")
+    return json.loads(path.read_text())
+
+
+def _write_run(run_dir: Path, run: dict[str, Any]) -> None:
+    atomic_write_bytes(run_dir / RUN_FILE, (json.dumps(run, indent=2) + "\n").encode())
+
+
+def load_dataset_for_run(
+    dataset: str = BUNDLED_DATASET, *, split: str = "train", column: str = "text", limit: int | None = None
+) -> datasets.Dataset:
+    """The embedded English sentences, or any `datasets` dataset by Hub id / local path."""
+    if dataset == BUNDLED_DATASET:
+        from relrep_hf.corpora import load_sentences
+
+        data = load_sentences(limit)
+    else:
+        data = datasets.load_dataset(dataset, split=split)
+        if limit is not None:
+            data = data.select(range(min(limit, len(data))))
+    if column not in data.column_names:
+        raise RunError(f"The dataset has no column {column!r}; its columns are {data.column_names}.")
+    return data
+
+
+def embed(
+    run_dir: str | os.PathLike,
+    encoders: Sequence[str] = DEFAULT_ENCODERS,
+    *,
+    dataset: str = BUNDLED_DATASET,
+    split: str = "train",
+    column: str = "text",
+    label_column: str | None = "label",
+    limit: int | None = None,
+    test_size: int = 1000,
+    seed: int = 0,
+    batch_size: int = 64,
+) -> dict[str, Any]:
+    """Embed the dataset with every encoder into ``run_dir/embeddings`` and write run.json."""
+    run_dir = Path(run_dir)
+    data = load_dataset_for_run(dataset, split=split, column=column, limit=limit)
+    if test_size >= len(data):
+        raise RunError(f"test_size={test_size} leaves no training rows out of {len(data)}.")
+    order = torch.randperm(len(data), generator=torch.Generator().manual_seed(seed))
+    specs = [EncoderSpec.parse(spec) for spec in encoders]
+    entries, loaded = [], {}
+    for spec in specs:
+        key = (spec.model_id, spec.revision)
+        if key not in loaded:  # one load serves several poolings / layers of one model
+            loaded = {key: load_encoder(spec)}
+        model, tokenizer, provenance = loaded[key]
+        spec = resolve_pooling(spec, model)
+        pooling = spec.pooling
+        logger.info("Embedding %d rows with %s", len(data), spec)
+        embedded = extract_embeddings(
+            model,
+            tokenizer,
+            data,
+            column=column,
+            pooling=pooling,
+            layer=spec.layer,
+            batch_size=batch_size,
+            cache_dir=run_dir / "embeddings",
+            encoder_id=provenance["encoder_id"] or spec.model_id,
+            encoder_revision=provenance["encoder_revision"],
+        )
+        arrow = next(f["filename"] for f in embedded.cache_files if f["filename"].endswith("embeddings.arrow"))
+        entries.append(
+            {
+                "name": spec.name,
+                "spec": str(spec),
+                **provenance,
+                "pooling": pooling,
+                "layer": spec.layer,
+                "dim": len(embedded[0]["embedding"]),
+                "embeddings": os.path.relpath(arrow, run_dir),
+            }
+        )
+    names = [e["name"] for e in entries]
+    if len(set(names)) != len(names):
+        raise RunError(f"Two encoders have the same name: {names}. Give distinct poolings or layers.")
+    run = {
+        "encoders": entries,
+        "dataset": {"id": dataset, "split": split, "column": column, "label_column": label_column, "rows": len(data)},
+        "test_rows": order[:test_size].sort().values.tolist(),
+        "train_rows": order[test_size:].sort().values.tolist(),
+    }
+    if label_column not in data.column_names:
+        run["dataset"]["label_column"] = None
+    run_dir.mkdir(parents=True, exist_ok=True)
+    _write_run(run_dir, run)
+    return run
+
+
+def _dataset(run: dict[str, Any]) -> datasets.Dataset:
+    info = run["dataset"]
+    return load_dataset_for_run(info["id"], split=info["split"], column=info["column"], limit=info["rows"])
+
+
+def _labels(run: dict[str, Any]) -> Tensor | None:
+    column = run["dataset"]["label_column"]
+    return torch.tensor(list(_dataset(run)[column])) if column else None
+
+
+def _embeddings(run_dir: Path, entry: dict[str, Any]) -> Tensor:
+    return embeddings_tensor(datasets.Dataset.from_file(str(run_dir / entry["embeddings"])))
+
+
+def fit(
+    run_dir: str | os.PathLike,
+    *,
+    held_out: Sequence[str] | None = None,
+    args: ParamTrainingArguments | None = None,
+) -> AnchorSet:
+    """Fit PARAM anchors on the training rows of every encoder but the held-out ones, then
+    build every encoder's projector (held-out ones onboarded, no training)."""
+    run_dir = Path(run_dir)
+    run = _read_run(run_dir)
+    names = [e["name"] for e in run["encoders"]]
+    held_out = list(held_out) if held_out is not None else [names[-1]]
+    unknown = [h for h in held_out if h not in names]
+    if unknown:
+        raise RunError(f"Unknown held-out encoder(s) {unknown}; the run's encoders are {names}.")
+    training_names = [n for n in names if n not in held_out]
+    if not training_names:
+        raise RunError("Every encoder is held out: PARAM needs at least one encoder to train on.")
+    args = args or ParamTrainingArguments(str(run_dir / "anchor_set"))
+    args = ParamTrainingArguments(**{**asdict(args), "output_dir": str(run_dir / "anchor_set")})
+    train_rows = torch.tensor(run["train_rows"])
+    spaces = {e["name"]: _embeddings(run_dir, e) for e in run["encoders"]}
+    entries = {e["name"]: e for e in run["encoders"]}
+    data = _dataset(run)
+    column = run["dataset"]["column"]
+    texts = list(data[column]) if isinstance(data[0][column], str) else None
+    trainer = ParamTrainer(
+        args,
+        {name: spaces[name][train_rows] for name in training_names},
+        inputs=[texts[i] for i in run["train_rows"]] if texts else None,
+        support_reference=None if texts else {"dataset_id": run["dataset"]["id"], "split": run["dataset"]["split"], "column": column},
+        encoders={
+            name: {k: entries[name][k] for k in ("encoder_id", "encoder_revision", "pooling", "layer")}
+            for name in training_names
+        },
+    )
+    anchor_set = trainer.train()
+    support_rows = train_rows[trainer.support_indices]
+    for name, space in spaces.items():
+        entry = entries[name]
+        projector = RelativeProjector.from_anchor_set(
+            anchor_set,
+            space[support_rows],
+            Statistics.from_embeddings(space[train_rows]),
+            encoder_id=entry["encoder_id"],
+            encoder_revision=entry["encoder_revision"],
+            pooling=entry["pooling"],
+            layer=entry["layer"],
+        )
+        projector.save_pretrained(run_dir / "projectors" / name)
+    run.update(held_out=held_out, support_rows=support_rows.tolist(), fit=args.to_dict())
+    _write_run(run_dir, run)
+    return anchor_set
+
+
+def onboard(run_dir: str | os.PathLike, encoder: str, *, batch_size: int = 64) -> RelativeProjector:
+    """A projector for a new encoder: embed the run's rows with it, estimate its statistics on
+    the training rows, take its anchors from the anchor set's support rows. No gradient step."""
+    run_dir = Path(run_dir)
+    run = _read_run(run_dir)
+    if "support_rows" not in run:
+        raise RunError(f"{run_dir} has no anchor set yet: run 'relrep-hf fit' first.")
+    data = _dataset(run)
+    spec = EncoderSpec.parse(encoder)
+    model, tokenizer, provenance = load_encoder(spec)
+    spec = resolve_pooling(spec, model)
+    if spec.name in {e["name"] for e in run["encoders"]}:
+        raise RunError(f"The run already has an encoder named {spec.name!r}.")
+    embedded = extract_embeddings(
+        model, tokenizer, data, column=run["dataset"]["column"], pooling=spec.pooling, layer=spec.layer,
+        batch_size=batch_size, cache_dir=run_dir / "embeddings",
+        encoder_id=provenance["encoder_id"] or spec.model_id, encoder_revision=provenance["encoder_revision"],
+    )
+    space = embeddings_tensor(embedded)
+    anchor_set = AnchorSet.from_pretrained(run_dir / "anchor_set")
+    projector = RelativeProjector.from_anchor_set(
+        anchor_set,
+        space[torch.tensor(run["support_rows"])],
+        Statistics.from_embeddings(space[torch.tensor(run["train_rows"])]),
+        pooling=spec.pooling,
+        layer=spec.layer,
+        **provenance,
+    )
+    projector.save_pretrained(run_dir / "projectors" / spec.name)
+    arrow = next(f["filename"] for f in embedded.cache_files if f["filename"].endswith("embeddings.arrow"))
+    run["encoders"].append(
+        {"name": spec.name, "spec": str(spec), **provenance, "pooling": spec.pooling, "layer": spec.layer,
+         "dim": space.shape[1], "embeddings": os.path.relpath(arrow, run_dir), "onboarded": True}
+    )
+    run["held_out"] = [*run.get("held_out", []), spec.name]
+    _write_run(run_dir, run)
+    return projector
+
+
+def evaluate(run_dir: str | os.PathLike, *, head_epochs: int = 30) -> dict[str, Any]:
+    """Zero-shot retrieval (every ordered pair) and classification (a head per source encoder
+    evaluated on every encoder), PARAM-WIP against Random-Cos; report, tables and figures."""
+    run_dir = Path(run_dir)
+    run = _read_run(run_dir)
+    if "support_rows" not in run:
+        raise RunError(f"{run_dir} has no anchor set yet: run 'relrep-hf fit' first.")
+    names = [e["name"] for e in run["encoders"]]
+    train_rows, test_rows = torch.tensor(run["train_rows"]), torch.tensor(run["test_rows"])
+    support_rows = torch.tensor(run["support_rows"])
+    spaces = {e["name"]: _embeddings(run_dir, e) for e in run["encoders"]}
+    anchor_set = AnchorSet.from_pretrained(run_dir / "anchor_set")
+    random_set = AnchorSet.random(anchor_set.support, anchor_set.num_anchors, seed=run.get("fit", {}).get("seed", 0))
+    relatives: dict[str, dict[str, Tensor]] = {"Random-Cos": {}, "PARAM-WIP": {}}
+    for name, space in spaces.items():
+        projector = RelativeProjector.from_pretrained(run_dir / "projectors" / name)
+        relatives["PARAM-WIP"][name] = projector(space).detach()
+        cosine = RelativeProjector.from_anchor_set(random_set, space[support_rows], None, similarity="cosine")
+        relatives["Random-Cos"][name] = cosine(space).detach()
+    test = {method: {n: r[test_rows] for n, r in rel.items()} for method, rel in relatives.items()}
+    retrieval = {method: retrieval_matrix(rel) for method, rel in test.items()}
+
+    classification = []
+    labels = _labels(run)
+    if labels is not None:
+        num_labels = int(labels.max()) + 1
+        heads = {
+            method: {
+                source: train_classifier(rel[source][train_rows], labels[train_rows], num_labels=num_labels, epochs=head_epochs)
+                for source in names
+            }
+            for method, rel in relatives.items()
+        }
+        for source in names:
+            heads["PARAM-WIP"][source].config.anchor_set_id = anchor_set.repo_id
+            heads["PARAM-WIP"][source].config.source_encoder_id = next(e["encoder_id"] for e in run["encoders"] if e["name"] == source)
+            heads["PARAM-WIP"][source].save_pretrained(run_dir / "heads" / source)
+        for target in names:
+            absolute_train, absolute_test = standardize(spaces[target][train_rows], spaces[target][test_rows])
+            absolute = train_classifier(absolute_train, labels[train_rows], num_labels=num_labels, epochs=head_epochs)
+            for source in names:
+                row = {"encoder": target, "classifier": source}
+                if source == target:
+                    row["Abs."] = _weighted_f1(absolute, absolute_test, labels[test_rows])
+                for method in ("Random-Cos", "PARAM-WIP"):
+                    row[method] = _weighted_f1(heads[method][source], relatives[method][target][test_rows], labels[test_rows])
+                classification.append(row)
+
+    held_out = run.get("held_out", [])
+    report = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "encoders": run["encoders"],
+        "held_out": held_out,
+        "dataset": run["dataset"],
+        "test_rows": len(test_rows),
+        "num_anchors": anchor_set.num_anchors,
+        "support_size": anchor_set.support_size,
+        "retrieval": retrieval,
+        "classification": classification,
+    }
+    atomic_write_bytes(run_dir / "report.json", (json.dumps(report, indent=2) + "\n").encode())
+    atomic_write_bytes(run_dir / "report.md", (render_report(report) + "\n").encode())
+    stitching_heatmap(retrieval, names, run_dir / "stitching_heatmap.png", held_out=held_out)
+    relative_spaces_plot(test, labels[test_rows] if labels is not None else None, run_dir / "relative_spaces.png")
+    anchor_set.metrics["zero_shot_retrieval"] = retrieval["PARAM-WIP"]
+    anchor_set.metrics["zero_shot_classification"] = classification
+    anchor_set.metrics["evaluated_on"] = {"dataset": run["dataset"]["id"], "rows": len(test_rows), "held_out": held_out}
+    anchor_set.save_pretrained(run_dir / "anchor_set")
+    return report
+
+
+@torch.no_grad()
+def _weighted_f1(head, features: Tensor, labels: Tensor) -> float:
+    from relrep_hf.metrics import weighted_f1
+
+    return weighted_f1(head(features).logits.argmax(dim=-1), labels)
+
+
+def retrieval_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per ordered pair: Random-Cos and PARAM-WIP Recall@1, Recall@5 and MRR."""
+    held_out = set(report["held_out"])
+    rows = []
+    for pair in report["retrieval"]["PARAM-WIP"]:
+        source, target = pair.split("->")
+        row = {"source": source, "target": target + (" *" if target in held_out or source in held_out else "")}
+        for method in ("Random-Cos", "PARAM-WIP"):
+            metrics = report["retrieval"][method][pair]
+            row.update({f"{method} R@1": metrics["recall@1"], f"{method} R@5": metrics["recall@5"], f"{method} MRR": metrics["mrr"]})
+        rows.append(row)
+    return rows
+
+
+def render_report(report: dict[str, Any]) -> str:
+    """The report as Markdown: retrieval for every ordered pair, then classification."""
+    rows = retrieval_rows(report)
+    columns = [k for k in rows[0] if k not in ("source", "target")]
+    parts = [
+        f"Zero-shot retrieval between relative spaces on {report['test_rows']} held-out rows "
+        f"({report['num_anchors']} anchors, support {report['support_size']}; * = pair with an "
+        "encoder held out of PARAM training). Recall@k and MRR in %.",
+        "",
+        format_table(rows, columns),
+    ]
+    if report["classification"]:
+        parts += [
+            "",
+            "Zero-shot classification, weighted F1 in % (classifier trained on one encoder's "
+            "features, evaluated on another's; Abs. = the encoder's own absolute-space classifier).",
+            "",
+            format_table(report["classification"], ["Abs.", "Random-Cos", "PARAM-WIP"]),
+        ]
+    return "\n".join(parts)

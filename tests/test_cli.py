@@ -1,0 +1,89 @@
+"""The relrep-hf pipeline end to end on a small slice of the embedded default."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from transformers import AutoModel
+
+from relrep_hf import AnchorSet, RelativeProjector
+from relrep_hf.cli import main
+
+ENCODERS = ["minilm:mean:-1", "minilm:mean:3", "minilm:cls:-1"]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("run")
+    assert main(["--quiet", "embed", str(run_dir), "--limit", "500", "--test-size", "150", *[arg for e in ENCODERS for arg in ("--encoder", e)]]) == 0
+    assert main(["--quiet", "fit", str(run_dir), "--num-anchors", "48", "--support-size", "200", "--num-train-epochs", "30", "--train-batch-size", "128"]) == 0
+    return run_dir
+
+
+def test_embed_and_fit_write_the_run_folder(run_dir):
+    run = json.loads((run_dir / "run.json").read_text())
+    names = [e["name"] for e in run["encoders"]]
+    assert names == ["minilm-mean-L-1", "minilm-mean-L3", "minilm-cls-L-1"]
+    assert run["held_out"] == ["minilm-cls-L-1"]  # the last encoder, by default
+    assert len(run["test_rows"]) == 150 and len(run["train_rows"]) == 350
+    assert not set(run["test_rows"]) & set(run["train_rows"])
+    assert set(run["support_rows"]) <= set(run["train_rows"])
+    anchor_set = AnchorSet.from_pretrained(run_dir / "anchor_set")
+    assert anchor_set.num_anchors == 48 and anchor_set.support_size == 200
+    assert [e["name"] for e in anchor_set.encoders] == names[:2]  # never the held-out one
+    assert all(isinstance(s, str) for s in anchor_set.support)
+    for name in names:
+        projector = AutoModel.from_pretrained(run_dir / "projectors" / name)
+        assert isinstance(projector, RelativeProjector)
+        assert projector.config.encoder_id == "sentence-transformers/all-MiniLM-L6-v2"
+        assert projector.config.pooling in ("mean", "cls") and projector.config.num_anchors == 48
+
+
+def test_onboard_then_evaluate(run_dir, capsys):
+    assert main(["--quiet", "onboard", str(run_dir), "--encoder", "minilm:mean:5"]) == 0
+    assert (run_dir / "projectors" / "minilm-mean-L5" / "model.safetensors").is_file()
+    assert main(["--quiet", "evaluate", str(run_dir), "--head-epochs", "5"]) == 0
+    printed = capsys.readouterr().out
+    assert "PARAM-WIP R@1" in printed and "Random-Cos" in printed
+    report = json.loads((run_dir / "report.json").read_text())
+    names = [e["name"] for e in report["encoders"]]
+    assert len(names) == 4 and report["held_out"] == ["minilm-cls-L-1", "minilm-mean-L5"]
+    for method in ("PARAM-WIP", "Random-Cos"):
+        pairs = report["retrieval"][method]
+        assert len(pairs) == 12
+        assert all(0.0 <= m[k] <= 1.0 for m in pairs.values() for k in ("recall@1", "recall@5", "mrr"))
+    assert len(report["classification"]) == 16
+    assert sum("Abs." in row for row in report["classification"]) == 4
+    # layer 5 and layer 6 mean pooling are close spaces: the onboarded one retrieves well
+    assert report["retrieval"]["PARAM-WIP"]["minilm-mean-L5->minilm-mean-L-1"]["recall@1"] > 0.5
+    for image in ("stitching_heatmap.png", "relative_spaces.png"):
+        assert (run_dir / image).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (run_dir / "heads" / "minilm-mean-L-1" / "model.safetensors").is_file()
+    assert AnchorSet.from_pretrained(run_dir / "anchor_set").metrics["zero_shot_retrieval"] == report["retrieval"]["PARAM-WIP"]
+
+
+def test_errors_are_one_line_unless_debug(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "relrep_hf.cli", "fit", str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"relrep-hf fit: error: {tmp_path} is not a run folder (no run.json): run 'relrep-hf embed' first."
+    ]
+    with pytest.raises(ValueError, match="not a run folder"):
+        main(["--debug", "fit", str(tmp_path)])
+    assert main(["embed", str(tmp_path), "--encoder", "minilm:max"]) == 2
+
+
+def test_every_subcommand_has_complete_help(capsys):
+    for command in ("embed", "fit", "onboard", "evaluate", "push", "demo"):
+        with pytest.raises(SystemExit) as exit_info:
+            main([command, "--help"])
+        assert exit_info.value.code == 0
+        text = capsys.readouterr().out
+        assert text.startswith(f"usage: relrep-hf {command}")
+        assert ("--help" in text and "default" in text) or command in ("onboard", "push")
+    # the installed console script is the same parser
+    result = subprocess.run(["relrep-hf", "--help"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and all(c in result.stdout for c in ("embed", "onboard", "demo"))
