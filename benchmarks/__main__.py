@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-MODULES = ["bench_projection", "bench_statistics", "bench_param"]
+MODULES = ["bench_projection", "bench_statistics", "bench_param", "bench_wrapper", "bench_scale"]
 
 
 def main() -> None:

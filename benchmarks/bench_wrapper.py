@@ -21,18 +21,10 @@ NUM_ANCHORS = 300
 
 
 def _sentences(count: int) -> list[str]:
-    """Real English sentences of mixed length (the packaged corpus, else stdlib docstrings)."""
-    try:
-        from relrep_hf.corpora import load_sentences
+    """Real English sentences of mixed length: the packaged corpus."""
+    from relrep_hf.corpora import load_sentences
 
-        return list(load_sentences(count)[:]["text"])
-    except ImportError:
-        import inspect
-        import json
-
-        text = " ".join(inspect.getdoc(obj) or "" for obj in (json, inspect, str, dict, list))
-        sentences = [s.strip() + "." for s in text.split(". ") if len(s.split()) > 3]
-        return (sentences * (count // len(sentences) + 1))[:count]
+    return list(load_sentences(count)["text"])
 
 
 def run(quick: bool = False) -> list[dict]:

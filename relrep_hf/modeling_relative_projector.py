@@ -160,8 +160,8 @@ class RelativeProjector(RelrepPreTrainedModel):
             check_embeddings(
                 embeddings,
                 dim=self.config.hidden_size,
-                dim_hint=" (the projector's hidden_size); was it built for another encoder, "
-                "pooling or layer?",
+                dim_hint=" (the projector's hidden_size): the projector belongs to another "
+                "encoder, pooling or layer",
             )
         relative = apply_prepared(
             embeddings.to(self.weight.dtype),

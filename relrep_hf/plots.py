@@ -32,7 +32,9 @@ def stitching_heatmap(
     query encoder, columns the retrieved encoder; held-out encoders are marked with *."""
     plt = _pyplot()
     labels = [f"{e}*" if e in held_out else e for e in encoders]
-    fig, axes = plt.subplots(1, len(matrices), figsize=(4.2 * len(matrices) + 1, 3.8), squeeze=False)
+    fig, axes = plt.subplots(
+        1, len(matrices), figsize=(4.2 * len(matrices) + 1, 3.8), squeeze=False, layout="constrained"
+    )
     for ax, (method, pairs) in zip(axes[0], matrices.items(), strict=True):
         grid = torch.full((len(encoders), len(encoders)), float("nan"))
         for i, a in enumerate(encoders):

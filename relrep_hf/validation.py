@@ -23,11 +23,11 @@ def check_embeddings(
         raise ValueError(f"{name} must have shape [..., d], got a 0-d tensor.")
     if dim is not None and embeddings.shape[-1] != dim:
         raise ValueError(
-            f"{name} have last dimension {embeddings.shape[-1]}, expected {dim}{dim_hint}."
+            f"{name}: last dimension is {embeddings.shape[-1]}, expected {dim}{dim_hint}."
         )
     rows = embeddings.reshape(-1, embeddings.shape[-1]) if embeddings.ndim > 1 else embeddings[None]
     if rows.shape[0] < min_rows:
-        raise ValueError(f"{name} have {rows.shape[0]} rows, at least {min_rows} are needed.")
+        raise ValueError(f"{name}: {rows.shape[0]} rows, at least {min_rows} are needed.")
     check_finite(rows, name=name)
 
 
@@ -39,7 +39,7 @@ def check_finite(rows: Tensor, *, name: str = "embeddings") -> None:
         shown = ", ".join(str(i) for i in bad[:5].tolist())
         more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
         raise ValueError(
-            f"{name} contain NaN or Inf in {len(bad)} row(s) (row {shown}{more}). "
+            f"{name}: NaN or Inf in {len(bad)} row(s) (row {shown}{more}). "
             "Drop or repair those rows before computing statistics or projecting; "
             "in half precision, check the encoder for overflow."
         )

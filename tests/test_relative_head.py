@@ -222,7 +222,7 @@ def test_trainer_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match="train_labels has 29 rows but train_relative has 30"):
         HeadTrainer(head, args, x, y[:29])
     with pytest.raises(
-        ValueError, match=r"last dimension 5, expected 12 \(the head's num_anchors\)"
+        ValueError, match=r"last dimension is 5, expected 12 \(the head's num_anchors\)"
     ):
         HeadTrainer(head, args, x[:, :5], y)
     with pytest.raises(ValueError, match="Pass both eval_relative and eval_labels"):

@@ -111,7 +111,7 @@ def test_singular_covariance_without_shrinkage_is_a_clear_error():
     [
         (torch.tensor([[1.0, float("nan")], [0.0, 1.0]]), "NaN or Inf in 1 row.*row 0"),
         (torch.tensor([[1.0, 2.0], [float("inf"), 1.0]]), "row 1"),
-        (torch.ones(3, 5), "last dimension 5, expected 2"),
+        (torch.ones(3, 5), "last dimension is 5, expected 2"),
     ],
 )
 def test_bad_batches(bad, match):

@@ -1,0 +1,305 @@
+"""Section 5.1, Tables 2 and 6: zero-shot cross-lingual stitching of review-sentiment
+classifiers, one BERT per language.
+
+Data: the Multilingual Amazon Reviews Corpus (MARC, Keung et al. 2020), from the Hub as
+``mteb/AmazonReviewsClassification`` (per-language configs, parquet; ``label`` is the star
+rating minus one). The coarse 2-class task, as in Moschella et al.: 1-2 stars negative (0),
+4-5 stars positive (1), 3-star reviews dropped. ``--train-size`` reviews per language (default
+20,000, drawn once with seed 0 from the 200,000) train the heads and give the whitening
+statistics; the test split (5,000 per language, about 4,000 after dropping 3 stars) is
+evaluated. Encoders, each reading only its own language (mean-pooled final hidden states; the
+paper does not say which pooling):
+
+====  ======================================
+lang  Hub id
+====  ======================================
+de    google-bert/bert-base-german-cased
+en    google-bert/bert-base-uncased
+es    dccuchile/bert-base-spanish-wwm-cased
+fr    almanach/camembert-base
+zh    google-bert/bert-base-chinese
+====  ======================================
+
+The parallel support set. MARC is not parallel: a German review has no English counterpart.
+The anchors, however, must be the same inputs in every space, so the paper (like Moschella et
+al.) uses a separate set of sentences and their translations into every language: row i of the
+parallel set is one sentence, written in each encoder's language. PARAM is trained on, and
+every encoder's anchors are mixed from, its embeddings of that set; everything else (heads,
+statistics, evaluation) uses each language's own reviews. The paper's translated reviews are not
+published, so the parallel set is an argument: a dataset (Hub id, or a local .json/.jsonl/.csv/
+.parquet file) and, per language, the column holding that language, optionally prefixed by the
+dataset config it lives in (``LANG=[CONFIG:]COLUMN``; rows of different configs are aligned by
+position). The default is FLORES-200 (``facebook/flores``, dev + devtest, 2,009 human-translated
+Wikipedia sentences; accept its terms on the Hub and log in first)::
+
+    --parallel-dataset facebook/flores --parallel-split dev+devtest \\
+    --parallel-columns en=eng_Latn:sentence de=deu_Latn:sentence es=spa_Latn:sentence \\
+                       fr=fra_Latn:sentence zh=zho_Hans:sentence
+
+Table: for every test language t and classifier language s, weighted F1 (%) of a linear head
+trained on s's relative features of s's reviews and evaluated unchanged on t's relative features
+of t's reviews: Abs. (t's absolute embeddings, diagonal), Random-Cos, PARAM Multi (trained on
+every language but t) and PARAM Single (trained on s alone, single-space losses), mean ± std over
+seeds (paper: 6), 300 anchors, in the layout of Table 6; ``f1_heatmaps.png`` shows the matrices.
+
+Deviations: a FLORES-domain parallel set instead of translated reviews; 20,000 training reviews
+per language by default; the library's linear head as classifier.
+
+``--smoke`` uses tiny random-weight BERTs (a CamemBERT for fr) built from configs and a
+word-level tokenizer, on the packaged English sentences (`relrep_hf.corpora.load_sentences`,
+topic labels): each "language" takes its own disjoint slice of sentences as reviews, and the
+parallel set is a further slice copied into one column per language. It exercises the whole
+path offline; its numbers mean nothing.
+
+Usage::
+
+    python scripts/multilingual_stitching.py               # the paper's setting (Hub, GPU advised)
+    python scripts/multilingual_stitching.py --smoke --seeds 0 1
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import datasets
+import torch
+from common import (
+    STITCHING_COLUMNS,
+    EncoderData,
+    check_finite_table,
+    experiment_parser,
+    f1_heatmaps,
+    format_table,
+    param_arguments,
+    parse,
+    run_stitching,
+    smoke_tokenizer,
+    write_results,
+)
+from torch import Tensor
+
+from relrep_hf.corpora import load_sentences
+from relrep_hf.extraction import embeddings_tensor, extract_embeddings
+
+ENCODERS = {
+    "de": "google-bert/bert-base-german-cased",
+    "en": "google-bert/bert-base-uncased",
+    "es": "dccuchile/bert-base-spanish-wwm-cased",
+    "fr": "almanach/camembert-base",
+    "zh": "google-bert/bert-base-chinese",
+}
+MARC = "mteb/AmazonReviewsClassification"
+DEFAULT_PARALLEL = (
+    "facebook/flores",
+    "dev+devtest",
+    [
+        "en=eng_Latn:sentence",
+        "de=deu_Latn:sentence",
+        "es=spa_Latn:sentence",
+        "fr=fra_Latn:sentence",
+        "zh=zho_Hans:sentence",
+    ],
+)
+KEYS = ("Encoder", "Classifier")
+POOLING = "mean"
+
+
+def load_marc(language: str, split: str, size: int | None) -> datasets.Dataset:
+    """One language's reviews with coarse labels: stars 1-2 -> 0, 4-5 -> 1, 3 dropped."""
+    reviews = datasets.load_dataset(MARC, language, split=split)  # text, label = stars - 1
+    reviews = reviews.filter(lambda row: row["label"] != 2)  # 3 stars
+    reviews = reviews.map(lambda row: {"label": int(row["label"] >= 3)})  # 4-5 stars positive
+    if size is not None and size < len(reviews):
+        reviews = reviews.shuffle(seed=0).select(range(size))
+    return reviews
+
+
+def parse_columns(entries: Sequence[str]) -> dict[str, tuple[str | None, str]]:
+    """``["en=eng_Latn:sentence", "de=text_de"]`` -> ``{"en": ("eng_Latn", "sentence"),
+    "de": (None, "text_de")}``."""
+    columns = {}
+    for entry in entries:
+        language, sep, source = entry.partition("=")
+        if not sep or not source:
+            raise ValueError(f"Invalid parallel column {entry!r}: expected LANG=[CONFIG:]COLUMN.")
+        config, _, column = source.rpartition(":")
+        columns[language] = (config or None, column)
+    return columns
+
+
+def load_parallel(
+    dataset: str | datasets.Dataset, split: str, columns: Mapping[str, tuple[str | None, str]]
+) -> dict[str, list[str]]:
+    """``{language: sentences}``, row i the same sentence in every language."""
+    if isinstance(dataset, datasets.Dataset):
+        loaded = {None: dataset}
+    elif Path(dataset).suffix in (".json", ".jsonl", ".csv", ".parquet"):
+        builder = {".jsonl": "json"}.get(Path(dataset).suffix, Path(dataset).suffix[1:])
+        loaded = {None: datasets.load_dataset(builder, data_files=dataset, split="train")}
+    else:
+        configs = {config for config, _ in columns.values()}
+        loaded = {c: datasets.load_dataset(dataset, c, split=split) for c in configs}
+    sentences = {lang: list(loaded[config][column]) for lang, (config, column) in columns.items()}
+    lengths = {lang: len(rows) for lang, rows in sentences.items()}
+    if len(set(lengths.values())) != 1:
+        raise ValueError(f"The parallel columns have different lengths {lengths}: not parallel.")
+    return sentences
+
+
+def embed(model, tokenizer, texts: Sequence[str], cache_dir: Path) -> Tensor:
+    dataset = datasets.Dataset.from_dict({"text": list(texts)})
+    embedded = extract_embeddings(
+        model,
+        tokenizer,
+        dataset,
+        pooling=POOLING,
+        batch_size=64,
+        cache_dir=cache_dir,
+        show_progress=len(texts) >= 1024,
+    )
+    return embeddings_tensor(embedded)
+
+
+def hub_data(args, cache_dir: Path) -> dict[str, EncoderData]:
+    from transformers import AutoModel, AutoTokenizer
+
+    dataset, split, entries = DEFAULT_PARALLEL
+    dataset = args.parallel_dataset or dataset
+    split = args.parallel_split or split
+    columns = parse_columns(args.parallel_columns or entries)
+    missing = sorted(set(ENCODERS) - set(columns))
+    if missing:
+        raise SystemExit(f"--parallel-columns names no column for {missing}.")
+    parallel = load_parallel(dataset, split, columns)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    data = {}
+    for language, model_id in ENCODERS.items():
+        print(f"{language}: embedding reviews and parallel sentences with {model_id}")
+        tokenizer = AutoTokenizer.from_pretrained(model_id)
+        model = AutoModel.from_pretrained(model_id).to(device).eval()
+        train = load_marc(language, "train", args.train_size)
+        test = load_marc(language, "test", None)
+        data[language] = EncoderData(
+            train=embed(model, tokenizer, train["text"], cache_dir),
+            train_labels=torch.tensor(train["label"]),
+            test=embed(model, tokenizer, test["text"], cache_dir),
+            test_labels=torch.tensor(test["label"]),
+            parallel=embed(model, tokenizer, parallel[language], cache_dir),
+        )
+    return data
+
+
+def smoke_data(cache_dir: Path) -> dict[str, EncoderData]:
+    """Tiny random BERTs; each language reads its own slice of the packaged sentences."""
+    from transformers import AutoModel, BertConfig, CamembertConfig
+
+    sentences = load_sentences(1400)
+    tokenizer = smoke_tokenizer(sentences["text"])
+    sizes = {
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "vocab_size": len(tokenizer),
+    }
+    parallel_rows = sentences.select(range(300))
+    parallel = datasets.Dataset.from_dict(
+        {f"text_{lang}": parallel_rows["text"] for lang in ENCODERS}
+    )
+    parallel_text = load_parallel(
+        parallel, "train", parse_columns([f"{lang}=text_{lang}" for lang in ENCODERS])
+    )
+    data = {}
+    for i, language in enumerate(ENCODERS):
+        config_class = CamembertConfig if language == "fr" else BertConfig
+        torch.manual_seed(i)
+        model = AutoModel.from_config(config_class(max_position_embeddings=80, **sizes)).eval()
+        start = 300 + 220 * i  # 160 train + 60 test sentences per language, disjoint
+        train, test = (
+            sentences.select(range(start, start + 160)),
+            sentences.select(range(start + 160, start + 220)),
+        )
+        data[language] = EncoderData(
+            train=embed(model, tokenizer, train["text"], cache_dir),
+            train_labels=torch.tensor(train["label"]),
+            test=embed(model, tokenizer, test["text"], cache_dir),
+            test_labels=torch.tensor(test["label"]),
+            parallel=embed(model, tokenizer, parallel_text[language], cache_dir),
+        )
+    return data
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    parser = experiment_parser(__doc__, "multilingual_stitching")
+    parser.add_argument(
+        "--parallel-dataset",
+        default=None,
+        help=f"Hub id or local file of the parallel set (default: {DEFAULT_PARALLEL[0]})",
+    )
+    parser.add_argument(
+        "--parallel-split", default=None, help=f"its split (default: {DEFAULT_PARALLEL[1]})"
+    )
+    parser.add_argument(
+        "--parallel-columns",
+        nargs="+",
+        metavar="LANG=[CONFIG:]COLUMN",
+        default=None,
+        help="where each language's sentences are (default: FLORES, see above)",
+    )
+    parser.add_argument("--train-size", type=int, default=20_000, help="reviews per language")
+    parser.add_argument("--num-anchors", type=int, default=300)
+    parser.add_argument("--head-epochs", type=int, default=20)
+    args = parse(parser, argv)
+    started = time.perf_counter()
+    cache_dir = args.output_dir / "embeddings"
+    if args.smoke:
+        data = smoke_data(cache_dir)
+        overrides = {"num_anchors": 24, "num_train_epochs": 4, "train_batch_size": 128}
+        head_epochs = 10
+    else:
+        data = hub_data(args, cache_dir)
+        overrides = {"num_anchors": args.num_anchors}
+        head_epochs = args.head_epochs
+    print({name: (len(d.train), len(d.test), len(d.parallel)) for name, d in data.items()})
+
+    outcome = run_stitching(
+        data,
+        args.seeds,
+        make_args=lambda seed: param_arguments(seed=seed, **overrides),
+        head_epochs=head_epochs,
+    )
+    table = outcome["table"]
+    check_finite_table(table, STITCHING_COLUMNS)
+    print(format_table(table, KEYS, STITCHING_COLUMNS))
+    heatmap = f1_heatmaps(
+        table,
+        list(data),
+        args.output_dir / "f1_heatmaps.png",
+        title="Amazon reviews (coarse): cross-lingual zero-shot weighted F1",
+    )
+    results = {
+        "experiment": "Tables 2 and 6: cross-lingual zero-shot stitching on MARC, weighted F1",
+        "smoke": args.smoke,
+        "seeds": args.seeds,
+        "encoders": {name: int(d.train.shape[1]) for name, d in data.items()},
+        "rows": {
+            name: {"train": len(d.train), "test": len(d.test), "parallel": len(d.parallel)}
+            for name, d in data.items()
+        },
+        "param_overrides": overrides,
+        "head_epochs": head_epochs,
+        "table": table,
+        "per_seed": outcome["per_seed"],
+        "figures": {"f1_heatmaps": heatmap},
+        "seconds": time.perf_counter() - started,
+    }
+    write_results(args.output_dir, results)
+    print(f"wrote {args.output_dir} in {results['seconds']:.0f} s")
+    return results
+
+
+if __name__ == "__main__":
+    main()

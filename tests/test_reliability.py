@@ -1,0 +1,618 @@
+"""Reliability: saves survive SIGKILL, training resumes after one, statistics reduce across
+processes, and every bad input gets an error that says what is wrong (docs/bad_inputs.md).
+
+The killed processes are forks of the test process (``tests/killable_save.py`` and
+``tests/killable_train.py`` run standalone too): a fresh interpreter spends ~10 s importing
+torch and transformers, a fork none, and SIGKILL ends either the same way.
+
+Regenerate the table of bad inputs with ``python -m tests.test_reliability``.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import datasets
+import pytest
+import torch
+import tqdm
+from tokenizers import Tokenizer, pre_tokenizers
+from tokenizers.models import WordLevel
+from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+
+from relrep_hf import (
+    AnchorSet,
+    ParamTrainer,
+    ParamTrainingArguments,
+    RelativeHeadConfig,
+    RelativeHeadForClassification,
+    RelativeProjector,
+    RelativeProjectorConfig,
+    RelativeWrapper,
+    Statistics,
+    relative_projection,
+    translate,
+    whitening_matrix,
+)
+from relrep_hf.extraction import extract_embeddings
+from relrep_hf.translation import relative_inverse
+from tests import distributed_statistics, killable_save, killable_train
+
+REPO = Path(__file__).resolve().parents[1]
+BAD_INPUTS_DOC = REPO / "docs" / "bad_inputs.md"
+KILLED = -signal.SIGKILL  # a multiprocessing exit code
+
+needs_fork = pytest.mark.skipif(
+    "fork" not in multiprocessing.get_all_start_methods(), reason="needs fork and SIGKILL"
+)
+
+
+def start(target: Callable[..., object], *args: object) -> multiprocessing.Process:
+    """``target(*args)`` in a forked child process."""
+    process = multiprocessing.get_context("fork").Process(target=_child, args=(target, args))
+    process.start()
+    return process
+
+
+def _child(target: Callable[..., object], args: tuple) -> None:
+    # tqdm guards every progress bar (even a disabled one) with a multiprocessing lock that
+    # forked children share with this process: a child SIGKILLed while holding it would block
+    # the test forever. Give the child locks of its own.
+    classes = [tqdm.std.tqdm]
+    for cls in classes:
+        classes.extend(cls.__subclasses__())
+        cls.set_lock(threading.RLock())
+    target(*args)
+
+
+def finish(process: multiprocessing.Process, timeout: float = 120) -> int:
+    """Wait for ``process`` (killing it after ``timeout`` s); its exit code."""
+    process.join(timeout)
+    if process.is_alive():
+        process.kill()
+        process.join()
+        pytest.fail(f"child process {process.pid} did not finish in {timeout} s")
+    return process.exitcode
+
+
+def kill(process: multiprocessing.Process) -> int:
+    os.kill(process.pid, signal.SIGKILL)
+    return finish(process)
+
+
+# ---------------------------------------------------------------------------------------------
+# Atomic saves under SIGKILL
+# ---------------------------------------------------------------------------------------------
+
+
+def files_of(folder: Path) -> dict[str, bytes]:
+    return {
+        path.relative_to(folder).as_posix(): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
+
+
+class References:
+    """Version ``v`` of an artifact, and every file of it as saved by the test process."""
+
+    def __init__(self, kind: str, sizes: dict[str, int], root: Path):
+        self.kind, self.sizes, self.root = kind, sizes, root
+        self.files: dict[int, dict[str, bytes]] = {}
+
+    def artifact(self, version: int) -> RelativeProjector | AnchorSet:
+        return killable_save.VERSIONS[self.kind](version, **self.sizes)
+
+    def __getitem__(self, version: int) -> dict[str, bytes]:
+        if version not in self.files:
+            folder = self.root / str(version) / "artifact"  # same name as the checked folder
+            self.artifact(version).save_pretrained(folder)
+            self.files[version] = files_of(folder)
+        return self.files[version]
+
+
+def check_holds_one_version(
+    folder: Path, references: References, candidates: set[int], extra: dict[str, bytes]
+) -> int:
+    """Assert ``folder`` holds exactly one of ``candidates`` (every file, byte for byte), plus
+    the ``extra`` files the saves do not write, and that it loads. Returns the version."""
+    version = killable_save.version_of(references.kind, folder)
+    assert version in candidates, f"found version {version}, expected one of {sorted(candidates)}"
+    found = files_of(folder)
+    artifact = {name: data for name, data in found.items() if name not in extra}
+    assert artifact == references[version], f"{folder} mixes files of different saves"
+    kept = {name: found.get(name) for name in extra}
+    assert kept == extra, "a file that the saves do not write was lost"
+    if references.kind == "projector":
+        loaded = RelativeProjector.from_pretrained(folder).weight
+        expected = references.artifact(version).weight
+    else:
+        loaded = AnchorSet.from_pretrained(folder).mixture
+        expected = references.artifact(version).mixture
+    assert torch.equal(loaded, expected)
+    return version
+
+
+def strays(folder: Path) -> list[str]:
+    """What lies beside ``folder``: temporary folders of saves that did not finish."""
+    return sorted(p.name for p in folder.parent.iterdir() if p.name != folder.name)
+
+
+def save_until_crash(kind: str, root: Path, operation: int, version: int) -> None:
+    killable_save.crash_at(operation, root)
+    killable_save.save_versions(kind, root / "artifact", version, 1, sizes=killable_save.SMALL)
+
+
+@needs_fork
+@pytest.mark.parametrize("kind", ["projector", "anchor_set"])
+@pytest.mark.parametrize("existing", [True, False], ids=["over a previous save", "first save"])
+def test_a_crash_at_any_point_of_a_save_leaves_the_old_or_the_new_version(kind, existing, tmp_path):
+    """SIGKILL the saving process before each of its file-system operations in turn, from the
+    first mkdir to the last removal, and check the folder after every one of those crashes."""
+    references = References(kind, killable_save.SMALL, tmp_path / "references")
+    root = tmp_path / "root"
+    folder = root / "artifact"
+    extra = {"notes.txt": b"written by the user", "logs/run.txt": b"kept across saves"}
+    if not existing:
+        extra = {}
+    states = []
+    for operation in range(1, 200):
+        shutil.rmtree(root, ignore_errors=True)
+        if existing:
+            killable_save.save_versions(kind, folder, 0, 1, sizes=killable_save.SMALL)
+            for name, data in extra.items():
+                (folder / name).parent.mkdir(exist_ok=True)
+                (folder / name).write_bytes(data)
+        exitcode = finish(start(save_until_crash, kind, root, operation, 1))
+        assert exitcode in (0, KILLED)
+        if not folder.exists():
+            states.append("absent")
+        else:
+            version = check_holds_one_version(
+                folder, references, {0, 1} if existing else {1}, extra
+            )
+            states.append("old" if version == 0 else "new")
+        # The next save works, and removes what the killed one left beside the folder.
+        killable_save.save_versions(kind, folder, 2, 1, sizes=killable_save.SMALL)
+        assert strays(folder) == []
+        check_holds_one_version(folder, references, {2}, extra)
+        if exitcode == 0:
+            break
+    else:
+        pytest.fail("the save never finished")
+    # Crashes landed on both sides of the commit, which is a single step.
+    assert states[0] == ("old" if existing else "absent") and states[-1] == "new"
+    assert states == sorted(states, key=lambda state: state == "new")
+    assert len(states) >= 8
+
+
+def save_forever(kind: str, folder: Path, first: int) -> None:
+    killable_save.save_versions(kind, folder, first, sizes=killable_save.LARGE)
+
+
+@needs_fork
+@pytest.mark.parametrize("kind", ["projector", "anchor_set"])
+def test_saves_killed_at_random_moments_leave_a_loadable_version(kind, tmp_path):
+    """A process saves a few-MB artifact into one folder in a loop; SIGKILL it at staggered
+    random moments, every other one aimed at a save in progress; check the folder, start a new
+    saver on it, again."""
+    references = References(kind, killable_save.LARGE, tmp_path / "references")
+    folder = tmp_path / "root" / "artifact"
+    killable_save.save_versions(kind, folder, 0, 1, sizes=killable_save.LARGE)
+    rng = random.Random(f"kills of {kind}")
+    last, mid_save = 0, 0
+    for round_ in range(1, 9):
+        first = 1000 * round_
+        before = set(strays(folder))
+        saver = start(save_forever, kind, folder, first)
+        if round_ % 2:  # building a version, saving it, or between two
+            time.sleep(0.03 * round_ + rng.uniform(0.0, 0.05))
+        else:  # soon after a save has created its temporary folder
+            deadline = time.monotonic() + 60
+            while not set(strays(folder)) - before and time.monotonic() < deadline:
+                time.sleep(0.001)
+            time.sleep(rng.uniform(0.0, 0.01))
+        assert kill(saver) == KILLED
+        mid_save += bool(set(strays(folder)) - before)  # its temporary folder is left
+        last = check_holds_one_version(
+            folder, references, {last, *range(first, first + 10_000)}, {}
+        )
+    assert mid_save >= 2, "fewer than 2 kills landed while a save was in progress"
+    killable_save.save_versions(kind, folder, 1, 1, sizes=killable_save.LARGE)
+    assert strays(folder) == []  # the temporary folders of the killed savers are gone
+    check_holds_one_version(folder, references, {1}, {})
+
+
+# ---------------------------------------------------------------------------------------------
+# Training resumes after SIGKILL
+# ---------------------------------------------------------------------------------------------
+
+
+def complete_checkpoints(output_dir: Path) -> list[int]:
+    return sorted(
+        int(p.parent.name.split("-")[1]) for p in output_dir.glob("checkpoint-*/trainer_state.json")
+    )
+
+
+@needs_fork
+def test_training_killed_after_a_checkpoint_resumes_to_the_uninterrupted_result(tmp_path):
+    full, killed = tmp_path / "full", tmp_path / "killed"
+    assert finish(start(killable_train.train, str(full))) == 0
+
+    trainer = start(killable_train.train, str(killed))
+    deadline = time.monotonic() + 120
+    while not complete_checkpoints(killed):
+        assert trainer.is_alive(), "training ended before its first checkpoint"
+        assert time.monotonic() < deadline, "no checkpoint after 120 s"
+        time.sleep(0.005)
+    time.sleep(random.Random(0).uniform(0.0, 0.3))  # a few epochs later, maybe mid-checkpoint
+    assert kill(trainer) == KILLED
+    assert not (killed / "anchor_set.safetensors").exists(), "the run finished before the kill"
+    resumed_from = complete_checkpoints(killed)[-1]
+    total_steps = killable_train.EPOCHS * killable_train.STEPS_PER_EPOCH
+    assert 0 < resumed_from < total_steps
+
+    assert finish(start(killable_train.train, str(killed), True)) == 0
+    resumed, uninterrupted = AnchorSet.from_pretrained(killed), AnchorSet.from_pretrained(full)
+    torch.testing.assert_close(resumed.mixture, uninterrupted.mixture, rtol=0, atol=1e-6)
+    runtime = resumed.metrics["train"]
+    steps_run = round(runtime["train_runtime"] * runtime["train_steps_per_second"])
+    assert steps_run == total_steps - resumed_from  # it resumed, it did not start over
+
+
+# ---------------------------------------------------------------------------------------------
+# Distributed statistics
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_statistics_all_reduced_over_uneven_shards_equal_those_of_all_rows(tmp_path):
+    """A real 2-process CPU run (gloo): each rank streams its shard in its own batch size."""
+    pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": pythonpath}
+    script = REPO / "tests" / "distributed_statistics.py"
+    out = tmp_path / "stats"
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+         str(script), str(out)],
+        env=env, capture_output=True, text=True, timeout=300, cwd=REPO,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    ranks = [torch.load(f"{out}-{rank}.pt") for rank in (0, 1)]
+    data = distributed_statistics.rows()
+    expected = Statistics.from_embeddings(data)
+    for name, bounds in distributed_statistics.SHARDINGS.items():
+        local_counts = [ranks[rank][name]["local_count"] for rank in (0, 1)]
+        assert local_counts == [bounds[1] - bounds[0], bounds[2] - bounds[1]]
+        reduced = [Statistics.from_dict(ranks[rank][name]) for rank in (0, 1)]
+        # Every rank merges in rank order: the same float64 result, bit for bit.
+        assert torch.equal(reduced[0].mean, reduced[1].mean)
+        assert torch.equal(reduced[0].scatter, reduced[1].scatter)
+        assert reduced[0].count == distributed_statistics.N
+        scale = expected.scatter.abs().max().item()
+        torch.testing.assert_close(reduced[0].mean, expected.mean, rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(
+            reduced[0].scatter, expected.scatter, rtol=1e-10, atol=1e-10 * scale
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad inputs: every case raises, and docs/bad_inputs.md lists what it raises
+# ---------------------------------------------------------------------------------------------
+
+
+class Setup:
+    """Small, deterministic artifacts that the bad-input cases break."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        generator = torch.Generator().manual_seed(0)
+        self.data = torch.randn(200, 8, generator=generator, dtype=torch.float64)
+        self.stats = Statistics.from_embeddings(self.data)
+        self.projector = self.projector_of(self.data[:8], anchor_set_id="org/anchors-a")
+        self.spaces = {"e0": self.data[:, :4].float(), "e1": self.data[:, 4:].float()}
+        self.encoder, self.tokenizer = tiny_text_encoder()
+
+    def projector_of(self, anchors: torch.Tensor, **config: str) -> RelativeProjector:
+        stats = self.stats
+        if anchors.shape[1] != stats.dim:  # another encoder
+            other = torch.randn(50, anchors.shape[1], generator=torch.Generator().manual_seed(2))
+            stats = Statistics.from_embeddings(other)
+        return RelativeProjector.from_statistics(anchors, stats, pooling="mean", **config)
+
+    def saved(self, name: str) -> Path:
+        """The projector (``name`` starting with "projector") or an anchor set, saved afresh."""
+        folder = self.folder / name
+        if name.startswith("projector"):
+            self.projector.save_pretrained(folder)
+        else:
+            AnchorSet.random([f"input {i}" for i in range(16)], 4).save_pretrained(folder)
+        return folder
+
+    def trainer(self, spaces: dict[str, torch.Tensor] | None = None, *, name: str = "param",
+                **overrides: object) -> ParamTrainer:  # fmt: skip
+        values = dict(num_anchors=4, support_size=16, num_train_epochs=1, train_batch_size=64,
+                      save_strategy="no", disable_tqdm=True)  # fmt: skip
+        args = ParamTrainingArguments(str(self.folder / name), **{**values, **overrides})
+        return ParamTrainer(args, self.spaces if spaces is None else spaces)
+
+    def wrapper(self, projector: RelativeProjector | None = None, **kwargs: object):
+        return RelativeWrapper(self.encoder, projector or self.projector, self.tokenizer, **kwargs)
+
+    def head(self, num_anchors: int = 8) -> RelativeHeadForClassification:
+        config = RelativeHeadConfig(num_anchors=num_anchors, num_labels=2,
+                                    anchor_set_id="org/anchors-a")  # fmt: skip
+        return RelativeHeadForClassification(config)
+
+
+def tiny_text_encoder() -> tuple[BertModel, PreTrainedTokenizerFast]:
+    """A 1-layer, 8-dimensional BERT and a 4-word whitespace tokenizer."""
+    vocab = {"[PAD]": 0, "[UNK]": 1, "a": 2, "b": 3}
+    backend = Tokenizer(WordLevel(vocab=vocab, unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]"
+    )
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=4, hidden_size=8, num_hidden_layers=1, num_attention_heads=1,
+                        intermediate_size=16, max_position_embeddings=16)  # fmt: skip
+    return BertModel(config).eval(), tokenizer
+
+
+def with_nan(x: torch.Tensor, row: int = 3) -> torch.Tensor:
+    x = x.clone()
+    x[row, 1] = float("nan")
+    return x
+
+
+def with_inf(x: torch.Tensor, row: int = 3) -> torch.Tensor:
+    x = x.clone()
+    x[row, 0] = float("inf")
+    return x
+
+
+def truncated(path: Path, keep: int) -> Path:
+    path.write_bytes(path.read_bytes()[:keep])
+    return path.parent
+
+
+def corrupted(path: Path) -> Path:
+    path.write_bytes(b"\x00" * 8 + b"not a safetensors header")
+    return path.parent
+
+
+def resized(path: Path, **sizes: int) -> Path:
+    path.write_text(json.dumps({**json.loads(path.read_text()), **sizes}))
+    return path.parent
+
+
+def without(path: Path) -> Path:
+    path.unlink()
+    return path.parent
+
+
+def resumed_with_changed_arguments(s: Setup):
+    run = dict(name="resumed", save_strategy="steps", save_steps=1, num_train_epochs=2)
+    s.trainer(**run).train()
+    return s.trainer(**run, learning_rate=0.1).train(resume_from_checkpoint=True)
+
+
+def singular_statistics() -> Statistics:
+    """Rows +-e1, +-e2 in 3-d: mean 0 and scatter diag(2, 2, 0), exactly."""
+    eye = torch.eye(3, dtype=torch.float64)
+    return Statistics.from_embeddings(torch.stack([eye[0], -eye[0], eye[1], -eye[1]]))
+
+
+@dataclass(frozen=True)
+class BadInput:
+    input: str
+    where: str
+    call: Callable[[Setup], object]
+
+
+X = torch.randn(6, 8, generator=torch.Generator().manual_seed(1))
+SUPPORT = [f"input {i}" for i in range(16)]
+
+BAD_INPUTS = [
+    # non-finite values
+    BadInput("NaN in an embedding", "`RelativeProjector.forward`",
+             lambda s: s.projector(with_nan(X))),
+    BadInput("Inf in a batch of embeddings", "`Statistics.update`",
+             lambda s: s.stats.update(with_inf(X))),
+    BadInput("NaN in the embeddings to estimate statistics from", "`Statistics.from_embeddings`",
+             lambda s: Statistics.from_embeddings(with_nan(s.data, 150))),
+    BadInput("NaN in one encoder's training embeddings", "`ParamTrainer.train`",
+             lambda s: s.trainer({**s.spaces, "e1": with_nan(s.spaces["e1"], 77)}).train()),
+    BadInput("NaN in the anchors", "`RelativeProjector.from_statistics`",
+             lambda s: s.projector_of(with_nan(s.data[:4], 0))),
+    BadInput("finite embeddings too large for a float16 projector", "`RelativeProjector.forward`",
+             lambda s: s.projector.half()(torch.full((2, 8), 6e4, dtype=torch.float16))),
+    BadInput("integer embeddings", "`Statistics.from_embeddings`",
+             lambda s: Statistics.from_embeddings(torch.ones(5, 3, dtype=torch.int64))),
+    # dimensions
+    BadInput("embeddings of another dimension than the projector's", "`RelativeProjector.forward`",
+             lambda s: s.projector(torch.randn(6, 9))),
+    BadInput("a batch of another dimension", "`Statistics.update`",
+             lambda s: s.stats.update(torch.randn(6, 9))),
+    BadInput("statistics of different dimensions", "`Statistics.merge`",
+             lambda s: s.stats.merge(Statistics.empty(9))),
+    BadInput("statistics of another dimension than the anchors", "`RelativeProjector.from_statistics`",
+             lambda s: RelativeProjector.from_statistics(s.data[:4, :6], s.stats)),
+    BadInput("encoder hidden size other than the projector's", "`RelativeWrapper`",
+             lambda s: s.wrapper(s.projector_of(torch.randn(4, 16, dtype=torch.float64)))),
+    BadInput("encoders embedding different numbers of rows", "`ParamTrainer`",
+             lambda s: s.trainer({"e0": s.spaces["e0"], "e1": s.spaces["e1"][:-1]})),
+    # too few rows, singular covariance
+    BadInput("statistics of a single embedding", "`RelativeProjector.from_statistics`",
+             lambda s: RelativeProjector.from_statistics(
+                 s.data[:4], Statistics.from_embeddings(s.data[:1]))),
+    BadInput("singular covariance, no shrinkage", "`whitening_matrix`",
+             lambda s: whitening_matrix(singular_statistics(), shrinkage=0.0, eps=0.0)),
+    BadInput("shrinkage outside [0, 1]", "`RelativeProjectorConfig`",
+             lambda s: RelativeProjectorConfig(hidden_size=8, num_anchors=4, shrinkage=1.5)),
+    BadInput("fewer support points than anchors", "`ParamTrainer`",
+             lambda s: s.trainer(num_anchors=32)),
+    BadInput("support_size larger than the data", "`ParamTrainer`",
+             lambda s: s.trainer(support_size=500)),
+    BadInput("unknown optimizer", "`ParamTrainingArguments`",
+             lambda s: ParamTrainingArguments("out", optimizer="sgd")),
+    # anchor sets, projectors and heads that do not belong together
+    BadInput("support embeddings of another anchor set (K differs)",
+             "`RelativeProjector.from_anchor_set`",
+             lambda s: RelativeProjector.from_anchor_set(
+                 AnchorSet.random(SUPPORT, 4), s.data[:20], s.stats)),
+    BadInput("anchor set with another number of anchors than the projector",
+             "`AnchorSet.check_compatible`",
+             lambda s: AnchorSet.random(SUPPORT, 3).check_compatible(
+                 s.projector.config.num_anchors, what="projector")),
+    BadInput("mixture rows off the probability simplex", "`AnchorSet`",
+             lambda s: AnchorSet(torch.full((2, 3), 0.5), ["a", "b", "c"])),
+    BadInput("mixture and support lists of different sizes", "`AnchorSet`",
+             lambda s: AnchorSet(torch.full((2, 3), 1 / 3), ["a", "b"])),
+    BadInput("head of another number of anchors", "`RelativeWrapper.with_head`",
+             lambda s: s.wrapper().with_head(s.head(num_anchors=5))),
+    BadInput("head of another anchor set (same number of anchors)", "`RelativeWrapper.with_head`",
+             lambda s: s.wrapper(s.projector_of(s.data[8:16], anchor_set_id="org/anchors-b"))
+             .with_head(s.head())),
+    BadInput("relative features of another width", "`RelativeHeadForClassification.forward`",
+             lambda s: s.head()(torch.randn(2, 5))),
+    BadInput("source and target projectors of different anchor sets", "`translate`",
+             lambda s: translate(
+                 X, s.projector, s.projector_of(s.data[8:16], anchor_set_id="org/anchors-b"))),
+    BadInput("relative features of the wrong size", "`relative_inverse(projector)(relative)`",
+             lambda s: relative_inverse(s.projector)(torch.randn(2, 5))),
+    BadInput("inverting distance features", "`relative_inverse`",
+             lambda s: relative_inverse(
+                 RelativeProjector.from_statistics(s.data[:4], None, similarity="euclidean"))),
+    # broken files
+    BadInput("corrupted model.safetensors", "`RelativeProjector.from_pretrained`",
+             lambda s: RelativeProjector.from_pretrained(
+                 corrupted(s.saved("projector-corrupted") / "model.safetensors"))),
+    BadInput("truncated model.safetensors", "`RelativeProjector.from_pretrained`",
+             lambda s: RelativeProjector.from_pretrained(
+                 truncated(s.saved("projector-truncated") / "model.safetensors", 200))),
+    BadInput("config.json sizes that disagree with the tensors",
+             "`RelativeProjector.from_pretrained`",
+             lambda s: RelativeProjector.from_pretrained(
+                 resized(s.saved("projector-resized") / "config.json", num_anchors=5))),
+    BadInput("truncated anchor_set.safetensors", "`AnchorSet.from_pretrained`",
+             lambda s: AnchorSet.from_pretrained(
+                 truncated(s.saved("anchors-truncated") / "anchor_set.safetensors", 100))),
+    BadInput("anchor set folder without support.jsonl", "`AnchorSet.from_pretrained`",
+             lambda s: AnchorSet.from_pretrained(
+                 without(s.saved("anchors-incomplete") / "support.jsonl"))),
+    # names and modes
+    BadInput("unknown similarity", "`RelativeProjectorConfig`",
+             lambda s: RelativeProjectorConfig(similarity="dot")),
+    BadInput("unknown similarity", "`relative_projection`",
+             lambda s: relative_projection(X, s.data[:4].float(), similarity="angular")),
+    BadInput("invalid pooling", "`RelativeWrapper`",
+             lambda s: s.wrapper(pooling="max")),
+    BadInput("invalid pooling", "`extract_embeddings`",
+             lambda s: extract_embeddings(
+                 s.encoder, s.tokenizer, datasets.Dataset.from_dict({"text": ["a b", "b"]}),
+                 pooling="max", cache_dir=s.folder / "cache")),
+    # wrapper inputs
+    BadInput("empty input list", "`RelativeWrapper.encode`",
+             lambda s: s.wrapper().encode([])),
+    BadInput("a single string instead of a list", "`RelativeWrapper.encode`",
+             lambda s: s.wrapper().encode("a b")),
+    # training runs
+    BadInput("resumed run with a changed learning rate", "`ParamTrainer.train`",
+             resumed_with_changed_arguments),
+    BadInput("resume_from_checkpoint=True without a checkpoint", "`ParamTrainer.train`",
+             lambda s: s.trainer().train(resume_from_checkpoint=True)),
+]  # fmt: skip
+
+
+def first_sentence(message: str) -> str:
+    """Up to the first period followed by a capital (so "e.g. -1" does not end it)."""
+    message = " ".join(message.split())
+    match = re.search(r"[.!?](?=\s+[A-Z])", message)
+    return message if match is None else message[: match.end()]
+
+
+def bad_input_table(folder: Path) -> list[str]:
+    """Run every case; the markdown table rows of what each raises."""
+    setup = Setup(folder)
+    lines = ["| input | where | error |", "| --- | --- | --- |"]
+    for case in BAD_INPUTS:
+        try:
+            case.call(setup)
+        except Exception as error:  # recording whatever each case raises
+            text = first_sentence(str(error)).replace(str(folder), "<folder>").replace("|", r"\|")
+            lines.append(f"| {case.input} | {case.where} | {type(error).__name__}: {text} |")
+        else:
+            lines.append(f"| {case.input} | {case.where} | (no error) |")
+    return lines
+
+
+def documented_table() -> list[str]:
+    return [line for line in BAD_INPUTS_DOC.read_text().splitlines() if line.startswith("|")]
+
+
+def test_bad_input_table_is_current(tmp_path):
+    table = bad_input_table(tmp_path)
+    silent = [line for line in table if line.endswith("(no error) |")]
+    assert silent == [], "these bad inputs raise nothing"
+    assert documented_table() == table, (
+        "docs/bad_inputs.md is stale: regenerate it with python -m tests.test_reliability"
+    )
+
+
+def write_bad_inputs_doc() -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        table = bad_input_table(Path(folder))
+    text = BAD_INPUTS_DOC.read_text() if BAD_INPUTS_DOC.exists() else ""
+    head = text.split("\n|", 1)[0].rstrip("\n") if text else "# Bad inputs"
+    BAD_INPUTS_DOC.parent.mkdir(exist_ok=True)
+    BAD_INPUTS_DOC.write_text(head + "\n\n" + "\n".join(table) + "\n")
+
+
+if __name__ == "__main__":
+    write_bad_inputs_doc()
+
+
+# ---------------------------------------------------------------------------------------------
+# The scale benchmark's code path (tiny sizes, in this process; the benchmark is not a test)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_scale_benchmark_code_path(tmp_path, monkeypatch):
+    import numpy as np
+
+    from benchmarks import bench_scale
+
+    monkeypatch.setattr(bench_scale, "RESULTS", tmp_path / "results")
+    assert all(s > 0 for s in bench_scale._projection_seconds([10, 100], repeats=1))
+    base = bench_scale.ParamSize(rows=200, dim=8, support=50, anchors=4, encoders=2, batch_size=64)
+    rows = bench_scale.param_curves(base, {"rows": [100, 200], "encoders": [1, 2]}, repeats=1)
+    assert [r["ratio"] for r in rows][::2] == [1.0, 1.0] and all(r["value"] > 0 for r in rows)
+    files = bench_scale.write_arrow_shards(tmp_path, 2, 300)
+    streamed = bench_scale.streamed_statistics(files, batch_size=128)
+    written = np.concatenate(
+        [datasets.Dataset.from_file(f).with_format("numpy")["embedding"] for f in files]
+    )
+    expected = Statistics.from_embeddings(torch.from_numpy(written))
+    assert streamed.count == 600
+    torch.testing.assert_close(streamed.mean, expected.mean, rtol=0, atol=1e-10)
+    torch.testing.assert_close(streamed.scatter, expected.scatter, rtol=1e-10, atol=1e-8)
+    assert sorted(p.name for p in (tmp_path / "results").iterdir()) == [
+        "scale_param_epoch_vs_N.png",
+        "scale_param_epoch_vs_encoders.png",
+    ]
