@@ -34,7 +34,13 @@ from relrep_hf.modeling_relative_projector import RelativeProjector
 from relrep_hf.param_trainer import ParamTrainer, ParamTrainingArguments
 from relrep_hf.plots import relative_spaces_plot, stitching_heatmap
 from relrep_hf.statistics import Statistics
-from relrep_hf.zero_shot import format_table, retrieval_matrix, standardize, train_classifier
+from relrep_hf.zero_shot import (
+    format_table,
+    head_f1,
+    retrieval_matrix,
+    standardize,
+    train_classifier,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -295,9 +301,9 @@ def evaluate(run_dir: str | os.PathLike, *, head_epochs: int = 30) -> dict[str, 
             for source in names:
                 row = {"encoder": target, "classifier": source}
                 if source == target:
-                    row["Abs."] = _weighted_f1(absolute, absolute_test, labels[test_rows])
+                    row["Abs."] = head_f1(absolute, absolute_test, labels[test_rows])
                 for method in ("Random-Cos", "PARAM-WIP"):
-                    row[method] = _weighted_f1(heads[method][source], relatives[method][target][test_rows], labels[test_rows])
+                    row[method] = head_f1(heads[method][source], relatives[method][target][test_rows], labels[test_rows])
                 classification.append(row)
 
     held_out = run.get("held_out", [])
@@ -321,13 +327,6 @@ def evaluate(run_dir: str | os.PathLike, *, head_epochs: int = 30) -> dict[str, 
     anchor_set.metrics["evaluated_on"] = {"dataset": run["dataset"]["id"], "rows": len(test_rows), "held_out": held_out}
     anchor_set.save_pretrained(run_dir / "anchor_set")
     return report
-
-
-@torch.no_grad()
-def _weighted_f1(head, features: Tensor, labels: Tensor) -> float:
-    from relrep_hf.metrics import weighted_f1
-
-    return weighted_f1(head(features).logits.argmax(dim=-1), labels)
 
 
 def retrieval_rows(report: dict[str, Any]) -> list[dict[str, Any]]:

@@ -99,7 +99,8 @@ def standardize(train: Tensor, *others: Tensor) -> tuple[Tensor, ...]:
 
 
 @torch.no_grad()
-def _f1(head: RelativeHeadForClassification, features: Tensor, labels: Tensor) -> float:
+def head_f1(head: RelativeHeadForClassification, features: Tensor, labels: Tensor) -> float:
+    """Weighted F1 of ``head``'s predictions on ``features``."""
     return weighted_f1(head(features).logits.argmax(dim=-1), labels)
 
 
@@ -149,12 +150,12 @@ def zero_shot_classification(
         for source in names:
             row: dict[str, Any] = {"encoder": test, "classifier": source}
             if source == test:
-                row["Abs."] = _f1(absolute, absolute_test, labels[test_rows])
+                row["Abs."] = head_f1(absolute, absolute_test, labels[test_rows])
             for method, relatives in projected.items():
                 head = train_classifier(
                     relatives[source][train_rows], labels[train_rows], num_labels=num_labels, seed=args.seed, epochs=head_epochs
                 )
-                row[method] = _f1(head, relatives[test][test_rows], labels[test_rows])
+                row[method] = head_f1(head, relatives[test][test_rows], labels[test_rows])
             rows.append(row)
     return rows
 
