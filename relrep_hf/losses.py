@@ -63,107 +63,97 @@ def _check_same_device(a: Tensor, b: Tensor, name_a: str, name_b: str) -> None:
         )
 
 
-def _common_dtype(a: Tensor, b: Tensor) -> torch.dtype:
-    return torch.promote_types(a.dtype, b.dtype)
+def _check_chunk_size(value: int, name: str) -> None:
+    if not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}.")
+
+
+def _loss_dtype(*tensors: Tensor) -> torch.dtype:
+    """At least float32: half precision cannot hold the distance expansion's cancellation
+    or the log-sum-exp of the contrastive logits."""
+    dtype = torch.float32
+    for t in tensors:
+        dtype = torch.promote_types(dtype, t.dtype)
+    return dtype
 
 
 # ----------------------------------------------------------------------------- coverage
 
 
-def _coverage_pass(
-    x: Tensor,
-    anchors: Tensor,
+def _distortion_pass(
+    cross: Tensor,
+    x_sq: Tensor,
+    a_sq: Tensor,
     temperature: float,
     chunk_size: int,
-    need_grad_x: bool,
-    need_grad_anchors: bool,
-) -> tuple[Tensor, Tensor | None, Tensor | None]:
-    """Value of the coverage loss and, on request, its gradients, one row chunk at a time.
+    needs: Sequence[bool],
+) -> tuple[Tensor, list[Tensor | None]]:
+    """Mean soft k-means distortion from cross products and, on request, its gradients.
 
-    With D[i, r] = ||x_i - a_r||^2, q = softmax_r(-D / tau) and f_i = sum_r q_ir D_ir,
-    the loss is sum_i f_i / (n d) and
+    With D = ||x||^2 - 2 X A^T + ||a||^2, q = softmax_r(-D / tau) and f_i = sum_r q_ir D_ir,
+    the value is sum_i f_i / n and
 
         df_i / dD_ir = q_ir * (1 - (D_ir - f_i) / tau) =: g_ir,
-        dD_ir / da_r = 2 (a_r - x_i),   dD_ir / dx_i = 2 (x_i - a_r),
 
-    so grad_a = 2 / (n d) * (diag(g.sum(0)) A - g^T X) and
-    grad_x = 2 / (n d) * (diag(g.sum(1)) X - g A), both accumulated chunk by chunk.
-    Peak memory is O(chunk_size * m) beyond the inputs, whatever n is.
+    so the gradients reach ``cross`` (-2 g / n), ``x_sq`` (g.sum(1) / n) and ``a_sq``
+    (g.sum(0) / n). Rows go ``chunk_size`` at a time: the [n, m] distance and softmax
+    matrices never exist whole.
     """
-    with torch.autocast(device_type=x.device.type, enabled=False):
-        return _coverage_chunks(x, anchors, temperature, chunk_size, need_grad_x, need_grad_anchors)
-
-
-def _coverage_chunks(
-    x: Tensor,
-    anchors: Tensor,
-    temperature: float,
-    chunk_size: int,
-    need_grad_x: bool,
-    need_grad_anchors: bool,
-) -> tuple[Tensor, Tensor | None, Tensor | None]:
-    n, d = x.shape
-    anchor_sq = anchors.pow(2).sum(dim=1)
-    total = x.new_zeros(())
-    grad_x = torch.empty_like(x) if need_grad_x else None
-    g_colsum = anchors.new_zeros(anchors.shape[0]) if need_grad_anchors else None
-    gt_x = torch.zeros_like(anchors) if need_grad_anchors else None
+    n = cross.shape[0]
+    need_cross, need_x_sq, need_a_sq = needs
+    grad_cross = torch.empty_like(cross) if need_cross else None
+    grad_x_sq = torch.empty_like(x_sq) if need_x_sq else None
+    grad_a_sq = torch.zeros_like(a_sq) if need_a_sq else None
+    total = cross.new_zeros(())
     for start in range(0, n, chunk_size):
-        xc = x[start : start + chunk_size]
+        rows = slice(start, start + chunk_size)
         # The expansion can dip below 0 by rounding when x_i ~ a_r; a distance cannot.
-        dist = (xc.pow(2).sum(dim=1, keepdim=True) - 2.0 * (xc @ anchors.T) + anchor_sq).clamp_(
-            min=0.0
-        )
+        dist = (x_sq[rows, None] - 2.0 * cross[rows] + a_sq).clamp_(min=0.0)
         q = torch.softmax(dist / -temperature, dim=1)
         per_row = (q * dist).sum(dim=1)
         total = total + per_row.sum()
-        if need_grad_x or need_grad_anchors:
-            g = q * (1.0 - (dist - per_row[:, None]) / temperature)
-            if need_grad_anchors:
-                g_colsum += g.sum(dim=0)
-                gt_x.addmm_(g.T, xc)
-            if need_grad_x:
-                grad_x[start : start + chunk_size] = xc * g.sum(dim=1, keepdim=True) - g @ anchors
-    scale = 1.0 / (n * d)
-    if grad_x is not None:
-        grad_x.mul_(2.0 * scale)
-    grad_anchors = None
-    if need_grad_anchors:
-        grad_anchors = (anchors * g_colsum[:, None] - gt_x).mul_(2.0 * scale)
-    return total * scale, grad_x, grad_anchors
+        if any(needs):
+            g = q.mul_(1.0 - (dist - per_row[:, None]) / temperature)
+            if need_cross:
+                grad_cross[rows] = g * (-2.0 / n)
+            if need_x_sq:
+                grad_x_sq[rows] = g.sum(dim=1) / n
+            if need_a_sq:
+                grad_a_sq += g.sum(dim=0) / n
+    return total / n, [grad_cross, grad_x_sq, grad_a_sq]
 
 
-class _CoverageFunction(torch.autograd.Function):
-    """Coverage loss whose gradients are computed in the forward chunk loop.
+class _SoftDistortion(torch.autograd.Function):
+    """`_distortion_pass` with its closed-form gradients computed in the forward loop.
 
-    Autograd through a Python chunk loop would keep every chunk's [chunk, m] distance and
-    softmax matrices alive until backward, so memory would grow with n again; computing
-    the (closed-form) gradient chunk by chunk keeps it bounded and skips a second pass.
+    Autograd through the chunk loop would keep every chunk's distance and softmax
+    matrices until backward; autograd carries these gradients on to x and the anchors.
     """
 
     @staticmethod
-    def forward(ctx, x, anchors, temperature, chunk_size):  # type: ignore[override]
-        value, grad_x, grad_anchors = _coverage_pass(
-            x,
-            anchors,
-            temperature,
-            chunk_size,
-            need_grad_x=ctx.needs_input_grad[0],
-            need_grad_anchors=ctx.needs_input_grad[1],
+    def forward(ctx, cross, x_sq, a_sq, temperature, chunk_size):  # type: ignore[override]
+        value, grads = _distortion_pass(
+            cross, x_sq, a_sq, temperature, chunk_size, ctx.needs_input_grad[:3]
         )
-        ctx.save_for_backward(grad_x, grad_anchors)
+        ctx.save_for_backward(*grads)
         return value
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_output):  # type: ignore[override]
-        grad_x, grad_anchors = ctx.saved_tensors
-        return (
-            None if grad_x is None else grad_x * grad_output,
-            None if grad_anchors is None else grad_anchors * grad_output,
-            None,
-            None,
-        )
+        grads = (None if g is None else g * grad_output for g in ctx.saved_tensors)
+        return (*grads, None, None)
+
+
+def _soft_distortion(
+    x: Tensor, anchors: Tensor, cross: Tensor, temperature: float, chunk_size: int
+) -> Tensor:
+    """``mean_i sum_r q_ir ||x_i - a_r||^2`` given ``cross = x @ anchors.T``, which
+    `param_loss` shares with the relative features."""
+    x_sq, a_sq = x.pow(2).sum(dim=1), anchors.pow(2).sum(dim=1)
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (cross, x_sq, a_sq)):
+        return _SoftDistortion.apply(cross, x_sq, a_sq, float(temperature), chunk_size)
+    return _distortion_pass(cross, x_sq, a_sq, float(temperature), chunk_size, (False,) * 3)[0]
 
 
 def coverage_loss(
@@ -176,15 +166,15 @@ def coverage_loss(
     """Soft k-means distortion of ``whitened_x [n, d]`` around ``whitened_anchors [m, d]``.
 
     ``mean_x sum_r q_r(x) ||x_w - a_w,r||^2 / d`` with ``q(x) = softmax(-||x_w - a_w||^2 / tau)``
-    (Appendix A). Rows are processed ``chunk_size`` at a time, so memory does not grow with
-    n; gradients reach both inputs (first order only: no double backward).
+    (Appendix A). The soft assignments are computed ``chunk_size`` rows at a time, so beyond
+    the [n, m] cross products nothing of size n x m is held; gradients reach both inputs
+    (first order only: no double backward).
     """
     _check_matrix(whitened_x, "whitened_x")
     _check_matrix(whitened_anchors, "whitened_anchors")
     _check_same_device(whitened_x, whitened_anchors, "whitened_x", "whitened_anchors")
     _check_positive(temperature, "temperature")
-    if not isinstance(chunk_size, int) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}.")
+    _check_chunk_size(chunk_size, "chunk_size")
     n, d = whitened_x.shape
     m, d_anchor = whitened_anchors.shape
     if d != d_anchor:
@@ -197,14 +187,10 @@ def coverage_loss(
             f"coverage_loss needs at least one row, one anchor and one dimension, got "
             f"whitened_x {tuple(whitened_x.shape)} and whitened_anchors {tuple(whitened_anchors.shape)}."
         )
-    # Half precision cannot hold the expansion's cancellation or the running sum.
-    dtype = torch.promote_types(_common_dtype(whitened_x, whitened_anchors), torch.float32)
-    x = whitened_x.to(dtype)
-    anchors = whitened_anchors.to(dtype)
-    if torch.is_grad_enabled() and (x.requires_grad or anchors.requires_grad):
-        return _CoverageFunction.apply(x, anchors, float(temperature), chunk_size)
-    value, _, _ = _coverage_pass(x, anchors, float(temperature), chunk_size, False, False)
-    return value
+    dtype = _loss_dtype(whitened_x, whitened_anchors)
+    with torch.autocast(device_type=whitened_x.device.type, enabled=False):
+        x, anchors = whitened_x.to(dtype), whitened_anchors.to(dtype)
+        return _soft_distortion(x, anchors, x @ anchors.T, temperature, chunk_size) / d
 
 
 # ------------------------------------------------------------------- anchor regularisers
@@ -240,10 +226,50 @@ def length_loss(whitened_anchors: Tensor) -> Tensor:
 # ---------------------------------------------------------------------------- InfoNCE
 
 
+def _nce_pass(
+    unit_a: Tensor, unit_b: Tensor, temperature: float, need_grad: bool
+) -> tuple[Tensor, Tensor | None]:
+    """Symmetric InfoNCE of unit rows and, on request, its gradient w.r.t. the logits.
+
+    With S = U_a U_b^T / tau, CE(a -> b) takes log-softmax over the rows of S and
+    CE(b -> a) over its columns, so d loss / d S = (softmax_rows(S) + softmax_cols(S) - 2 I) / 2B:
+    one [B, B] matrix, no second pass and no transposed copy.
+    """
+    logits = (unit_a / temperature) @ unit_b.T  # scaling [B, m] costs less than [B, B]
+    n = logits.shape[0]
+    diagonal = logits.diagonal().clone()
+    lse_rows, lse_cols = torch.logsumexp(logits, dim=1), torch.logsumexp(logits, dim=0)
+    loss = 0.5 * ((lse_rows - diagonal).mean() + (lse_cols - diagonal).mean())
+    if not need_grad:
+        return loss, None
+    grad = torch.exp(logits - lse_rows[:, None]).add_(logits.sub_(lse_cols).exp_())
+    grad.diagonal().sub_(2.0)
+    return loss, grad.mul_(0.5 / (n * temperature))  # w.r.t. U_a U_b^T
+
+
+class _SymmetricInfoNCE(torch.autograd.Function):
+    """`_nce_pass` as an autograd function: the logits' gradient comes from the forward."""
+
+    @staticmethod
+    def forward(ctx, unit_a, unit_b, temperature):  # type: ignore[override]
+        loss, grad = _nce_pass(unit_a, unit_b, temperature, need_grad=True)
+        ctx.save_for_backward(grad, unit_a, unit_b)
+        return loss
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_output):  # type: ignore[override]
+        grad, unit_a, unit_b = ctx.saved_tensors
+        grad = grad * grad_output
+        grad_a = grad @ unit_b if ctx.needs_input_grad[0] else None
+        grad_b = grad.T @ unit_a if ctx.needs_input_grad[1] else None
+        return grad_a, grad_b, None
+
+
 def _symmetric_nce(unit_a: Tensor, unit_b: Tensor, temperature: float) -> Tensor:
-    logits = (unit_a @ unit_b.T) / temperature
-    targets = torch.arange(logits.shape[0], device=logits.device)
-    return 0.5 * (F.cross_entropy(logits, targets) + F.cross_entropy(logits.T, targets))
+    if torch.is_grad_enabled() and (unit_a.requires_grad or unit_b.requires_grad):
+        return _SymmetricInfoNCE.apply(unit_a, unit_b, temperature)
+    return _nce_pass(unit_a, unit_b, temperature, need_grad=False)[0]
 
 
 def _check_relatives(relatives: Sequence[Tensor]) -> None:
@@ -266,14 +292,7 @@ def info_nce_loss(relative_a: Tensor, relative_b: Tensor, *, temperature: float 
     Cosine logits ``r_a_hat r_b_hat^T / tau``; the positive for row i is row i of the other
     space; ``0.5 * (CE(a -> b) + CE(b -> a))``.
     """
-    _check_positive(temperature, "temperature")
-    _check_relatives([relative_a, relative_b])
-    dtype = _common_dtype(relative_a, relative_b)
-    return _symmetric_nce(
-        F.normalize(relative_a.to(dtype), dim=1),
-        F.normalize(relative_b.to(dtype), dim=1),
-        float(temperature),
-    )
+    return multi_space_info_nce([relative_a, relative_b], temperature=temperature)
 
 
 def multi_space_info_nce(relatives: Sequence[Tensor], *, temperature: float = 0.10) -> Tensor:
@@ -286,12 +305,11 @@ def multi_space_info_nce(relatives: Sequence[Tensor], *, temperature: float = 0.
             f"{len(relatives)}; with one encoder, train on the single-space losses only."
         )
     _check_relatives(relatives)
-    dtype = relatives[0].dtype
-    for r in relatives[1:]:
-        dtype = torch.promote_types(dtype, r.dtype)
-    units = [F.normalize(r.to(dtype), dim=1) for r in relatives]
-    pairs = list(itertools.combinations(units, 2))
-    return torch.stack([_symmetric_nce(a, b, float(temperature)) for a, b in pairs]).mean()
+    dtype = _loss_dtype(*relatives)
+    with torch.autocast(device_type=relatives[0].device.type, enabled=False):
+        units = [F.normalize(r.to(dtype), dim=1) for r in relatives]
+        pairs = list(itertools.combinations(units, 2))
+        return torch.stack([_symmetric_nce(a, b, float(temperature)) for a, b in pairs]).mean()
 
 
 # ---------------------------------------------------------------------------- combined
@@ -374,22 +392,24 @@ def param_loss(
         raise ValueError(
             f"param_loss needs at least 2 anchors, got {anchors[0].shape[0]}; increase m."
         )
+    _check_chunk_size(coverage_chunk_size, "coverage_chunk_size")
 
     def mean(values: list[Tensor]) -> Tensor:
         return torch.stack(values).mean() if len(values) > 1 else values[0]
 
+    coverage, relatives = [], []
+    for x, a in zip(batches, anchors, strict=True):
+        dtype = _loss_dtype(x, a)
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            x, a = x.to(dtype), a.to(dtype)
+            cross = x @ a.T  # the WIP relative features and the coverage's cross term: one GEMM
+            coverage.append(
+                _soft_distortion(x, a, cross, weights.coverage_temperature, coverage_chunk_size)
+                / x.shape[1]
+            )
+        relatives.append(cross if gather is None else gather(cross))
     terms = {
-        "coverage": mean(
-            [
-                coverage_loss(
-                    x,
-                    a,
-                    temperature=weights.coverage_temperature,
-                    chunk_size=coverage_chunk_size,
-                )
-                for x, a in zip(batches, anchors, strict=True)
-            ]
-        ),
+        "coverage": mean(coverage),
         "orthogonality": mean([orthogonality_loss(a) for a in anchors]),
         "length": mean([length_loss(a) for a in anchors]),
     }
@@ -399,11 +419,6 @@ def param_loss(
         + weights.length * terms["length"]
     )
     if len(batches) >= 2:
-        relatives = []
-        for x, a in zip(batches, anchors, strict=True):
-            dtype = _common_dtype(x, a)
-            relative = x.to(dtype) @ a.to(dtype).T
-            relatives.append(relative if gather is None else gather(relative))
         terms["info_nce"] = multi_space_info_nce(
             relatives, temperature=weights.info_nce_temperature
         )

@@ -69,6 +69,18 @@ def length_literal(a: torch.Tensor) -> float:
     return sum((nr - 1.0) ** 2 for nr in norms) / m
 
 
+def info_nce_tensor_literal(ra: torch.Tensor, rb: torch.Tensor, tau: float) -> torch.Tensor:
+    """Differentiable form through autograd's cross entropy, for gradient checks."""
+    ua = ra / ra.norm(dim=1, keepdim=True)
+    ub = rb / rb.norm(dim=1, keepdim=True)
+    logits = ua @ ub.T / tau
+    target = torch.arange(len(ra))
+    return 0.5 * (
+        torch.nn.functional.cross_entropy(logits, target)
+        + torch.nn.functional.cross_entropy(logits.T, target)
+    )
+
+
 def nce_direction_literal(ra: torch.Tensor, rb: torch.Tensor, tau: float) -> float:
     b, m = ra.shape
 
@@ -244,6 +256,21 @@ def test_info_nce_matches_literal_formula(tau: float) -> None:
     assert abs(got.item() - info_nce_literal(ra, rb, tau)) < TOL
 
 
+@pytest.mark.parametrize("tau", [0.05, 0.1, 2.0])
+def test_info_nce_gradients_match_autograd_of_literal_formula(tau: float) -> None:
+    ra, rb = rand(7, 4, seed=24, requires_grad=True), rand(7, 4, seed=25, requires_grad=True)
+    value = info_nce_loss(ra, rb, temperature=tau)
+    got = torch.autograd.grad(3.0 * value, (ra, rb))
+    reference = info_nce_tensor_literal(ra, rb, tau)
+    want = torch.autograd.grad(3.0 * reference, (ra, rb))
+    assert abs(value.item() - reference.item()) < TOL
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, atol=TOL, rtol=0)
+    assert torch.autograd.gradcheck(lambda a_, b_: info_nce_loss(a_, b_, temperature=tau), (ra, rb))
+    (only_a,) = torch.autograd.grad(info_nce_loss(ra, rb.detach(), temperature=tau), ra)
+    torch.testing.assert_close(only_a, want[0] / 3.0, atol=TOL, rtol=0)
+
+
 def test_info_nce_is_symmetric() -> None:
     ra, rb = rand(8, 5, seed=17), rand(8, 5, seed=18)
     assert abs(info_nce_loss(ra, rb).item() - info_nce_loss(rb, ra).item()) < TOL
@@ -323,6 +350,36 @@ def test_param_loss_multi_encoder_with_different_dimensions() -> None:
     assert abs(out["info_nce"].item() - nce) < TOL
     total = 0.70 * nce + 11.3 * cov + 0.27 * orth + 1.2 * length
     assert abs(out["loss"].item() - total) < TOL
+
+
+def test_param_loss_gradients_match_autograd_of_literal_formulas() -> None:
+    """The shared cross product and both hand-written backwards give autograd's gradients."""
+    dims = (3, 5, 4)
+    xs = [rand(9, d, seed=60 + d, requires_grad=True) for d in dims]
+    anchors = [rand(4, d, seed=70 + d, requires_grad=True) for d in dims]
+    w = LossWeights(coverage_temperature=1.7, info_nce_temperature=0.2)
+    out = param_loss(xs, anchors, w, coverage_chunk_size=4)
+    got = torch.autograd.grad(out["loss"], xs + anchors)
+
+    def unit(a: torch.Tensor) -> torch.Tensor:
+        return a / a.norm(dim=1, keepdim=True)
+
+    cov = torch.stack(
+        [coverage_tensor_literal(x, a, 1.7) for x, a in zip(xs, anchors, strict=True)]
+    ).mean()
+    orth = torch.stack(
+        [((unit(a) @ unit(a).T) ** 2).sum().sub(len(a)) / (len(a) * (len(a) - 1)) for a in anchors]
+    ).mean()
+    length = torch.stack([((a.norm(dim=1) - 1) ** 2).mean() for a in anchors]).mean()
+    rel = [x @ a.T for x, a in zip(xs, anchors, strict=True)]
+    nce = torch.stack(
+        [info_nce_tensor_literal(p, q, 0.2) for p, q in itertools.combinations(rel, 2)]
+    ).mean()
+    reference = 0.70 * nce + 11.3 * cov + 0.27 * orth + 1.2 * length
+    want = torch.autograd.grad(reference, xs + anchors)
+    assert abs(out["loss"].item() - reference.item()) < TOL
+    for g, r in zip(got, want, strict=True):
+        torch.testing.assert_close(g, r, atol=1e-9, rtol=0)
 
 
 def test_param_loss_trains_a_mixture_matrix() -> None:

@@ -103,6 +103,26 @@ def test_single_encoder_trains_without_info_nce(spaces, tmp_path):
     assert "retrieval" not in anchor_set.metrics
 
 
+def test_every_step_follows_autograd_of_the_direct_formulas(tmp_path):
+    """Whitening rows once, the shared cross products and the hand-written backward passes
+    change no loss: a whole epoch against the benchmark's direct, autograd-only version."""
+    from benchmarks.bench_param import _direct_epoch, _spaces
+
+    spaces = _spaces(700, 24, 3)
+    args = ParamTrainingArguments(
+        str(tmp_path), num_anchors=12, support_size=150, num_train_epochs=1,
+        train_batch_size=128, save_strategy="no", disable_tqdm=True, logging_steps=1,
+    )  # fmt: skip
+    trainer = ParamTrainer(args, spaces)
+    trainer.train()
+    _, direct = _direct_epoch(spaces, trainer.args, trainer.support_indices)
+    assert len(direct) == len(trainer.log_history) == 6
+    for ours, theirs in zip(trainer.log_history, direct, strict=True):
+        for key, value in theirs.items():
+            assert abs(ours[key] - value) <= 1e-5 * max(1.0, abs(value)), (ours["step"], key)
+    assert direct[-1]["loss"] < direct[0]["loss"]
+
+
 def test_datasets_columns_give_the_same_anchor_set_as_tensors(spaces, tmp_path):
     dataset = datasets.Dataset.from_dict({name: space.tolist() for name, space in spaces.items()})
     dataset = dataset.add_column("text", [f"input {i}" for i in range(len(dataset))])

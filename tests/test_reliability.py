@@ -455,6 +455,10 @@ BAD_INPUTS = [
              lambda s: s.wrapper(s.projector_of(torch.randn(4, 16, dtype=torch.float64)))),
     BadInput("encoders embedding different numbers of rows", "`ParamTrainer`",
              lambda s: s.trainer({"e0": s.spaces["e0"], "e1": s.spaces["e1"][:-1]})),
+    BadInput("a dataset column whose rows differ in length", "`ParamTrainer`",
+             lambda s: s.trainer(datasets.Dataset.from_dict(
+                 {"e0": [[0.0] * 8] * 63 + [[0.0] * 7], "e1": s.spaces["e1"][:64].tolist()})
+             ).train()),
     # too few rows, singular covariance
     BadInput("statistics of a single embedding", "`RelativeProjector.from_statistics`",
              lambda s: RelativeProjector.from_statistics(
