@@ -21,9 +21,11 @@ Metrics the cards read:
 * heads, ``metrics.json`` beside the head's weights (`HEAD_METRICS_NAME`)::
 
       {"dataset": {"id": "org/data", "split": "test"},
-       "results": {"<encoder id or name>": {"accuracy": .., "f1": ..}, ...}}
+       "results": {"<encoder id or name>": {"accuracy": .., "f1": ..}, ...},
+       "source_encoder": "<key of the head's own encoder>"}            # optional
 
-  The row of the head's source encoder is its in-distribution score; the others are zero-shot.
+  The row of the head's source encoder (``source_encoder``, else the config's
+  ``source_encoder_id``) is its in-distribution score; the others are zero-shot.
 
 `write_card` writes ``README.md`` (and, for an anchor set with cross-encoder retrieval, the
 heatmap ``stitching_heatmap.png``) into a folder; the artifacts' ``save_pretrained`` and every
@@ -288,7 +290,7 @@ def head_card(
         if isinstance(values, Mapping)
     }
     dataset = _dataset(metrics.get("dataset"), {"type": "custom", "name": "evaluation data"})
-    source = config.source_encoder_id or ""
+    source = str(metrics.get("source_encoder") or config.source_encoder_id or "")
     eval_results = [
         EvalResult(
             task_type="text-classification",

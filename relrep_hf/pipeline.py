@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from relrep_hf.anchor_set import AnchorSet
+from relrep_hf.cards import HEAD_METRICS_NAME, write_folder_card
 from relrep_hf.encoders import EncoderSpec, load_encoder, resolve_pooling
 from relrep_hf.extraction import embeddings_tensor, extract_embeddings
 from relrep_hf.io import atomic_write_bytes
@@ -305,6 +306,8 @@ def evaluate(run_dir: str | os.PathLike, *, head_epochs: int = 30) -> dict[str, 
                 for method in ("Random-Cos", "PARAM-WIP"):
                     row[method] = head_f1(heads[method][source], relatives[method][target][test_rows], labels[test_rows])
                 classification.append(row)
+        for source in names:  # the saved heads' cards show where they were evaluated
+            _write_head_metrics(run_dir / "heads" / source, run, source, classification)
 
     held_out = run.get("held_out", [])
     report = {
@@ -327,6 +330,21 @@ def evaluate(run_dir: str | os.PathLike, *, head_epochs: int = 30) -> dict[str, 
     anchor_set.metrics["evaluated_on"] = {"dataset": run["dataset"]["id"], "rows": len(test_rows), "held_out": held_out}
     anchor_set.save_pretrained(run_dir / "anchor_set")
     return report
+
+
+def _write_head_metrics(folder: Path, run: dict[str, Any], source: str, classification: list[dict[str, Any]]) -> None:
+    """``metrics.json`` beside a PARAM-WIP head: its weighted F1 on every encoder's test rows."""
+    metrics = {
+        "dataset": {"id": run["dataset"]["id"], "split": f"{run['dataset']['split']}, held-out test rows"},
+        "results": {
+            row["encoder"]: {"weighted_f1": row["PARAM-WIP"]}
+            for row in classification
+            if row["classifier"] == source
+        },
+        "source_encoder": source,  # encoders are named for model, pooling and layer
+    }
+    atomic_write_bytes(folder / HEAD_METRICS_NAME, (json.dumps(metrics, indent=2) + "\n").encode())
+    write_folder_card(folder)
 
 
 def retrieval_rows(report: dict[str, Any]) -> list[dict[str, Any]]:

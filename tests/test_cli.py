@@ -60,6 +60,11 @@ def test_onboard_then_evaluate(run_dir, capsys):
     for image in ("stitching_heatmap.png", "relative_spaces.png"):
         assert (run_dir / image).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (run_dir / "heads" / "minilm-mean-L-1" / "model.safetensors").is_file()
+    head_metrics = json.loads((run_dir / "heads" / "minilm-mean-L-1" / "metrics.json").read_text())
+    expected = {row["encoder"]: row["PARAM-WIP"] for row in report["classification"] if row["classifier"] == "minilm-mean-L-1"}
+    assert {k: v["weighted_f1"] for k, v in head_metrics["results"].items()} == expected
+    card = (run_dir / "heads" / "minilm-mean-L-1" / "README.md").read_text()
+    assert "| `minilm-mean-L-1` | trained on |" in card and "| `minilm-mean-L5` | zero-shot |" in card
     assert AnchorSet.from_pretrained(run_dir / "anchor_set").metrics["zero_shot_retrieval"] == report["retrieval"]["PARAM-WIP"]
 
 
