@@ -46,6 +46,8 @@ from typing import TYPE_CHECKING, Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from relrep_hf.corpora import BUNDLED_SENTENCES_ID
+
 if TYPE_CHECKING:
     from relrep_hf.anchor_set import AnchorSet
 
@@ -705,7 +707,8 @@ def _dataset_fields(dataset: Mapping[str, Any]) -> dict[str, Any]:
 def _dataset_text(dataset: Mapping[str, Any]) -> str:
     if dataset["type"] == "custom":
         return dataset["name"]
-    text = f"[`{dataset['type']}`](https://huggingface.co/datasets/{dataset['type']})"
+    kind = dataset["type"]
+    text = f"[`{kind}`](https://huggingface.co/datasets/{kind})" if _is_hub_id(kind) else f"`{kind}`"
     details = [f"{k} `{dataset[k]}`" for k in ("config", "split", "revision") if dataset.get(k)]
     return text + (f" ({', '.join(details)})" if details else "")
 
@@ -882,8 +885,10 @@ def _is_number(value: Any) -> bool:
 
 
 def _is_hub_id(value: str) -> bool:
-    """A Hub repo id, not a ``local:`` record or a path to an existing folder."""
-    if not value or value.startswith("local:") or os.path.exists(value):
+    """A Hub repo id, not a ``local:`` record, the packaged sentences or an existing path."""
+    if not value or value.startswith("local:") or value == BUNDLED_SENTENCES_ID:
+        return False
+    if os.path.exists(value):
         return False
     return bool(_HUB_ID.match(value))
 

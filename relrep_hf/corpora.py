@@ -24,6 +24,7 @@ from importlib import resources
 import datasets
 
 __all__ = [
+    "BUNDLED_SENTENCES_ID",
     "TEMPLATES",
     "TEMPLATE_CAPACITY",
     "load_sentences",
@@ -34,6 +35,9 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------
 # Real sentences (packaged data)
 # ---------------------------------------------------------------------------------------------
+
+BUNDLED_SENTENCES_ID = "relrep_hf/sentences"
+"""How runs and cards name the packaged sentences. Not a Hub dataset: cards do not link it."""
 
 
 @functools.cache

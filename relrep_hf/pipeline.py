@@ -28,6 +28,7 @@ from torch import Tensor
 
 from relrep_hf.anchor_set import AnchorSet
 from relrep_hf.cards import HEAD_METRICS_NAME, write_folder_card
+from relrep_hf.corpora import BUNDLED_SENTENCES_ID
 from relrep_hf.encoders import EncoderSpec, load_encoder, resolve_pooling
 from relrep_hf.extraction import embeddings_tensor, extract_embeddings
 from relrep_hf.io import atomic_write_bytes
@@ -47,7 +48,7 @@ logger = logging.getLogger(__name__)
 
 RUN_FILE = "run.json"
 DEFAULT_ENCODERS = ("minilm:mean:-1", "minilm:mean:4", "minilm:mean:2", "minilm:cls:-1")
-BUNDLED_DATASET = "relrep_hf/sentences"
+BUNDLED_DATASET = BUNDLED_SENTENCES_ID
 
 
 class RunError(ValueError):

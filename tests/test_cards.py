@@ -31,6 +31,7 @@ from relrep_hf.cards import (
     write_heatmap,
 )
 from relrep_hf.configuration_relative_head import RelativeHeadConfig
+from relrep_hf.corpora import BUNDLED_SENTENCES_ID
 from relrep_hf.modeling_relative_head import RelativeHeadForClassification
 
 TAGS = {"relrep_hf", "relative-representations", "zero-shot-stitching"}
@@ -226,6 +227,14 @@ def test_head_card():
     bare = head_card(head)
     assert "model-index" not in bare.data.to_dict()
     assert "No evaluation was recorded with this head" in bare.text
+
+
+def test_cards_do_not_link_the_packaged_sentences_as_a_hub_dataset():
+    metrics = {**HEAD_METRICS, "dataset": {"id": BUNDLED_SENTENCES_ID, "split": "train"}}
+    card = head_card(make_head(), metrics=metrics)
+    assert card.data.datasets is None
+    assert f"On `{BUNDLED_SENTENCES_ID}` (split `train`):" in card.text
+    assert "huggingface.co/datasets" not in str(card)
 
 
 def test_folder_cards_read_the_saved_files_and_keep_custom_readmes(anchor_set, tmp_path):
