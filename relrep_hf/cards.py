@@ -61,6 +61,7 @@ __all__ = [
     "projector_card",
     "write_card",
     "write_folder_card",
+    "write_head_metrics",
     "write_heatmap",
 ]
 
@@ -449,6 +450,31 @@ def write_folder_card(folder: str | os.PathLike, *, repo_id: str | None = None) 
         config = RelativeHeadConfig.from_pretrained(folder)
         return write_card(config, folder, repo_id=repo_id, metrics=metrics)
     return None
+
+
+def write_head_metrics(
+    folder: str | os.PathLike,
+    results: Mapping[str, Mapping[str, float]],
+    *,
+    dataset: Mapping[str, Any] | None = None,
+    source_encoder: str | None = None,
+) -> Path | None:
+    """Record a saved head's evaluation beside it (``metrics.json``) and rewrite its card.
+
+    ``results`` maps each encoder the head was evaluated through (its own, and others
+    zero-shot) to metric values; ``source_encoder`` names the head's own row when it is not
+    the config's ``source_encoder_id``.
+    """
+    from relrep_hf.io import atomic_write_bytes
+
+    metrics: dict[str, Any] = {"results": {str(k): dict(v) for k, v in results.items()}}
+    if dataset:
+        metrics["dataset"] = dict(dataset)
+    if source_encoder:
+        metrics["source_encoder"] = source_encoder
+    text = json.dumps(metrics, indent=2) + "\n"
+    atomic_write_bytes(Path(folder) / HEAD_METRICS_NAME, text.encode())
+    return write_folder_card(folder)
 
 
 def is_generated_card(text: str) -> bool:

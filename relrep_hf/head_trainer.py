@@ -22,6 +22,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from tqdm.auto import tqdm
 from transformers import get_scheduler
 
+from relrep_hf.cards import write_head_metrics
 from relrep_hf.metrics import accuracy, weighted_f1
 from relrep_hf.modeling_relative_head import RelativeHeadForClassification
 from relrep_hf.validation import check_embeddings
@@ -159,6 +160,7 @@ class HeadTrainer:
             )
         self.accelerator = accelerator if accelerator is not None else Accelerator()
         self.log_history: list[dict[str, float]] = []
+        self.eval_metrics: dict[str, float] = {}
 
     def _as_tensors(self, relative: Any, labels: Any, split: str) -> tuple[Tensor, Tensor]:
         relative = torch.as_tensor(relative).detach().to("cpu", torch.float32)
@@ -323,7 +325,8 @@ class HeadTrainer:
         self, relative: Tensor | np.ndarray | None = None, labels: Any = None, prefix: str = "eval"
     ) -> dict[str, float]:
         """Loss, accuracy and weighted F1 on the given features (default: the eval split)."""
-        if relative is None:
+        eval_split = relative is None
+        if eval_split:
             if self.eval_relative is None:
                 raise ValueError(
                     "No evaluation features: pass relative and labels, or eval_relative to the trainer."
@@ -338,11 +341,26 @@ class HeadTrainer:
             predictions = logits.argmax(dim=-1)
             metrics[f"{prefix}_accuracy"] = accuracy(predictions, labels)
             metrics[f"{prefix}_weighted_f1"] = weighted_f1(predictions, labels)
+        if eval_split:  # what save_model records beside the head
+            self.eval_metrics = metrics
         return metrics
 
     def save_model(self, output_dir: str | os.PathLike | None = None) -> None:
-        """Save the head (main process only) to ``output_dir`` (default ``args.output_dir``)."""
+        """Save the head (main process only) to ``output_dir`` (default ``args.output_dir``).
+
+        After an evaluation on the eval split, its accuracy and weighted F1 are written beside
+        the head (``metrics.json``) and shown in its model card.
+        """
         self.accelerator.wait_for_everyone()
         if self.accelerator.is_main_process:
             model = self.accelerator.unwrap_model(self.model)
-            model.save_pretrained(output_dir or self.args.output_dir)
+            folder = output_dir or self.args.output_dir
+            model.save_pretrained(folder)
+            scores = {
+                name: self.eval_metrics[f"eval_{name}"]
+                for name in ("accuracy", "weighted_f1")
+                if f"eval_{name}" in self.eval_metrics
+            }
+            if scores:
+                encoder = model.config.source_encoder_id or "training encoder"
+                write_head_metrics(folder, {encoder: scores}, source_encoder=encoder)

@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from relrep_hf.anchor_set import AnchorSet
-from relrep_hf.cards import HEAD_METRICS_NAME, write_folder_card
+from relrep_hf.cards import write_head_metrics
 from relrep_hf.corpora import BUNDLED_SENTENCES_ID
 from relrep_hf.encoders import EncoderSpec, load_encoder, resolve_pooling
 from relrep_hf.extraction import embeddings_tensor, extract_embeddings
@@ -334,18 +334,13 @@ def evaluate(run_dir: str | os.PathLike, *, head_epochs: int = 30) -> dict[str, 
 
 
 def _write_head_metrics(folder: Path, run: dict[str, Any], source: str, classification: list[dict[str, Any]]) -> None:
-    """``metrics.json`` beside a PARAM-WIP head: its weighted F1 on every encoder's test rows."""
-    metrics = {
-        "dataset": {"id": run["dataset"]["id"], "split": f"{run['dataset']['split']}, held-out test rows"},
-        "results": {
-            row["encoder"]: {"weighted_f1": row["PARAM-WIP"]}
-            for row in classification
-            if row["classifier"] == source
-        },
-        "source_encoder": source,  # encoders are named for model, pooling and layer
-    }
-    atomic_write_bytes(folder / HEAD_METRICS_NAME, (json.dumps(metrics, indent=2) + "\n").encode())
-    write_folder_card(folder)
+    """A PARAM-WIP head's weighted F1 on every encoder's held-out rows, into its card."""
+    write_head_metrics(
+        folder,
+        {row["encoder"]: {"weighted_f1": row["PARAM-WIP"]} for row in classification if row["classifier"] == source},
+        dataset={"id": run["dataset"]["id"], "split": f"{run['dataset']['split']}, held-out test rows"},
+        source_encoder=source,  # encoders are named for model, pooling and layer
+    )
 
 
 def retrieval_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
