@@ -467,6 +467,12 @@ def write_head_metrics(
     """
     from relrep_hf.io import atomic_write_bytes
 
+    config = Path(folder) / "config.json"
+    if not config.is_file() or json.loads(config.read_text()).get("model_type") != "relative_head":
+        raise ValueError(
+            f"{str(folder)!r} holds no saved relative head (config.json with model_type "
+            "'relative_head'): save the head with save_pretrained first."
+        )
     metrics: dict[str, Any] = {"results": {str(k): dict(v) for k, v in results.items()}}
     if dataset:
         metrics["dataset"] = dict(dataset)

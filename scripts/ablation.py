@@ -337,11 +337,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "table4": table4,
         "per_seed": {seed: {"sweep": r[0], "table4": r[1]} for seed, r in runs.items()},
         "figures": {"ablation_anchors": figure},
-        "seconds": time.perf_counter() - started,
     }
-    write_results(args.output_dir, results)
-    print(f"wrote {args.output_dir} in {results['seconds']:.0f} s")
-    return results
+    return write_results(args.output_dir, results, started=started)
 
 
 if __name__ == "__main__":

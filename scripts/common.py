@@ -15,6 +15,7 @@ import math
 import os
 import statistics
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -24,6 +25,7 @@ import torch
 from torch import Tensor
 
 from relrep_hf import AnchorSet, ParamTrainer, ParamTrainingArguments, RelativeProjector, Statistics
+from relrep_hf.io import atomic_write_bytes
 from relrep_hf.metrics import weighted_f1
 from relrep_hf.zero_shot import standardize, train_classifier
 
@@ -80,8 +82,11 @@ def parse(
     return args
 
 
-def write_results(output_dir: Path, payload: Mapping[str, Any]) -> Path:
-    """``results.json`` in ``output_dir`` (tensors and paths made JSON-able)."""
+def write_results(
+    output_dir: Path, payload: Mapping[str, Any], *, started: float
+) -> dict[str, Any]:
+    """``payload`` plus the run's ``seconds`` since ``started``, written atomically to
+    ``results.json`` in ``output_dir`` (tensors and paths made JSON-able); returned."""
 
     def default(value: Any) -> Any:
         if isinstance(value, Tensor):
@@ -90,9 +95,11 @@ def write_results(output_dir: Path, payload: Mapping[str, Any]) -> Path:
             return str(value)
         raise TypeError(f"Cannot write {type(value).__name__} to JSON.")
 
-    path = output_dir / "results.json"
-    path.write_text(json.dumps(payload, indent=2, default=default) + "\n")
-    return path
+    results = {**payload, "seconds": time.perf_counter() - started}
+    text = json.dumps(results, indent=2, default=default) + "\n"
+    atomic_write_bytes(output_dir / "results.json", text.encode())
+    print(f"wrote {output_dir} in {results['seconds']:.0f} s")
+    return results
 
 
 def pyplot():

@@ -182,14 +182,21 @@ def hub_data(args, cache_dir: Path) -> dict[str, EncoderData]:
         model = AutoModel.from_pretrained(model_id).to(device).eval()
         train = load_marc(language, "train", args.train_size)
         test = load_marc(language, "test", None)
-        data[language] = EncoderData(
-            train=embed(model, tokenizer, train["text"], cache_dir),
-            train_labels=torch.tensor(train["label"]),
-            test=embed(model, tokenizer, test["text"], cache_dir),
-            test_labels=torch.tensor(test["label"]),
-            parallel=embed(model, tokenizer, parallel[language], cache_dir),
-        )
+        data[language] = encoder_data(model, tokenizer, train, test, parallel[language], cache_dir)
     return data
+
+
+def encoder_data(
+    model, tokenizer, train, test, parallel: Sequence[str], cache_dir: Path
+) -> EncoderData:
+    """One language's embedded reviews (train and test, with labels) and parallel sentences."""
+    return EncoderData(
+        train=embed(model, tokenizer, train["text"], cache_dir),
+        train_labels=torch.tensor(train["label"]),
+        test=embed(model, tokenizer, test["text"], cache_dir),
+        test_labels=torch.tensor(test["label"]),
+        parallel=embed(model, tokenizer, parallel, cache_dir),
+    )
 
 
 def smoke_data(cache_dir: Path) -> dict[str, EncoderData]:
@@ -222,12 +229,8 @@ def smoke_data(cache_dir: Path) -> dict[str, EncoderData]:
             sentences.select(range(start, start + 160)),
             sentences.select(range(start + 160, start + 220)),
         )
-        data[language] = EncoderData(
-            train=embed(model, tokenizer, train["text"], cache_dir),
-            train_labels=torch.tensor(train["label"]),
-            test=embed(model, tokenizer, test["text"], cache_dir),
-            test_labels=torch.tensor(test["label"]),
-            parallel=embed(model, tokenizer, parallel_text[language], cache_dir),
+        data[language] = encoder_data(
+            model, tokenizer, train, test, parallel_text[language], cache_dir
         )
     return data
 
@@ -294,11 +297,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "table": table,
         "per_seed": outcome["per_seed"],
         "figures": {"f1_heatmaps": heatmap},
-        "seconds": time.perf_counter() - started,
     }
-    write_results(args.output_dir, results)
-    print(f"wrote {args.output_dir} in {results['seconds']:.0f} s")
-    return results
+    return write_results(args.output_dir, results, started=started)
 
 
 if __name__ == "__main__":

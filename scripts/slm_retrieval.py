@@ -244,11 +244,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "table": table,
         "per_seed": per_seed,
         "figures": {"retrieval_heatmap": heatmap},
-        "seconds": time.perf_counter() - started,
     }
-    write_results(args.output_dir, results)
-    print(f"wrote {args.output_dir} in {results['seconds']:.0f} s")
-    return results
+    return write_results(args.output_dir, results, started=started)
 
 
 if __name__ == "__main__":
