@@ -33,7 +33,9 @@ def main() -> None:
         )
         for key, value in r.items():
             if key not in ("benchmark", "baseline", "baseline_value", "value", "unit", "ratio"):
-                print(f"    {key}: {value:.3g}" if isinstance(value, float) else f"    {key}: {value}")
+                print(
+                    f"    {key}: {value:.3g}" if isinstance(value, float) else f"    {key}: {value}"
+                )
     if args.json:
         meta = {
             "date": time.strftime("%Y-%m-%d %H:%M:%S"),

@@ -740,7 +740,9 @@ def _dataset_text(dataset: Mapping[str, Any]) -> str:
     if dataset["type"] == "custom":
         return dataset["name"]
     kind = dataset["type"]
-    text = f"[`{kind}`](https://huggingface.co/datasets/{kind})" if _is_hub_id(kind) else f"`{kind}`"
+    text = (
+        f"[`{kind}`](https://huggingface.co/datasets/{kind})" if _is_hub_id(kind) else f"`{kind}`"
+    )
     details = [f"{k} `{dataset[k]}`" for k in ("config", "split", "revision") if dataset.get(k)]
     return text + (f" ({', '.join(details)})" if details else "")
 

@@ -40,7 +40,12 @@ def _add_training_flags(parser: argparse.ArgumentParser, **defaults) -> None:
     for name, help_text in TRAINING_FLAGS.items():
         default = defaults.get(name, fields[name].default)
         kind = float if isinstance(fields[name].default, float) else int
-        group.add_argument(f"--{name.replace('_', '-')}", type=kind, default=default, help=f"{help_text} (default: {default})")
+        group.add_argument(
+            f"--{name.replace('_', '-')}",
+            type=kind,
+            default=default,
+            help=f"{help_text} (default: {default})",
+        )
 
 
 def _training_args(args: argparse.Namespace) -> ParamTrainingArguments:
@@ -60,47 +65,97 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    embed = commands.add_parser("embed", help="embed a dataset with several encoders into a run folder")
+    embed = commands.add_parser(
+        "embed", help="embed a dataset with several encoders into a run folder"
+    )
     embed.add_argument("run_dir", type=Path, help="the run folder to create or update")
     embed.add_argument(
-        "--encoder", action="append", dest="encoders", metavar="SPEC",
+        "--encoder",
+        action="append",
+        dest="encoders",
+        metavar="SPEC",
         help="ID[@REVISION][:POOLING][:LAYER], repeatable; 'minilm' is the bundled all-MiniLM-L6-v2 "
         f"(default: {' '.join(pipeline.DEFAULT_ENCODERS)})",
     )
-    embed.add_argument("--dataset", default=pipeline.BUNDLED_DATASET, help="Hub id or local path of a datasets dataset (default: the embedded English sentences)")
+    embed.add_argument(
+        "--dataset",
+        default=pipeline.BUNDLED_DATASET,
+        help="Hub id or local path of a datasets dataset (default: the embedded English sentences)",
+    )
     embed.add_argument("--split", default="train", help="dataset split (default: train)")
     embed.add_argument("--column", default="text", help="input column (default: text)")
-    embed.add_argument("--label-column", default="label", help="label column for classification (default: label)")
+    embed.add_argument(
+        "--label-column", default="label", help="label column for classification (default: label)"
+    )
     embed.add_argument("--limit", type=int, default=None, help="use only the first N rows")
-    embed.add_argument("--test-size", type=int, default=1000, help="held-out evaluation rows (default: 1000)")
-    embed.add_argument("--batch-size", type=int, default=64, help="inputs per forward (default: 64)")
+    embed.add_argument(
+        "--test-size", type=int, default=1000, help="held-out evaluation rows (default: 1000)"
+    )
+    embed.add_argument(
+        "--batch-size", type=int, default=64, help="inputs per forward (default: 64)"
+    )
 
     fit = commands.add_parser("fit", help="fit PARAM anchors and one projector per encoder")
     fit.add_argument("run_dir", type=Path)
-    fit.add_argument("--held-out", action="append", metavar="NAME", help="encoder kept out of PARAM training (repeatable; default: the last one)")
+    fit.add_argument(
+        "--held-out",
+        action="append",
+        metavar="NAME",
+        help="encoder kept out of PARAM training (repeatable; default: the last one)",
+    )
     _add_training_flags(fit)
 
     onboard = commands.add_parser("onboard", help="a projector for a new encoder, with no training")
     onboard.add_argument("run_dir", type=Path)
-    onboard.add_argument("--encoder", required=True, metavar="SPEC", help="ID[@REVISION][:POOLING][:LAYER]")
+    onboard.add_argument(
+        "--encoder", required=True, metavar="SPEC", help="ID[@REVISION][:POOLING][:LAYER]"
+    )
 
-    evaluate = commands.add_parser("evaluate", help="zero-shot retrieval and classification: tables, JSON, heatmap")
+    evaluate = commands.add_parser(
+        "evaluate", help="zero-shot retrieval and classification: tables, JSON, heatmap"
+    )
     evaluate.add_argument("run_dir", type=Path)
-    evaluate.add_argument("--head-epochs", type=int, default=30, help="epochs of each classifier (default: 30)")
+    evaluate.add_argument(
+        "--head-epochs", type=int, default=30, help="epochs of each classifier (default: 30)"
+    )
 
-    push = commands.add_parser("push", help="push a run folder's anchor set, projectors and heads to the Hub")
+    push = commands.add_parser(
+        "push", help="push a run folder's anchor set, projectors and heads to the Hub"
+    )
     push.add_argument("run_dir", type=Path)
-    push.add_argument("--repo-id", required=True, help="Hub repo id of the anchor set; projectors and heads go beside it")
+    push.add_argument(
+        "--repo-id",
+        required=True,
+        help="Hub repo id of the anchor set; projectors and heads go beside it",
+    )
     push.add_argument("--private", action="store_true", help="create private repos")
     push.add_argument("--revision", default=None, help="branch to push to")
     push.add_argument("--token", default=None, help="Hub token (default: the logged-in one)")
 
-    demo = commands.add_parser("demo", help="the main job: embed, fit, evaluate on the embedded default, offline")
-    demo.add_argument("run_dir", type=Path, nargs="?", default=Path("relrep-output"), help="output folder (default: relrep-output)")
-    demo.add_argument("--encoder", action="append", dest="encoders", metavar="SPEC", help="encoders (default: four layers/poolings of the bundled MiniLM; the last is held out)")
+    demo = commands.add_parser(
+        "demo", help="the main job: embed, fit, evaluate on the embedded default, offline"
+    )
+    demo.add_argument(
+        "run_dir",
+        type=Path,
+        nargs="?",
+        default=Path("relrep-output"),
+        help="output folder (default: relrep-output)",
+    )
+    demo.add_argument(
+        "--encoder",
+        action="append",
+        dest="encoders",
+        metavar="SPEC",
+        help="encoders (default: four layers/poolings of the bundled MiniLM; the last is held out)",
+    )
     demo.add_argument("--limit", type=int, default=None, help="use only the first N sentences")
-    demo.add_argument("--test-size", type=int, default=1000, help="held-out evaluation rows (default: 1000)")
-    demo.add_argument("--head-epochs", type=int, default=30, help="epochs of each classifier (default: 30)")
+    demo.add_argument(
+        "--test-size", type=int, default=1000, help="held-out evaluation rows (default: 1000)"
+    )
+    demo.add_argument(
+        "--head-epochs", type=int, default=30, help="epochs of each classifier (default: 30)"
+    )
     _add_training_flags(demo, support_size=2000)
     return parser
 
@@ -113,38 +168,64 @@ def _print_report(report: dict) -> None:
 def run(args: argparse.Namespace) -> None:
     if args.command == "embed":
         run_info = pipeline.embed(
-            args.run_dir, args.encoders or pipeline.DEFAULT_ENCODERS, dataset=args.dataset, split=args.split,
-            column=args.column, label_column=args.label_column, limit=args.limit, test_size=args.test_size,
+            args.run_dir,
+            args.encoders or pipeline.DEFAULT_ENCODERS,
+            dataset=args.dataset,
+            split=args.split,
+            column=args.column,
+            label_column=args.label_column,
+            limit=args.limit,
+            test_size=args.test_size,
             batch_size=args.batch_size,
         )
-        print(f"Embedded {run_info['dataset']['rows']} rows with {len(run_info['encoders'])} encoders into {args.run_dir}")
+        print(
+            f"Embedded {run_info['dataset']['rows']} rows with {len(run_info['encoders'])} encoders into {args.run_dir}"
+        )
     elif args.command == "fit":
         anchor_set = pipeline.fit(args.run_dir, held_out=args.held_out, args=_training_args(args))
-        print(f"Anchor set ({anchor_set.num_anchors} anchors over {anchor_set.support_size} support inputs) and projectors written to {args.run_dir}")
+        print(
+            f"Anchor set ({anchor_set.num_anchors} anchors over {anchor_set.support_size} support inputs) and projectors written to {args.run_dir}"
+        )
     elif args.command == "onboard":
         projector = pipeline.onboard(args.run_dir, args.encoder)
-        print(f"Onboarded {args.encoder}: a projector of {projector.config.num_anchors} features, no training.")
+        print(
+            f"Onboarded {args.encoder}: a projector of {projector.config.num_anchors} features, no training."
+        )
     elif args.command == "evaluate":
         _print_report(pipeline.evaluate(args.run_dir, head_epochs=args.head_epochs))
     elif args.command == "push":
-        from relrep_hf.hub import push_artifact
+        from relrep_hf.hub import artifact_kind, push_artifact, push_run
 
-        pushed = push_artifact(args.run_dir, args.repo_id, private=args.private or None, token=args.token, revision=args.revision)
-        for repo, commit in pushed.items():
+        options = {"private": args.private or None, "token": args.token, "revision": args.revision}
+        if artifact_kind(Path(args.run_dir)) == "run":
+            pushed = push_run(args.run_dir, args.repo_id, **options)
+        else:
+            pushed = [(args.repo_id, push_artifact(args.run_dir, args.repo_id, **options))]
+        for repo, commit in pushed:
             print(f"{repo}: {commit}")
     elif args.command == "demo":
         start = time.perf_counter()
-        pipeline.embed(args.run_dir, args.encoders or pipeline.DEFAULT_ENCODERS, limit=args.limit, test_size=args.test_size)
+        pipeline.embed(
+            args.run_dir,
+            args.encoders or pipeline.DEFAULT_ENCODERS,
+            limit=args.limit,
+            test_size=args.test_size,
+        )
         pipeline.fit(args.run_dir, args=_training_args(args))
         report = pipeline.evaluate(args.run_dir, head_epochs=args.head_epochs)
         _print_report(report)
-        print(f"\nWrote {args.run_dir}/: anchor_set/, projectors/, heads/, report.json, report.md, "
-              f"stitching_heatmap.png, relative_spaces.png ({time.perf_counter() - start:.0f} s)")
+        print(
+            f"\nWrote {args.run_dir}/: anchor_set/, projectors/, heads/, report.json, report.md, "
+            f"stitching_heatmap.png, relative_spaces.png ({time.perf_counter() - start:.0f} s)"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.debug else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.debug else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
     try:
         run(args)
     except (ValueError, OSError, KeyError) as error:

@@ -19,7 +19,9 @@ from relrep_hf.pooling import is_causal_decoder, validate_pooling
 
 BUNDLED_MINILM = "minilm"
 MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
-_SPEC = re.compile(r"^(?P<id>[^@:]+)(?:@(?P<revision>[^:]+))?(?::(?P<pooling>[a-z]*))?(?::(?P<layer>-?\d+))?$")
+_SPEC = re.compile(
+    r"^(?P<id>[^@:]+)(?:@(?P<revision>[^:]+))?(?::(?P<pooling>[a-z]*))?(?::(?P<layer>-?\d+))?$"
+)
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,10 @@ def load_encoder(spec: EncoderSpec, **kwargs: Any) -> tuple[nn.Module, Any, dict
         provenance = {"encoder_id": MINILM_HUB_ID, "encoder_revision": ""}
     else:
         encoder_id, revision = encoder_provenance(model)
-        provenance = {"encoder_id": encoder_id, "encoder_revision": revision or (spec.revision or "")}
+        provenance = {
+            "encoder_id": encoder_id,
+            "encoder_revision": revision or (spec.revision or ""),
+        }
     return model, tokenizer, provenance
 
 

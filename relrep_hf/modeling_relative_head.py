@@ -27,21 +27,21 @@ __all__ = ["RelativeHeadForClassification", "check_head_matches_projector"]
 class RelativeHeadForClassification(RelrepPreTrainedModel):
     r"""A linear probe or MLP on relative features ``[..., m]``, with a classification loss.
 
-    The layers are: LayerNorm over the m features (``normalize_input``), then for each width in
-    ``hidden_sizes`` a Linear, the activation and dropout, then the Linear classifier.
+        The layers are: LayerNorm over the m features (``normalize_input``), then for each width in
+        ``hidden_sizes`` a Linear, the activation and dropout, then the Linear classifier.
 
-    Args:
-        config (`RelativeHeadConfig`): sizes, labels and the anchor set of the features.
+        Args:
+            config (`RelativeHeadConfig`): sizes, labels and the anchor set of the features.
 
-    Example:
-        >>> import torch
-        >>> from relrep_hf.configuration_relative_head import RelativeHeadConfig
-from relrep_hf.modeling_utils import RelrepPreTrainedModel
-        >>> from relrep_hf.modeling_relative_head import RelativeHeadForClassification
-        >>> head = RelativeHeadForClassification(RelativeHeadConfig(num_anchors=16, num_labels=3))
-        >>> out = head(torch.randn(4, 16), labels=torch.tensor([0, 2, 1, 0]))
-        >>> out.logits.shape, out.loss.ndim
-        (torch.Size([4, 3]), 0)
+        Example:
+            >>> import torch
+            >>> from relrep_hf.configuration_relative_head import RelativeHeadConfig
+    from relrep_hf.modeling_utils import RelrepPreTrainedModel
+            >>> from relrep_hf.modeling_relative_head import RelativeHeadForClassification
+            >>> head = RelativeHeadForClassification(RelativeHeadConfig(num_anchors=16, num_labels=3))
+            >>> out = head(torch.randn(4, 16), labels=torch.tensor([0, 2, 1, 0]))
+            >>> out.logits.shape, out.loss.ndim
+            (torch.Size([4, 3]), 0)
     """
 
     config_class = RelativeHeadConfig

@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from relrep_hf.anchor_set import AnchorSet
 
 
-
 class RelativeProjector(RelrepPreTrainedModel):
     r"""Relative projection of one encoder's embeddings onto a shared set of anchors.
 

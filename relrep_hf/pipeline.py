@@ -58,7 +58,9 @@ class RunError(ValueError):
 def _read_run(run_dir: Path) -> dict[str, Any]:
     path = run_dir / RUN_FILE
     if not path.is_file():
-        raise RunError(f"{run_dir} is not a run folder (no {RUN_FILE}): run 'relrep-hf embed' first.")
+        raise RunError(
+            f"{run_dir} is not a run folder (no {RUN_FILE}): run 'relrep-hf embed' first."
+        )
     return json.loads(path.read_text())
 
 
@@ -67,7 +69,11 @@ def _write_run(run_dir: Path, run: dict[str, Any]) -> None:
 
 
 def load_dataset_for_run(
-    dataset: str = BUNDLED_DATASET, *, split: str = "train", column: str = "text", limit: int | None = None
+    dataset: str = BUNDLED_DATASET,
+    *,
+    split: str = "train",
+    column: str = "text",
+    limit: int | None = None,
 ) -> datasets.Dataset:
     """The embedded English sentences, or any `datasets` dataset by Hub id / local path."""
     if dataset == BUNDLED_DATASET:
@@ -79,7 +85,9 @@ def load_dataset_for_run(
         if limit is not None:
             data = data.select(range(min(limit, len(data))))
     if column not in data.column_names:
-        raise RunError(f"The dataset has no column {column!r}; its columns are {data.column_names}.")
+        raise RunError(
+            f"The dataset has no column {column!r}; its columns are {data.column_names}."
+        )
     return data
 
 
@@ -124,7 +132,11 @@ def embed(
             encoder_id=provenance["encoder_id"] or spec.model_id,
             encoder_revision=provenance["encoder_revision"],
         )
-        arrow = next(f["filename"] for f in embedded.cache_files if f["filename"].endswith("embeddings.arrow"))
+        arrow = next(
+            f["filename"]
+            for f in embedded.cache_files
+            if f["filename"].endswith("embeddings.arrow")
+        )
         entries.append(
             {
                 "name": spec.name,
@@ -138,10 +150,18 @@ def embed(
         )
     names = [e["name"] for e in entries]
     if len(set(names)) != len(names):
-        raise RunError(f"Two encoders have the same name: {names}. Give distinct poolings or layers.")
+        raise RunError(
+            f"Two encoders have the same name: {names}. Give distinct poolings or layers."
+        )
     run = {
         "encoders": entries,
-        "dataset": {"id": dataset, "split": split, "column": column, "label_column": label_column, "rows": len(data)},
+        "dataset": {
+            "id": dataset,
+            "split": split,
+            "column": column,
+            "label_column": label_column,
+            "rows": len(data),
+        },
         "test_rows": order[:test_size].sort().values.tolist(),
         "train_rows": order[test_size:].sort().values.tolist(),
     }
@@ -154,7 +174,9 @@ def embed(
 
 def _dataset(run: dict[str, Any]) -> datasets.Dataset:
     info = run["dataset"]
-    return load_dataset_for_run(info["id"], split=info["split"], column=info["column"], limit=info["rows"])
+    return load_dataset_for_run(
+        info["id"], split=info["split"], column=info["column"], limit=info["rows"]
+    )
 
 
 def _labels(run: dict[str, Any]) -> Tensor | None:
@@ -196,9 +218,17 @@ def fit(
         args,
         {name: spaces[name][train_rows] for name in training_names},
         inputs=[texts[i] for i in run["train_rows"]] if texts else None,
-        support_reference=None if texts else {"dataset_id": run["dataset"]["id"], "split": run["dataset"]["split"], "column": column},
+        support_reference=None
+        if texts
+        else {
+            "dataset_id": run["dataset"]["id"],
+            "split": run["dataset"]["split"],
+            "column": column,
+        },
         encoders={
-            name: {k: entries[name][k] for k in ("encoder_id", "encoder_revision", "pooling", "layer")}
+            name: {
+                k: entries[name][k] for k in ("encoder_id", "encoder_revision", "pooling", "layer")
+            }
             for name in training_names
         },
     )
@@ -235,9 +265,16 @@ def onboard(run_dir: str | os.PathLike, encoder: str, *, batch_size: int = 64) -
     if spec.name in {e["name"] for e in run["encoders"]}:
         raise RunError(f"The run already has an encoder named {spec.name!r}.")
     embedded = extract_embeddings(
-        model, tokenizer, data, column=run["dataset"]["column"], pooling=spec.pooling, layer=spec.layer,
-        batch_size=batch_size, cache_dir=run_dir / "embeddings",
-        encoder_id=provenance["encoder_id"] or spec.model_id, encoder_revision=provenance["encoder_revision"],
+        model,
+        tokenizer,
+        data,
+        column=run["dataset"]["column"],
+        pooling=spec.pooling,
+        layer=spec.layer,
+        batch_size=batch_size,
+        cache_dir=run_dir / "embeddings",
+        encoder_id=provenance["encoder_id"] or spec.model_id,
+        encoder_revision=provenance["encoder_revision"],
     )
     space = embeddings_tensor(embedded)
     anchor_set = AnchorSet.from_pretrained(run_dir / "anchor_set")
@@ -250,10 +287,20 @@ def onboard(run_dir: str | os.PathLike, encoder: str, *, batch_size: int = 64) -
         **provenance,
     )
     projector.save_pretrained(run_dir / "projectors" / spec.name)
-    arrow = next(f["filename"] for f in embedded.cache_files if f["filename"].endswith("embeddings.arrow"))
+    arrow = next(
+        f["filename"] for f in embedded.cache_files if f["filename"].endswith("embeddings.arrow")
+    )
     run["encoders"].append(
-        {"name": spec.name, "spec": str(spec), **provenance, "pooling": spec.pooling, "layer": spec.layer,
-         "dim": space.shape[1], "embeddings": os.path.relpath(arrow, run_dir), "onboarded": True}
+        {
+            "name": spec.name,
+            "spec": str(spec),
+            **provenance,
+            "pooling": spec.pooling,
+            "layer": spec.layer,
+            "dim": space.shape[1],
+            "embeddings": os.path.relpath(arrow, run_dir),
+            "onboarded": True,
+        }
     )
     run["held_out"] = [*run.get("held_out", []), spec.name]
     _write_run(run_dir, run)
@@ -272,12 +319,16 @@ def evaluate(run_dir: str | os.PathLike, *, head_epochs: int = 30) -> dict[str, 
     support_rows = torch.tensor(run["support_rows"])
     spaces = {e["name"]: _embeddings(run_dir, e) for e in run["encoders"]}
     anchor_set = AnchorSet.from_pretrained(run_dir / "anchor_set")
-    random_set = AnchorSet.random(anchor_set.support, anchor_set.num_anchors, seed=run.get("fit", {}).get("seed", 0))
+    random_set = AnchorSet.random(
+        anchor_set.support, anchor_set.num_anchors, seed=run.get("fit", {}).get("seed", 0)
+    )
     relatives: dict[str, dict[str, Tensor]] = {"Random-Cos": {}, "PARAM-WIP": {}}
     for name, space in spaces.items():
         projector = RelativeProjector.from_pretrained(run_dir / "projectors" / name)
         relatives["PARAM-WIP"][name] = projector(space).detach()
-        cosine = RelativeProjector.from_anchor_set(random_set, space[support_rows], None, similarity="cosine")
+        cosine = RelativeProjector.from_anchor_set(
+            random_set, space[support_rows], None, similarity="cosine"
+        )
         relatives["Random-Cos"][name] = cosine(space).detach()
     test = {method: {n: r[test_rows] for n, r in rel.items()} for method, rel in relatives.items()}
     retrieval = {method: retrieval_matrix(rel) for method, rel in test.items()}
@@ -288,24 +339,39 @@ def evaluate(run_dir: str | os.PathLike, *, head_epochs: int = 30) -> dict[str, 
         num_labels = int(labels.max()) + 1
         heads = {
             method: {
-                source: train_classifier(rel[source][train_rows], labels[train_rows], num_labels=num_labels, epochs=head_epochs)
+                source: train_classifier(
+                    rel[source][train_rows],
+                    labels[train_rows],
+                    num_labels=num_labels,
+                    epochs=head_epochs,
+                )
                 for source in names
             }
             for method, rel in relatives.items()
         }
         for source in names:
             heads["PARAM-WIP"][source].config.anchor_set_id = anchor_set.repo_id
-            heads["PARAM-WIP"][source].config.source_encoder_id = next(e["encoder_id"] for e in run["encoders"] if e["name"] == source)
+            heads["PARAM-WIP"][source].config.source_encoder_id = next(
+                e["encoder_id"] for e in run["encoders"] if e["name"] == source
+            )
             heads["PARAM-WIP"][source].save_pretrained(run_dir / "heads" / source)
         for target in names:
-            absolute_train, absolute_test = standardize(spaces[target][train_rows], spaces[target][test_rows])
-            absolute = train_classifier(absolute_train, labels[train_rows], num_labels=num_labels, epochs=head_epochs)
+            absolute_train, absolute_test = standardize(
+                spaces[target][train_rows], spaces[target][test_rows]
+            )
+            absolute = train_classifier(
+                absolute_train, labels[train_rows], num_labels=num_labels, epochs=head_epochs
+            )
             for source in names:
                 row = {"encoder": target, "classifier": source}
                 if source == target:
                     row["Abs."] = head_f1(absolute, absolute_test, labels[test_rows])
                 for method in ("Random-Cos", "PARAM-WIP"):
-                    row[method] = head_f1(heads[method][source], relatives[method][target][test_rows], labels[test_rows])
+                    row[method] = head_f1(
+                        heads[method][source],
+                        relatives[method][target][test_rows],
+                        labels[test_rows],
+                    )
                 classification.append(row)
         for source in names:  # the saved heads' cards show where they were evaluated
             _write_head_metrics(run_dir / "heads" / source, run, source, classification)
@@ -325,20 +391,35 @@ def evaluate(run_dir: str | os.PathLike, *, head_epochs: int = 30) -> dict[str, 
     atomic_write_bytes(run_dir / "report.json", (json.dumps(report, indent=2) + "\n").encode())
     atomic_write_bytes(run_dir / "report.md", (render_report(report) + "\n").encode())
     stitching_heatmap(retrieval, names, run_dir / "stitching_heatmap.png", held_out=held_out)
-    relative_spaces_plot(test, labels[test_rows] if labels is not None else None, run_dir / "relative_spaces.png")
+    relative_spaces_plot(
+        test, labels[test_rows] if labels is not None else None, run_dir / "relative_spaces.png"
+    )
     anchor_set.metrics["zero_shot_retrieval"] = retrieval["PARAM-WIP"]
     anchor_set.metrics["zero_shot_classification"] = classification
-    anchor_set.metrics["evaluated_on"] = {"dataset": run["dataset"]["id"], "rows": len(test_rows), "held_out": held_out}
+    anchor_set.metrics["evaluated_on"] = {
+        "dataset": run["dataset"]["id"],
+        "rows": len(test_rows),
+        "held_out": held_out,
+    }
     anchor_set.save_pretrained(run_dir / "anchor_set")
     return report
 
 
-def _write_head_metrics(folder: Path, run: dict[str, Any], source: str, classification: list[dict[str, Any]]) -> None:
+def _write_head_metrics(
+    folder: Path, run: dict[str, Any], source: str, classification: list[dict[str, Any]]
+) -> None:
     """A PARAM-WIP head's weighted F1 on every encoder's held-out rows, into its card."""
     write_head_metrics(
         folder,
-        {row["encoder"]: {"weighted_f1": row["PARAM-WIP"]} for row in classification if row["classifier"] == source},
-        dataset={"id": run["dataset"]["id"], "split": f"{run['dataset']['split']}, held-out test rows"},
+        {
+            row["encoder"]: {"weighted_f1": row["PARAM-WIP"]}
+            for row in classification
+            if row["classifier"] == source
+        },
+        dataset={
+            "id": run["dataset"]["id"],
+            "split": f"{run['dataset']['split']}, held-out test rows",
+        },
         source_encoder=source,  # encoders are named for model, pooling and layer
     )
 
@@ -349,10 +430,19 @@ def retrieval_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for pair in report["retrieval"]["PARAM-WIP"]:
         source, target = pair.split("->")
-        row = {"source": source, "target": target + (" *" if target in held_out or source in held_out else "")}
+        row = {
+            "source": source,
+            "target": target + (" *" if target in held_out or source in held_out else ""),
+        }
         for method in ("Random-Cos", "PARAM-WIP"):
             metrics = report["retrieval"][method][pair]
-            row.update({f"{method} R@1": metrics["recall@1"], f"{method} R@5": metrics["recall@5"], f"{method} MRR": metrics["mrr"]})
+            row.update(
+                {
+                    f"{method} R@1": metrics["recall@1"],
+                    f"{method} R@5": metrics["recall@5"],
+                    f"{method} MRR": metrics["mrr"],
+                }
+            )
         rows.append(row)
     return rows
 

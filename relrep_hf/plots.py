@@ -33,7 +33,11 @@ def stitching_heatmap(
     plt = _pyplot()
     labels = [f"{e}*" if e in held_out else e for e in encoders]
     fig, axes = plt.subplots(
-        1, len(matrices), figsize=(4.2 * len(matrices) + 1, 3.8), squeeze=False, layout="constrained"
+        1,
+        len(matrices),
+        figsize=(4.2 * len(matrices) + 1, 3.8),
+        squeeze=False,
+        layout="constrained",
     )
     for ax, (method, pairs) in zip(axes[0], matrices.items(), strict=True):
         grid = torch.full((len(encoders), len(encoders)), float("nan"))
@@ -46,7 +50,15 @@ def stitching_heatmap(
             for j in range(len(encoders)):
                 if not torch.isnan(grid[i, j]):
                     value = grid[i, j].item()
-                    ax.text(j, i, f"{value:.2f}", ha="center", va="center", color="white" if value < 0.6 else "black", fontsize=8)
+                    ax.text(
+                        j,
+                        i,
+                        f"{value:.2f}",
+                        ha="center",
+                        va="center",
+                        color="white" if value < 0.6 else "black",
+                        fontsize=8,
+                    )
         ax.set_xticks(range(len(encoders)), labels, rotation=45, ha="right", fontsize=7)
         ax.set_yticks(range(len(encoders)), labels, fontsize=7)
         ax.set_title(f"{method} ({metric})", fontsize=9)
@@ -74,13 +86,24 @@ def relative_spaces_plot(
         names = list(relatives)
         n = min(max_points, len(next(iter(relatives.values()))))
         # each encoder's rows standardised, then one PCA for all (shape [E * n, m])
-        stacked = torch.cat([torch.nn.functional.normalize(relatives[e][:n].float(), dim=1) for e in names])
+        stacked = torch.cat(
+            [torch.nn.functional.normalize(relatives[e][:n].float(), dim=1) for e in names]
+        )
         centered = stacked - stacked.mean(dim=0)
         _, _, v = torch.pca_lowrank(centered, q=2, center=False)
         points = (centered @ v[:, :2]).view(len(names), n, 2)
         for k, name in enumerate(names):
             colors = labels[:n].numpy() if labels is not None else None
-            ax.scatter(points[k, :, 0], points[k, :, 1], c=colors, cmap="tab10", s=6, alpha=0.5, marker=markers[k % len(markers)], label=name)
+            ax.scatter(
+                points[k, :, 0],
+                points[k, :, 1],
+                c=colors,
+                cmap="tab10",
+                s=6,
+                alpha=0.5,
+                marker=markers[k % len(markers)],
+                label=name,
+            )
         ax.set_title(f"{method}: relative spaces (shared PCA)", fontsize=9)
         ax.legend(fontsize=6, markerscale=2)
         ax.set_xticks([])

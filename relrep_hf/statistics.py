@@ -53,7 +53,9 @@ class Statistics:
             return self
         batch_mean = batch.mean(dim=0)
         centered = batch - batch_mean
-        batch_stats = Statistics(batch.shape[0], batch_mean.cpu(), (centered.T @ centered).cpu())
+        scatter = centered.T @ centered
+        scatter = (scatter + scatter.T) / 2  # exactly symmetric; the GEMM is not, by rounding
+        batch_stats = Statistics(batch.shape[0], batch_mean.cpu(), scatter.cpu())
         return self.merge(batch_stats)
 
     def merge(self, other: Statistics) -> Statistics:

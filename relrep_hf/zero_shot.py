@@ -69,7 +69,13 @@ def retrieval_matrix(
 
 
 def train_classifier(
-    features: Tensor, labels: Tensor, *, num_labels: int, seed: int = 0, epochs: int = 30, **config: Any
+    features: Tensor,
+    labels: Tensor,
+    *,
+    num_labels: int,
+    seed: int = 0,
+    epochs: int = 30,
+    **config: Any,
 ) -> RelativeHeadForClassification:
     """A linear head (LayerNorm + Linear) on features, trained with `HeadTrainer`."""
     torch.manual_seed(seed)
@@ -132,7 +138,9 @@ def zero_shot_classification(
         if test not in embeddings:
             raise ValueError(f"Unknown test encoder {test!r}; the encoders are {names}.")
         training = {name: embeddings[name][train_rows] for name in names if name != test}
-        trainer = ParamTrainer(replace(args, output_dir=tempfile.mkdtemp(prefix="relrep-zs-")), training)
+        trainer = ParamTrainer(
+            replace(args, output_dir=tempfile.mkdtemp(prefix="relrep-zs-")), training
+        )
         anchor_set = trainer.train()
         support_rows = train_rows[trainer.support_indices]
         random_set = AnchorSet.random(anchor_set.support, anchor_set.num_anchors, seed=args.seed)
@@ -142,25 +150,43 @@ def zero_shot_classification(
             ("Random-Cos", random_set, "cosine"),
         ):
             projectors = build_projectors(
-                anchors, embeddings, support_rows=support_rows, statistics_rows=train_rows, similarity=similarity
+                anchors,
+                embeddings,
+                support_rows=support_rows,
+                statistics_rows=train_rows,
+                similarity=similarity,
             )
             projected[method] = {name: projectors[name](embeddings[name]) for name in names}
-        absolute_train, absolute_test = standardize(embeddings[test][train_rows], embeddings[test][test_rows])
-        absolute = train_classifier(absolute_train, labels[train_rows], num_labels=num_labels, seed=args.seed, epochs=head_epochs)
+        absolute_train, absolute_test = standardize(
+            embeddings[test][train_rows], embeddings[test][test_rows]
+        )
+        absolute = train_classifier(
+            absolute_train,
+            labels[train_rows],
+            num_labels=num_labels,
+            seed=args.seed,
+            epochs=head_epochs,
+        )
         for source in names:
             row: dict[str, Any] = {"encoder": test, "classifier": source}
             if source == test:
                 row["Abs."] = head_f1(absolute, absolute_test, labels[test_rows])
             for method, relatives in projected.items():
                 head = train_classifier(
-                    relatives[source][train_rows], labels[train_rows], num_labels=num_labels, seed=args.seed, epochs=head_epochs
+                    relatives[source][train_rows],
+                    labels[train_rows],
+                    num_labels=num_labels,
+                    seed=args.seed,
+                    epochs=head_epochs,
                 )
                 row[method] = head_f1(head, relatives[test][test_rows], labels[test_rows])
             rows.append(row)
     return rows
 
 
-def format_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], *, percent: bool = True) -> str:
+def format_table(
+    rows: Sequence[Mapping[str, Any]], columns: Sequence[str], *, percent: bool = True
+) -> str:
     """A Markdown table of ``rows`` with the given value ``columns`` (missing values blank)."""
     keys = [k for k in rows[0] if k not in columns] if rows else []
     header = "| " + " | ".join(keys + list(columns)) + " |"
@@ -169,6 +195,8 @@ def format_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], *, p
         values = [str(row[k]) for k in keys]
         for column in columns:
             value = row.get(column)
-            values.append("" if value is None else f"{100 * value:.2f}" if percent else f"{value:.4f}")
+            values.append(
+                "" if value is None else f"{100 * value:.2f}" if percent else f"{value:.4f}"
+            )
         lines.append("| " + " | ".join(values) + " |")
     return "\n".join(lines)

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from transformers import AutoModel
@@ -16,8 +17,39 @@ ENCODERS = ["minilm:mean:-1", "minilm:mean:3", "minilm:cls:-1"]
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("run")
-    assert main(["--quiet", "embed", str(run_dir), "--limit", "500", "--test-size", "150", *[arg for e in ENCODERS for arg in ("--encoder", e)]]) == 0
-    assert main(["--quiet", "fit", str(run_dir), "--num-anchors", "48", "--support-size", "200", "--num-train-epochs", "30", "--train-batch-size", "128"]) == 0
+    assert (
+        main(
+            [
+                "--quiet",
+                "embed",
+                str(run_dir),
+                "--limit",
+                "500",
+                "--test-size",
+                "150",
+                *[arg for e in ENCODERS for arg in ("--encoder", e)],
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "--quiet",
+                "fit",
+                str(run_dir),
+                "--num-anchors",
+                "48",
+                "--support-size",
+                "200",
+                "--num-train-epochs",
+                "30",
+                "--train-batch-size",
+                "128",
+            ]
+        )
+        == 0
+    )
     return run_dir
 
 
@@ -52,7 +84,9 @@ def test_onboard_then_evaluate(run_dir, capsys):
     for method in ("PARAM-WIP", "Random-Cos"):
         pairs = report["retrieval"][method]
         assert len(pairs) == 12
-        assert all(0.0 <= m[k] <= 1.0 for m in pairs.values() for k in ("recall@1", "recall@5", "mrr"))
+        assert all(
+            0.0 <= m[k] <= 1.0 for m in pairs.values() for k in ("recall@1", "recall@5", "mrr")
+        )
     assert len(report["classification"]) == 16
     assert sum("Abs." in row for row in report["classification"]) == 4
     # layer 5 and layer 6 mean pooling are close spaces: the onboarded one retrieves well
@@ -61,16 +95,28 @@ def test_onboard_then_evaluate(run_dir, capsys):
         assert (run_dir / image).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (run_dir / "heads" / "minilm-mean-L-1" / "model.safetensors").is_file()
     head_metrics = json.loads((run_dir / "heads" / "minilm-mean-L-1" / "metrics.json").read_text())
-    expected = {row["encoder"]: row["PARAM-WIP"] for row in report["classification"] if row["classifier"] == "minilm-mean-L-1"}
+    expected = {
+        row["encoder"]: row["PARAM-WIP"]
+        for row in report["classification"]
+        if row["classifier"] == "minilm-mean-L-1"
+    }
     assert {k: v["weighted_f1"] for k, v in head_metrics["results"].items()} == expected
     card = (run_dir / "heads" / "minilm-mean-L-1" / "README.md").read_text()
-    assert "| `minilm-mean-L-1` | trained on |" in card and "| `minilm-mean-L5` | zero-shot |" in card
-    assert AnchorSet.from_pretrained(run_dir / "anchor_set").metrics["zero_shot_retrieval"] == report["retrieval"]["PARAM-WIP"]
+    assert (
+        "| `minilm-mean-L-1` | trained on |" in card and "| `minilm-mean-L5` | zero-shot |" in card
+    )
+    assert (
+        AnchorSet.from_pretrained(run_dir / "anchor_set").metrics["zero_shot_retrieval"]
+        == report["retrieval"]["PARAM-WIP"]
+    )
 
 
 def test_errors_are_one_line_unless_debug(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "relrep_hf.cli", "fit", str(tmp_path)], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "relrep_hf.cli", "fit", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
@@ -90,5 +136,39 @@ def test_every_subcommand_has_complete_help(capsys):
         assert text.startswith(f"usage: relrep-hf {command}")
         assert ("--help" in text and "default" in text) or command in ("onboard", "push")
     # the installed console script is the same parser
-    result = subprocess.run(["relrep-hf", "--help"], capture_output=True, text=True, timeout=120)
+    script = Path(sys.executable).with_name("relrep-hf")  # installed beside this interpreter
+    result = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and all(c in result.stdout for c in ("embed", "onboard", "demo"))
+
+
+def test_push_a_run_folder_to_the_hub(run_dir, tmp_path):
+    """Step 5 of the README's CLI pipeline against the local Hub server: exit 0, one line per repo."""
+    from tests.hub_server import LocalHub, hub_env
+
+    if not (run_dir / "report.json").is_file():  # evaluated heads are part of what is pushed
+        assert main(["--quiet", "evaluate", str(run_dir), "--head-epochs", "2"]) == 0
+    with LocalHub() as hub:
+        command = [
+            sys.executable,
+            "-m",
+            "relrep_hf.cli",
+            "--quiet",
+            "push",
+            str(run_dir),
+            "--repo-id",
+            "tester/slm-anchors",
+        ]
+        result = subprocess.run(
+            command, capture_output=True, text=True, timeout=300, env=hub_env(hub, tmp_path)
+        )
+        assert result.returncode == 0, result.stderr[-4000:]
+        lines = result.stdout.strip().splitlines()
+        repos = {line.split(": ")[0] for line in lines}
+        heads = {p.name for p in (run_dir / "heads").iterdir()}
+        projectors = {p.name for p in (run_dir / "projectors").iterdir()}
+        assert repos == {"tester/slm-anchors"} | {
+            f"tester/slm-anchors-projector-{n}" for n in projectors
+        } | {f"tester/slm-anchors-head-{n}" for n in heads}
+        for line in lines:
+            repo_id, sha = line.split(": ")
+            assert hub.branch_head(repo_id) == sha

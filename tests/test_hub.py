@@ -20,6 +20,7 @@ import json
 import socket
 import subprocess
 import sys
+import sysconfig
 import textwrap
 import warnings
 from pathlib import Path
@@ -249,6 +250,12 @@ class Client:
             self.process.wait()
         assert self.process.returncode == 0, f"client failed:\n{out}\n{err[-8000:]}"
         return out
+
+
+def site_packages() -> list[str]:
+    """This interpreter's site-packages folders (a venv's too)."""
+    paths = sysconfig.get_paths()
+    return sorted({paths["purelib"], paths["platlib"]})
 
 
 def client_env(hub, tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -499,8 +506,8 @@ print("offline ok")
 """
 
 REMOTE = r"""
-import sys, sysconfig
-sys.path += [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]  # not .pth files
+import sys
+sys.path += sys.argv[2:]  # the parent's site-packages, without their .pth files
 try:
     import relrep_hf
 except ModuleNotFoundError:
@@ -549,8 +556,11 @@ def test_push_pull_revisions_offline_and_failures(hub, work, tmp_path):
         "offline": Client(
             OFFLINE, client_env(hub, tmp_path / "pull", HF_HUB_OFFLINE="1"), str(work), cwd=tmp_path
         ),
-        # transformers alone: -S skips site's .pth files (the editable install of relrep_hf)
-        "remote": Client(REMOTE, remote_env, str(work), cwd=tmp_path, python_flags=("-I", "-S")),
+        # transformers alone: -S skips site's .pth files (the editable install of relrep_hf);
+        # the site-packages folders come from this interpreter, since -S also skips a venv's
+        "remote": Client(
+            REMOTE, remote_env, str(work), *site_packages(), cwd=tmp_path, python_flags=("-I", "-S")
+        ),
     }
     try:
         shas = json.loads(clients["push"].finish().strip().splitlines()[-1])

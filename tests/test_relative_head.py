@@ -205,9 +205,18 @@ def test_trainer_learns_logs_saves_and_is_deterministic(tmp_path):
     assert not head.training
     # the last evaluation is recorded beside the head and shown on its card
     recorded = json.loads((tmp_path / "a" / "metrics.json").read_text())
-    scores = {"accuracy": result.metrics["eval_accuracy"], "weighted_f1": result.metrics["eval_weighted_f1"]}
-    assert recorded == {"results": {"training encoder": scores}, "source_encoder": "training encoder"}
-    assert f"| `training encoder` | trained on | {scores['accuracy']:.4f} |" in (tmp_path / "a" / "README.md").read_text()
+    scores = {
+        "accuracy": result.metrics["eval_accuracy"],
+        "weighted_f1": result.metrics["eval_weighted_f1"],
+    }
+    assert recorded == {
+        "results": {"training encoder": scores},
+        "source_encoder": "training encoder",
+    }
+    assert (
+        f"| `training encoder` | trained on | {scores['accuracy']:.4f} |"
+        in (tmp_path / "a" / "README.md").read_text()
+    )
 
     same, again = train_head(tmp_path / "b")
     again.train()

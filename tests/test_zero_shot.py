@@ -11,16 +11,32 @@ def test_algorithm_1_on_affine_spaces(tmp_path):
     spaces = affine_spaces(("e0", "e1", "e2"), n=1500, d=8, anisotropy=0.3)
     # labels: the latent cluster structure, read off one space by k-means-free thresholding
     labels = (spaces["e0"] @ torch.randn(8, generator=torch.Generator().manual_seed(5)) > 0).long()
-    labels += 2 * (spaces["e0"] @ torch.randn(8, generator=torch.Generator().manual_seed(6)) > 0).long()
+    labels += (
+        2 * (spaces["e0"] @ torch.randn(8, generator=torch.Generator().manual_seed(6)) > 0).long()
+    )
     args = ParamTrainingArguments(
-        str(tmp_path), num_anchors=24, support_size=400, num_train_epochs=20,
-        train_batch_size=256, save_strategy="no", disable_tqdm=True,
+        str(tmp_path),
+        num_anchors=24,
+        support_size=400,
+        num_train_epochs=20,
+        train_batch_size=256,
+        save_strategy="no",
+        disable_tqdm=True,
     )
     rows = zero_shot_classification(
-        spaces, labels, train_rows=torch.arange(1000), test_rows=torch.arange(1000, 1500),
-        args=args, test_encoders=["e2"], head_epochs=20,
+        spaces,
+        labels,
+        train_rows=torch.arange(1000),
+        test_rows=torch.arange(1000, 1500),
+        args=args,
+        test_encoders=["e2"],
+        head_epochs=20,
     )
-    assert [(r["encoder"], r["classifier"]) for r in rows] == [("e2", "e0"), ("e2", "e1"), ("e2", "e2")]
+    assert [(r["encoder"], r["classifier"]) for r in rows] == [
+        ("e2", "e0"),
+        ("e2", "e1"),
+        ("e2", "e2"),
+    ]
     assert set(rows[2]) == {"encoder", "classifier", "Abs.", "PARAM-WIP", "Random-Cos"}
     assert "Abs." not in rows[0]
     for row in rows:
