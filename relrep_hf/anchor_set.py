@@ -1,11 +1,14 @@
 """`AnchorSet`: the encoder-agnostic coordinate system shared by every projector.
 
-An anchor set is a row-stochastic mixture ``P [m, K]`` over K parallel support
-inputs. Any encoder gets its anchors by embedding those inputs: ``A = P @ X_sub``.
-It knows nothing of any particular encoder, so one anchor set serves encoders that
-did not exist when it was trained. Random, k-means and farthest-point anchors are
-anchor sets too (see `relrep_hf.anchor_strategies`), so every comparison runs through
-one code path.
+An anchor set is a mixing matrix ``M [m, K]`` over K parallel support inputs (its kind:
+see `relrep_hf.mixing`), plus the similarity settings its anchors were fitted with. Any
+encoder gets its anchors by embedding those inputs: ``A = mu + M @ (X_sub - mu)``, which is
+``P @ X_sub`` for the paper's row-stochastic ``P``. It knows nothing of any particular
+encoder, so one anchor set serves encoders that did not exist when it was fitted. Random,
+k-means, farthest-point, PARAM, full-support and shared-linear anchors are all anchor sets
+(see `relrep_hf.anchor_strategies` and `relrep_hf.shared_linear`), so every comparison runs
+through one code path. ``fingerprint`` hashes its content: projectors and heads record it,
+so a head never reads the features of another anchor set.
 
 On disk (and on the Hub) an anchor set is three files:
 ``anchor_set.safetensors`` (the mixture), ``anchor_set.json`` (what it is and how it was
@@ -17,7 +20,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,15 @@ from relrep_hf.anchor_strategies import farthest_point_mixture, kmeans_mixture, 
 from relrep_hf.cards import write_card
 from relrep_hf.hub import push_folder, resolve_folder
 from relrep_hf.io import atomic_directory
+from relrep_hf.mixing import STRATEGY_MIXING, check_mixture, fingerprint, mixed_anchors
+from relrep_hf.shared_linear import (
+    Normalization,
+    full_support_features,
+    normalize_features,
+    shared_linear_map,
+)
+from relrep_hf.similarities import get_similarity
+from relrep_hf.statistics import DEFAULT_EPS, DEFAULT_SHRINKAGE, Statistics
 from relrep_hf.validation import check_embeddings
 
 WEIGHTS_NAME = "anchor_set.safetensors"
@@ -41,15 +53,20 @@ FORMAT_VERSION = 1
 
 @dataclass
 class AnchorSet:
-    """A mixture ``P [m, K]`` over K support inputs, and how it was made.
+    """A mixing matrix ``M [m, K]`` over K support inputs, and how it was made.
 
     Args:
-        mixture: rows on the probability simplex (each row a convex mixture of support points).
+        mixture: the mixing matrix; what its rows may be depends on ``mixing``.
         support: the K support inputs: strings for text, or dicts that re-identify each input
             (e.g. ``{"index": 17}``) together with ``support_reference``.
         support_reference: for non-text inputs, where they come from (dataset id, revision,
             split, column).
-        strategy: ``"param"``, ``"random"``, ``"kmeans"`` or ``"farthest_point"``.
+        strategy: ``"param"``, ``"random"``, ``"kmeans"``, ``"farthest_point"``,
+            ``"full_support"`` or ``"shared_linear"``.
+        mixing: ``"stochastic"``, ``"one_hot"``, ``"identity"`` or ``"linear"`` (default: the
+            strategy's kind; see `relrep_hf.mixing`).
+        similarity, shrinkage, eps: the similarity settings the anchors were fitted with;
+            projectors built from the anchor set use them unless told otherwise.
         encoders: the encoders it was fitted on (Hub id, revision, pooling, layer, dim).
         training: hyperparameters (loss weights, temperatures, seed, ...).
         metrics: measured at the end of training.
@@ -71,25 +88,35 @@ class AnchorSet:
     metrics: dict[str, Any] = field(default_factory=dict)
     repo_id: str = ""
     revision: str = ""
+    mixing: str = ""
+    similarity: str = "wip"
+    shrinkage: float = DEFAULT_SHRINKAGE
+    eps: float = DEFAULT_EPS
 
     def __post_init__(self) -> None:
-        mixture = self.mixture
-        if mixture.ndim != 2:
-            raise ValueError(f"mixture must have shape [m, K], got {tuple(mixture.shape)}.")
-        check_embeddings(mixture, name="mixture rows")
-        if len(self.support) != mixture.shape[1]:
+        self.mixing = self.mixing or STRATEGY_MIXING.get(self.strategy, "stochastic")
+        check_mixture(self.mixture, self.mixing)
+        if len(self.support) != self.mixture.shape[1]:
             raise ValueError(
-                f"The mixture mixes K={mixture.shape[1]} support inputs but {len(self.support)} "
-                "support inputs were given: they must be the same inputs, in the same order."
+                f"The mixture mixes K={self.mixture.shape[1]} support inputs but "
+                f"{len(self.support)} support inputs were given: they must be the same inputs, "
+                "in the same order."
             )
-        row_sums = mixture.double().sum(dim=1)
-        if bool((mixture < 0).any()) or not torch.allclose(
-            row_sums, torch.ones_like(row_sums), atol=1e-4
-        ):
+        get_similarity(self.similarity)  # validates the name
+        if not 0.0 <= self.shrinkage <= 1.0 or self.eps < 0:
             raise ValueError(
-                "mixture rows must lie on the probability simplex (non-negative, summing to 1); "
-                f"row sums range over [{row_sums.min().item():.4g}, {row_sums.max().item():.4g}]."
+                f"Need 0 <= shrinkage <= 1 and eps >= 0, got {self.shrinkage} and {self.eps}."
             )
+
+    @property
+    def similarity_settings(self) -> dict[str, Any]:
+        """``{"similarity", "shrinkage", "eps"}``: what projectors of this anchor set use."""
+        return {"similarity": self.similarity, "shrinkage": self.shrinkage, "eps": self.eps}
+
+    @property
+    def fingerprint(self) -> str:
+        """A hash of the mixing matrix, the support inputs and the similarity settings."""
+        return fingerprint(self.mixture, self.support, self.mixing, self.similarity_settings)
 
     @property
     def num_anchors(self) -> int:
@@ -99,15 +126,26 @@ class AnchorSet:
     def support_size(self) -> int:
         return self.mixture.shape[1]
 
-    def anchors(self, support_embeddings: Tensor) -> Tensor:
-        """An encoder's anchors ``P @ X_sub`` ([m, d], float64) from its support embeddings."""
+    def anchors(self, support_embeddings: Tensor, mean: Tensor | None = None) -> Tensor:
+        """An encoder's anchors ``mean + M @ (X_sub - mean)`` ([m, d], float64).
+
+        ``mean`` is the encoder's mean (for WIP); it changes nothing when M's rows sum to one,
+        and a ``"linear"`` anchor set needs it, so that the anchors' WIP features are its
+        full-support features mixed by M.
+        """
         check_embeddings(support_embeddings, name="support embeddings")
         if support_embeddings.ndim != 2 or support_embeddings.shape[0] != self.support_size:
             raise ValueError(
                 f"support embeddings must have shape [K={self.support_size}, d] (one row per "
                 f"support input, in order), got {tuple(support_embeddings.shape)}."
             )
-        return self.mixture.to(torch.float64) @ support_embeddings.to(torch.float64)
+        if self.mixing == "linear" and mean is None:
+            raise ValueError(
+                "A 'linear' anchor set mixes centred support embeddings: pass the encoder's "
+                "mean (statistics.mean), or build its projector with "
+                "RelativeProjector.from_anchor_set."
+            )
+        return mixed_anchors(self.mixture, support_embeddings, mean)
 
     def check_compatible(self, num_anchors: int, *, what: str) -> None:
         """Raise unless something with ``num_anchors`` features can belong to this anchor set."""
@@ -135,6 +173,9 @@ class AnchorSet:
             "num_anchors": self.num_anchors,
             "support_size": self.support_size,
             "strategy": self.strategy,
+            "mixing": self.mixing,
+            **self.similarity_settings,
+            "fingerprint": self.fingerprint,
             "support_reference": self.support_reference,
             "encoders": self.encoders,
             "training": self.training,
@@ -188,16 +229,27 @@ class AnchorSet:
             ) from error
         support = [row["text"] if set(row) == {"text"} else row for row in support_rows]
         is_local = commit is None
+        training = description.get("training", {})
+        settings = {  # anchor sets saved before the settings were recorded: their training's
+            key: description.get(key, training.get(key, default))
+            for key, default in (
+                ("similarity", "wip"),
+                ("shrinkage", DEFAULT_SHRINKAGE),
+                ("eps", DEFAULT_EPS),
+            )
+        }
         return cls(
             mixture=mixture,
             support=support,
             support_reference=description.get("support_reference"),
             strategy=description.get("strategy", "param"),
             encoders=description.get("encoders", []),
-            training=description.get("training", {}),
+            training=training,
             metrics=description.get("metrics", {}),
             repo_id="" if is_local else str(path_or_repo_id),
             revision="" if is_local else commit,
+            mixing=description.get("mixing", ""),
+            **settings,
         )
 
     def push_to_hub(
@@ -253,3 +305,77 @@ class AnchorSet:
         """Farthest-point sampling anchors: one-hot rows, each far from those before it."""
         mixture = farthest_point_mixture(support_embeddings, num_anchors, seed=seed)
         return cls(mixture, list(support), strategy="farthest_point", training={"seed": seed})
+
+    # ---- beyond the paper ----------------------------------------------------------------
+
+    @classmethod
+    def full_support(
+        cls,
+        support: Sequence[Any],
+        *,
+        shrinkage: float = DEFAULT_SHRINKAGE,
+        eps: float = DEFAULT_EPS,
+    ) -> AnchorSet:
+        """Every support input is an anchor (m = K, identity mixing): nothing to fit."""
+        mixture = torch.eye(len(support))
+        return cls(mixture, list(support), strategy="full_support", shrinkage=shrinkage, eps=eps)
+
+    @classmethod
+    def shared_linear(
+        cls,
+        support: Sequence[Any],
+        fit_embeddings: Mapping[str, Tensor],
+        num_anchors: int,
+        *,
+        support_rows: Tensor | Sequence[int],
+        fit_rows: Tensor | Sequence[int] | None = None,
+        shrinkage: float = DEFAULT_SHRINKAGE,
+        eps: float = DEFAULT_EPS,
+        normalization: Normalization = "none",
+    ) -> AnchorSet:
+        """The shared linear compression of full-support WIP features, in closed form.
+
+        ``fit_embeddings`` maps each training encoder (two or more) to its embeddings
+        ``[N, d_i]``, row-aligned across encoders. ``support_rows`` (K indices) are the rows
+        that embed ``support`` (the K support inputs, in order); ``fit_rows`` (default: every
+        row) are the rows the map and each encoder's whitening statistics are fitted on. The
+        mixing ``M = U.T [m, K]`` holds the top-m eigenvectors of ``sum_i R_i.T @ R_i``,
+        ``R_i`` encoder i's full-support features of the fit rows (`relrep_hf.shared_linear`).
+        A new encoder is onboarded as for any anchor set (`RelativeProjector.from_anchor_set`).
+        """
+        support_rows = torch.as_tensor(support_rows, dtype=torch.long)
+        if len(support_rows) != len(support):
+            raise ValueError(
+                f"support_rows has {len(support_rows)} rows but there are {len(support)} "
+                "support inputs: give the row of each support input, in order."
+            )
+        features = []
+        for name, space in fit_embeddings.items():
+            check_embeddings(space, name=f"{name!r} fit embeddings")
+            rows = space if fit_rows is None else space[torch.as_tensor(fit_rows)]
+            stats = Statistics.from_embeddings(rows)
+            features.append(
+                full_support_features(
+                    rows, space[support_rows], stats, shrinkage=shrinkage, eps=eps
+                )
+            )
+        u, eigenvalues = shared_linear_map(features, num_anchors, normalization=normalization)
+        return cls(
+            u.T.float().contiguous(),
+            list(support),
+            strategy="shared_linear",
+            training={
+                "normalization": normalization,
+                "fit_encoders": list(fit_embeddings),
+                "fit_rows": len(features[0]),
+                "support_rows": support_rows.tolist(),
+            },
+            metrics={
+                "explained_energy": float(
+                    eigenvalues.sum()
+                    / sum(normalize_features(r, normalization).square().sum() for r in features)
+                )
+            },
+            shrinkage=shrinkage,
+            eps=eps,
+        )

@@ -30,6 +30,7 @@ class RelativeHeadConfig(PreTrainedConfig):
         layer_norm_eps (`float`, defaults to 1e-5): epsilon of that LayerNorm.
         similarity (`str`): the similarity of the projectors it was trained with ("" unknown).
         anchor_set_id, anchor_set_revision (`str`): the anchor set it was trained with.
+        anchor_set_fingerprint (`str`): that anchor set's content hash (`AnchorSet.fingerprint`).
         source_encoder_id, source_encoder_revision (`str`): the encoder whose relative features
             it was trained on.
         num_labels, id2label, label2id: the classes, as in every transformers config.
@@ -54,6 +55,7 @@ class RelativeHeadConfig(PreTrainedConfig):
         similarity: str = "",
         anchor_set_id: str = "",
         anchor_set_revision: str = "",
+        anchor_set_fingerprint: str = "",
         source_encoder_id: str = "",
         source_encoder_revision: str = "",
         **kwargs,
@@ -80,6 +82,7 @@ class RelativeHeadConfig(PreTrainedConfig):
         self.similarity = similarity
         self.anchor_set_id = anchor_set_id
         self.anchor_set_revision = anchor_set_revision
+        self.anchor_set_fingerprint = anchor_set_fingerprint
         self.source_encoder_id = source_encoder_id
         self.source_encoder_revision = source_encoder_revision
         super().__init__(**kwargs)
@@ -107,6 +110,7 @@ class RelativeHeadConfig(PreTrainedConfig):
             "similarity": projector_config.similarity,
             "anchor_set_id": projector_config.anchor_set_id,
             "anchor_set_revision": projector_config.anchor_set_revision,
+            "anchor_set_fingerprint": getattr(projector_config, "anchor_set_fingerprint", ""),
             "source_encoder_id": projector_config.encoder_id,
             "source_encoder_revision": projector_config.encoder_revision,
         }

@@ -22,6 +22,7 @@ class RelativeProjectorConfig(PreTrainedConfig):
         pooling (`str`), layer (`int`): how the encoder's embeddings were pooled, and from which
             hidden layer (transformers' `hidden_states` index; -1 is the last).
         anchor_set_id, anchor_set_revision (`str`): Hub id and commit of the anchor set.
+        anchor_set_fingerprint (`str`): the anchor set's content hash (`AnchorSet.fingerprint`).
 
     Example:
         >>> from relrep_hf import RelativeProjectorConfig
@@ -46,6 +47,7 @@ class RelativeProjectorConfig(PreTrainedConfig):
         layer: int = -1,
         anchor_set_id: str = "",
         anchor_set_revision: str = "",
+        anchor_set_fingerprint: str = "",
         **kwargs,
     ):
         get_similarity(similarity)  # validates the name, listing the valid ones
@@ -67,4 +69,5 @@ class RelativeProjectorConfig(PreTrainedConfig):
         self.layer = layer
         self.anchor_set_id = anchor_set_id
         self.anchor_set_revision = anchor_set_revision
+        self.anchor_set_fingerprint = anchor_set_fingerprint
         super().__init__(**kwargs)

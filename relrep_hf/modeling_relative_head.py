@@ -136,7 +136,8 @@ def check_head_matches_projector(
     """Raise a ValueError unless the head can read the projector's relative features.
 
     They must have the same number of anchors, and, where both record them, the same anchor set
-    id, anchor set revision and similarity. Unrecorded ("") provenance is not an error.
+    fingerprint (its content: local and Hub anchor sets alike), anchor set id, anchor set
+    revision and similarity. Unrecorded ("") provenance is not an error.
     """
     head_m, projector_m = head_config.num_anchors, projector_config.num_anchors
     if head_m != projector_m:
@@ -144,6 +145,15 @@ def check_head_matches_projector(
             f"The head reads {head_m} relative features but the projector gives {projector_m}: "
             f"they were built from different anchor sets. Use a projector of the head's anchor "
             f"set ({head_config.anchor_set_id or 'unrecorded'})."
+        )
+    head_print = getattr(head_config, "anchor_set_fingerprint", "") or ""
+    projector_print = getattr(projector_config, "anchor_set_fingerprint", "") or ""
+    if head_print and projector_print and head_print != projector_print:
+        raise ValueError(
+            f"The head was trained on the features of anchor set {head_print} (fingerprint) but "
+            f"the projector was built from anchor set {projector_print}: with the same number of "
+            "anchors their features still mean different things. Build the encoder's projector "
+            "from the head's anchor set (RelativeProjector.from_anchor_set)."
         )
     for field, what in [
         ("anchor_set_id", "anchor set"),

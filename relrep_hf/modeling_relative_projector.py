@@ -140,13 +140,27 @@ class RelativeProjector(RelrepPreTrainedModel):
         ``support_embeddings [K, d]`` are the encoder's embeddings of the anchor set's support
         inputs, in order; ``statistics`` its whitening statistics (a `Statistics`, or the
         embeddings to estimate them from: ideally many more rows than the support set).
-        Keyword arguments go to `from_statistics` (similarity, dtype, provenance).
+        Keyword arguments go to `from_statistics` (dtype, provenance); the similarity,
+        shrinkage and eps are the anchor set's (those its anchors were fitted with) unless
+        given. The projector records the anchor set's fingerprint.
         """
         if isinstance(statistics, Tensor):
             statistics = Statistics.from_embeddings(statistics)
+        for key, value in anchor_set.similarity_settings.items():
+            if kwargs.get(key) is None:
+                kwargs[key] = value
         kwargs.setdefault("anchor_set_id", anchor_set.repo_id)
         kwargs.setdefault("anchor_set_revision", anchor_set.revision)
-        return cls.from_statistics(anchor_set.anchors(support_embeddings), statistics, **kwargs)
+        kwargs.setdefault("anchor_set_fingerprint", anchor_set.fingerprint)
+        affine_centered = get_similarity(kwargs["similarity"]).needs_statistics
+        if anchor_set.mixing == "linear" and not affine_centered:
+            raise ValueError(
+                f"A 'linear' anchor set mixes WIP features; similarity {kwargs['similarity']!r} "
+                "cannot use it. Build the projector with similarity='wip'."
+            )
+        mean = statistics.mean if affine_centered and statistics is not None else None
+        anchors = anchor_set.anchors(support_embeddings, mean=mean)
+        return cls.from_statistics(anchors, statistics, **kwargs)
 
     @property
     def whitened_anchors(self) -> Tensor:

@@ -537,6 +537,8 @@ class ParamTrainer:
             support=support,
             support_reference=self.support_reference,
             strategy="param",
+            shrinkage=args.shrinkage,  # the similarity settings the anchors were fitted with
+            eps=args.eps,
             encoders=encoders,
             training=training,
             metrics=self._final_metrics(mixture, whitened_support, means, whitenings),

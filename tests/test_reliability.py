@@ -539,7 +539,36 @@ BAD_INPUTS = [
              resumed_with_changed_arguments),
     BadInput("resume_from_checkpoint=True without a checkpoint", "`ParamTrainer.train`",
              lambda s: s.trainer().train(resume_from_checkpoint=True)),
+    # shared linear anchor sets (closed form) and anchor set fingerprints
+    BadInput("more shared-linear anchors than support inputs (m > K)", "`AnchorSet.shared_linear`",
+             lambda s: shared_linear(s, 17)),
+    BadInput("more shared-linear anchors than the features' rank", "`AnchorSet.shared_linear`",
+             lambda s: shared_linear(s, 12, rows=6)),
+    BadInput("one training encoder only", "`AnchorSet.shared_linear`",
+             lambda s: AnchorSet.shared_linear(SUPPORT, {"e0": s.spaces["e0"]}, 4,
+                                               support_rows=range(16))),
+    BadInput("NaN in a training encoder's fit embeddings", "`AnchorSet.shared_linear`",
+             lambda s: AnchorSet.shared_linear(
+                 SUPPORT, {**s.spaces, "e1": with_nan(s.spaces["e1"], 150)}, 4,
+                 support_rows=range(16))),
+    BadInput("head of another local anchor set (same number of anchors)",
+             "`RelativeWrapper.with_head`",
+             lambda s: s.wrapper(local_projector(s, seed=1)).with_head(
+                 RelativeHeadForClassification.for_projector(local_projector(s, seed=0),
+                                                             num_labels=2))),
 ]  # fmt: skip
+
+
+def shared_linear(s: Setup, num_anchors: int, rows: int | None = None) -> AnchorSet:
+    """A shared linear anchor set over SUPPORT (rows 0..15) fitted on ``rows`` rows."""
+    return AnchorSet.shared_linear(SUPPORT, s.spaces, num_anchors, support_rows=range(16),
+                                   fit_rows=None if rows is None else range(rows))  # fmt: skip
+
+
+def local_projector(s: Setup, *, seed: int) -> RelativeProjector:
+    """The 8-d encoder's projector of a local (unpushed) random anchor set of 8 anchors."""
+    anchor_set = AnchorSet.random(SUPPORT, 8, seed=seed)
+    return RelativeProjector.from_anchor_set(anchor_set, s.data[:16], s.stats, pooling="mean")
 
 
 def first_sentence(message: str) -> str:
