@@ -35,12 +35,7 @@ from relrep_hf.cards import write_card
 from relrep_hf.hub import push_folder, resolve_folder
 from relrep_hf.io import atomic_directory
 from relrep_hf.mixing import STRATEGY_MIXING, check_mixture, fingerprint, mixed_anchors
-from relrep_hf.shared_linear import (
-    Normalization,
-    full_support_features,
-    normalize_features,
-    shared_linear_map,
-)
+from relrep_hf.shared_linear import Normalization, feature_gram, top_eigenvectors
 from relrep_hf.similarities import get_similarity
 from relrep_hf.statistics import DEFAULT_EPS, DEFAULT_SHRINKAGE, Statistics
 from relrep_hf.validation import check_embeddings
@@ -349,17 +344,22 @@ class AnchorSet:
                 f"support_rows has {len(support_rows)} rows but there are {len(support)} "
                 "support inputs: give the row of each support input, in order."
             )
-        features = []
+        grams = []
         for name, space in fit_embeddings.items():
             check_embeddings(space, name=f"{name!r} fit embeddings")
             rows = space if fit_rows is None else space[torch.as_tensor(fit_rows)]
-            stats = Statistics.from_embeddings(rows)
-            features.append(
-                full_support_features(
-                    rows, space[support_rows], stats, shrinkage=shrinkage, eps=eps
+            grams.append(
+                feature_gram(
+                    rows,
+                    space[support_rows],
+                    Statistics.from_embeddings(rows),
+                    shrinkage=shrinkage,
+                    eps=eps,
+                    normalization=normalization,
                 )
             )
-        u, eigenvalues = shared_linear_map(features, num_anchors, normalization=normalization)
+        u, eigenvalues = top_eigenvectors(grams, num_anchors)
+        total_energy = float(sum(g.trace() for g in grams))
         return cls(
             u.T.float().contiguous(),
             list(support),
@@ -367,15 +367,10 @@ class AnchorSet:
             training={
                 "normalization": normalization,
                 "fit_encoders": list(fit_embeddings),
-                "fit_rows": len(features[0]),
+                "fit_rows": len(rows),
                 "support_rows": support_rows.tolist(),
             },
-            metrics={
-                "explained_energy": float(
-                    eigenvalues.sum()
-                    / sum(normalize_features(r, normalization).square().sum() for r in features)
-                )
-            },
+            metrics={"explained_energy": float(eigenvalues.sum()) / total_energy},
             shrinkage=shrinkage,
             eps=eps,
         )

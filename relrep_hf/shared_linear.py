@@ -68,6 +68,50 @@ def normalize_features(features: Tensor, normalization: Normalization) -> Tensor
     )
 
 
+def feature_gram(
+    embeddings: Tensor,
+    support_embeddings: Tensor,
+    statistics: Statistics,
+    *,
+    shrinkage: float = DEFAULT_SHRINKAGE,
+    eps: float = DEFAULT_EPS,
+    normalization: Normalization = "none",
+) -> Tensor:
+    """``R.T @ R`` ([K, K], float64) of one encoder's normalised full-support features.
+
+    When ``statistics`` are those of ``embeddings`` and no row normalisation is asked for,
+    ``R.T @ R = S (L scatter L) S.T`` with ``S`` the whitened support: ``O(K^2 d)`` instead of
+    ``O(N K^2)``, and the rows never need to be held as ``[N, K]`` features.
+    """
+    if normalization == "row" or statistics.count != len(embeddings):
+        r = normalize_features(
+            full_support_features(
+                embeddings, support_embeddings, statistics, shrinkage=shrinkage, eps=eps
+            ),
+            normalization,
+        )
+        check_finite_features(r)
+        return r.T @ r
+    check_embeddings(embeddings, dim=statistics.dim, name="embeddings")
+    check_embeddings(support_embeddings, dim=statistics.dim, name="support embeddings")
+    whitening = whitening_matrix(statistics, shrinkage=shrinkage, eps=eps)
+    s = whiten(support_embeddings.to(torch.float64), mean=statistics.mean, whitening=whitening)
+    gram = s @ (whitening @ statistics.scatter @ whitening) @ s.T
+    if normalization == "encoder":  # ||R||_F^2 / (N K) is the mean square entry
+        gram = gram / (gram.trace() / (statistics.count * gram.shape[0])).clamp_min(1e-300)
+    elif normalization != "none":
+        normalize_features(gram, normalization)  # raises, naming the valid ones
+    return (gram + gram.T) / 2
+
+
+def check_finite_features(features: Tensor) -> None:
+    if not bool(torch.isfinite(features).all()):
+        raise ValueError(
+            "The relative features of a training encoder are not finite (NaN or inf in its "
+            "embeddings): clean or drop those rows before fitting."
+        )
+
+
 def shared_linear_map(
     features: Sequence[Tensor],
     num_anchors: int,
@@ -77,17 +121,32 @@ def shared_linear_map(
 ) -> tuple[Tensor, Tensor]:
     """``(U [K, m], eigenvalues [m])``: the top-m eigenvectors of ``sum_i R_i.T @ R_i``.
 
-    ``features`` holds each training encoder's full-support features ``R_i [N_i, K]``. At
-    least two encoders are needed (with one, nothing is shared), ``m <= K``, and the sum must
-    have rank ``>= m`` (an eigenvector of a zero eigenvalue is arbitrary). The sign of each
-    column is fixed (largest entry positive), so the result is deterministic.
+    ``features`` holds each training encoder's full-support features ``R_i [N_i, K]``.
     """
-    if len(features) < 2:
+    grams = []
+    for r in features:
+        r = normalize_features(r.to(torch.float64), normalization)
+        check_finite_features(r)
+        grams.append(r.T @ r)
+    return top_eigenvectors(grams, num_anchors, rank_tolerance=rank_tolerance)
+
+
+def top_eigenvectors(
+    grams: Sequence[Tensor], num_anchors: int, *, rank_tolerance: float = 1e-10
+) -> tuple[Tensor, Tensor]:
+    """``(U [K, m], eigenvalues [m])``: the top-m eigenvectors of the sum of the encoders'
+    feature Gram matrices ``R_i.T @ R_i`` ([K, K] each).
+
+    At least two encoders are needed (with one, nothing is shared), ``m <= K``, and the sum
+    must have rank ``>= m`` (an eigenvector of a zero eigenvalue is arbitrary). The sign of
+    each column is fixed (largest entry positive), so the result is deterministic.
+    """
+    if len(grams) < 2:
         raise ValueError(
-            f"The shared linear map needs at least 2 training encoders, got {len(features)}: "
+            f"The shared linear map needs at least 2 training encoders, got {len(grams)}: "
             "with one encoder nothing is shared. Fit on two or more encoders' embeddings."
         )
-    sizes = {r.shape[1] for r in features}
+    sizes = {g.shape[1] for g in grams}
     if len(sizes) != 1:
         raise ValueError(f"Every encoder's features must have K columns; got {sorted(sizes)}.")
     k = sizes.pop()
@@ -96,16 +155,8 @@ def shared_linear_map(
             f"num_anchors must be between 1 and the support size K={k}, got {num_anchors}: "
             "ask for fewer anchors or use a larger support set."
         )
-    gram = torch.zeros(k, k, dtype=torch.float64)
-    for r in features:
-        r = normalize_features(r.to(torch.float64), normalization)
-        if not bool(torch.isfinite(r).all()):
-            raise ValueError(
-                "The relative features of a training encoder are not finite (NaN or inf in its "
-                "embeddings): clean or drop those rows before fitting."
-            )
-        gram += r.T @ r
-    eigenvalues, eigenvectors = torch.linalg.eigh((gram + gram.T) / 2)
+    total = sum(g.to(torch.float64) for g in grams)
+    eigenvalues, eigenvectors = torch.linalg.eigh((total + total.T) / 2)
     eigenvalues, eigenvectors = eigenvalues.flip(0), eigenvectors.flip(1)
     top = eigenvalues[0].clamp_min(0.0)
     rank = int((eigenvalues > top * rank_tolerance).sum()) if top > 0 else 0

@@ -19,7 +19,12 @@ from relrep_hf.modeling_relative_head import (
     RelativeHeadForClassification,
     check_head_matches_projector,
 )
-from relrep_hf.shared_linear import full_support_features, shared_linear_map
+from relrep_hf.shared_linear import (
+    feature_gram,
+    full_support_features,
+    normalize_features,
+    shared_linear_map,
+)
 from relrep_hf.statistics import whitening_matrix
 from tests.hub_server import LocalHub, hub_env
 from tests.synthetic import affine_spaces
@@ -265,3 +270,12 @@ def test_fingerprint_tells_local_anchor_sets_apart(spaces):
     check_head_matches_projector(head.config, projector_a.config)
     with pytest.raises(ValueError, match="features still mean different things"):
         check_head_matches_projector(head.config, projector_b.config)
+
+
+@pytest.mark.parametrize("normalization", ["none", "encoder", "row"])
+def test_feature_gram_shortcut_equals_the_features_gram(spaces, normalization):
+    x = spaces["e1"][:600]
+    stats = Statistics.from_embeddings(x)
+    r = normalize_features(full_support_features(x, x[SUPPORT_ROWS], stats), normalization)
+    gram = feature_gram(x, x[SUPPORT_ROWS], stats, normalization=normalization)
+    torch.testing.assert_close(gram, r.T @ r, rtol=1e-9, atol=1e-9 * gram.abs().max().item())
