@@ -25,6 +25,7 @@ from relrep_hf.shared_linear import (
     normalize_features,
     shared_linear_map,
 )
+from relrep_hf.shared_linear_trainer import SharedLinearTuningArguments, fine_tune_shared_linear
 from relrep_hf.statistics import whitening_matrix
 from tests.hub_server import LocalHub, hub_env
 from tests.synthetic import affine_spaces
@@ -279,3 +280,23 @@ def test_feature_gram_shortcut_equals_the_features_gram(spaces, normalization):
     r = normalize_features(full_support_features(x, x[SUPPORT_ROWS], stats), normalization)
     gram = feature_gram(x, x[SUPPORT_ROWS], stats, normalization=normalization)
     torch.testing.assert_close(gram, r.T @ r, rtol=1e-9, atol=1e-9 * gram.abs().max().item())
+
+
+def test_fine_tuning_lowers_the_info_nce_and_keeps_the_kind(spaces):
+    fit_embeddings = {n: spaces[n][:600] for n in ("e0", "e1", "e2")}
+    closed = AnchorSet.shared_linear(SUPPORT, fit_embeddings, 8, support_rows=SUPPORT_ROWS)
+    args = SharedLinearTuningArguments(num_train_epochs=4, train_batch_size=128)
+    tuned = fine_tune_shared_linear(closed, fit_embeddings, support_rows=SUPPORT_ROWS, args=args)
+    assert tuned.mixing == "linear" and tuned.mixture.shape == closed.mixture.shape
+    assert not torch.equal(tuned.mixture, closed.mixture)
+    assert tuned.fingerprint != closed.fingerprint
+    loss = tuned.metrics["fine_tuning_loss"]
+    assert loss["last"] < loss["first"]
+    assert tuned.training["fine_tuning"]["epochs"] == 4
+    x = spaces["e3"]  # a held-out encoder is onboarded as for any anchor set
+    projector = RelativeProjector.from_anchor_set(tuned, x[SUPPORT_ROWS], x[:600])
+    assert projector(x[600:]).shape == (200, 8)
+    with pytest.raises(ValueError, match="Only a 'linear' anchor set"):
+        fine_tune_shared_linear(
+            AnchorSet.random(SUPPORT, 4), fit_embeddings, support_rows=SUPPORT_ROWS
+        )

@@ -1,0 +1,286 @@
+"""Zero-shot alignment quality: the paper's Algorithm 1 on groups of real spaces, every method.
+
+For each group of row-aligned spaces and each held-out encoder: fit every method on the other
+encoders' fit rows (the held-out one is never seen), onboard every encoder with
+`RelativeProjector.from_anchor_set` (no gradient step), and retrieve each test row of every
+other encoder's relative features among the held-out encoder's (cosine). Figures are
+Recall@1, Recall@5 and MRR, the mean over ordered pairs into the held-out encoder and over
+held-out encoders. Every method runs through the library's public API; all share one support
+set (the first K fit rows). PARAM-WIP is the library's `ParamTrainer` with the paper's
+defaults except the number of epochs (``PARAM_EPOCHS``: the whole benchmark must run in 20
+minutes on 2 cores). Writes ``results/quality.json`` and ``results/quality.png``.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from statistics import mean
+
+import torch
+
+from benchmarks.common import row
+from relrep_hf import AnchorSet, ParamTrainer, ParamTrainingArguments, RelativeProjector, Statistics
+from relrep_hf.metrics import retrieval_metrics
+from relrep_hf.shared_linear_trainer import fine_tune_shared_linear
+
+RESULTS = Path(__file__).resolve().parent / "results"
+NUM_ANCHORS = 300
+SWEEP = (25, 50, 100, 200, 300)
+PARAM_EPOCHS = 10
+QUICK = {"num_anchors": 20, "sweep": (10, 20), "param_epochs": 2, "support": 60, "rows": 400}
+
+# method -> (fit(support, fit_embeddings, support_rows, m) -> AnchorSet, similarity, has_m)
+Fit = Callable[[list, dict, torch.Tensor, int], AnchorSet]
+
+
+def _support_of(fit, rows):
+    return [space[rows] for space in fit.values()]
+
+
+def _param(epochs: int) -> Fit:
+    def fit_param(support, fit, rows, m):
+        with tempfile.TemporaryDirectory() as folder:
+            args = ParamTrainingArguments(
+                folder, num_anchors=m, num_train_epochs=epochs, save_strategy="no",
+                disable_tqdm=True,
+            )  # fmt: skip
+            return ParamTrainer(args, fit, support_indices=rows).train()
+
+    return fit_param
+
+
+def _fine_tuned(support, fit, rows, m):
+    closed = AnchorSet.shared_linear(support, fit, m, support_rows=rows)
+    return fine_tune_shared_linear(closed, fit, support_rows=rows)
+
+
+def methods(param_epochs: int) -> dict[str, tuple[Fit, str, bool]]:
+    """The methods compared: name -> (fit, similarity, whether m is free)."""
+    return {
+        "Random-Cos": (lambda s, f, r, m: AnchorSet.random(s, m), "cosine", True),
+        "Random-WIP": (lambda s, f, r, m: AnchorSet.random(s, m), "wip", True),
+        "FPS-WIP": (
+            lambda s, f, r, m: AnchorSet.farthest_point(s, _support_of(f, r), m),
+            "wip",
+            True,
+        ),
+        "k-means-WIP": (lambda s, f, r, m: AnchorSet.kmeans(s, _support_of(f, r), m), "wip", True),
+        "PARAM-WIP": (_param(param_epochs), "wip", True),
+        "Full support": (lambda s, f, r, m: AnchorSet.full_support(s), "wip", False),
+        "Shared linear": (
+            lambda s, f, r, m: AnchorSet.shared_linear(s, f, m, support_rows=r),
+            "wip",
+            True,
+        ),
+        "Shared linear (encoder norm)": (
+            lambda s, f, r, m: AnchorSet.shared_linear(
+                s, f, m, support_rows=r, normalization="encoder"
+            ),
+            "wip",
+            True,
+        ),
+        "Shared linear + InfoNCE": (_fine_tuned, "wip", True),
+        "Shared linear (row norm)": (
+            lambda s, f, r, m: AnchorSet.shared_linear(
+                s, f, m, support_rows=r, normalization="row"
+            ),
+            "wip",
+            True,
+        ),
+    }
+
+
+def split(n: int, quick: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(support rows, fit rows, test rows): test is the last quarter (at most 1000 rows)."""
+    if quick:
+        n = min(n, QUICK["rows"])
+    test = min(1000, n // 4)
+    fit_rows = torch.arange(n - test)
+    support = fit_rows[: min(1000, len(fit_rows)) if not quick else QUICK["support"]]
+    return support, fit_rows, torch.arange(n - test, n)
+
+
+def evaluate_fold(anchor_set, similarity, spaces, held_out, support_rows, fit_rows, test_rows):
+    """Mean retrieval metrics of every other encoder into ``held_out``."""
+    relative = {}
+    for name, space in spaces.items():
+        projector = RelativeProjector.from_anchor_set(
+            anchor_set,
+            space[support_rows],
+            Statistics.from_embeddings(space[fit_rows]),
+            similarity=similarity,
+        )
+        with torch.no_grad():
+            relative[name] = projector(space[test_rows])
+    pairs = [retrieval_metrics(relative[o], relative[held_out]) for o in spaces if o != held_out]
+    return {key: mean(p[key] for p in pairs) for key in ("recall@1", "recall@5", "mrr")}
+
+
+def run_group(group, quick: bool, only: list[str] | None = None) -> dict:
+    spaces = group.embeddings
+    n = len(next(iter(spaces.values())))
+    support_rows, fit_rows, test_rows = split(n, quick)
+    support = [{"index": int(i)} for i in support_rows]
+    main_m = QUICK["num_anchors"] if quick else NUM_ANCHORS
+    sweep = QUICK["sweep"] if quick else SWEEP
+    param_epochs = QUICK["param_epochs"] if quick else PARAM_EPOCHS
+    results: dict[str, dict] = {}
+    for method, (fit, similarity, has_m) in methods(param_epochs).items():
+        if only is not None and method not in only:
+            continue
+        ms = [main_m] if method == "PARAM-WIP" else (sweep if has_m else [len(support_rows)])
+        by_m = {}
+        for m in ms:
+            folds, seconds = [], 0.0
+            for held_out in spaces:
+                train = {k: v[fit_rows] for k, v in spaces.items() if k != held_out}
+                start = time.perf_counter()
+                anchor_set = fit(support, train, support_rows, m)
+                seconds += time.perf_counter() - start
+                folds.append(
+                    evaluate_fold(
+                        anchor_set, similarity, spaces, held_out, support_rows, fit_rows, test_rows
+                    )
+                )
+            by_m[m] = {k: mean(f[k] for f in folds) for k in folds[0]} | {"fit_seconds": seconds}
+        results[method] = by_m
+    return {
+        "group": group.name,
+        "encoders": list(spaces),
+        "rows": {"support": len(support_rows), "fit": len(fit_rows), "test": len(test_rows)},
+        "num_anchors": main_m,
+        "param_epochs": param_epochs,
+        "methods": results,
+    }
+
+
+def at_main(result: dict, method: str) -> dict:
+    by_m = result["methods"][method]
+    return by_m.get(result["num_anchors"], next(iter(by_m.values())))
+
+
+def print_table(result: dict) -> None:
+    rows = result["rows"]
+    print(
+        f"\n{result['group']}: {len(result['encoders'])} encoders, K={rows['support']} support, "
+        f"{rows['fit']} fit / {rows['test']} test rows, m={result['num_anchors']} "
+        f"(full support: m=K); mean over ordered pairs into the held-out encoder"
+    )
+    print(f"  {'method':<30} {'R@1':>6} {'R@5':>6} {'MRR':>6} {'fit s':>8}")
+    for method in result["methods"]:
+        r = at_main(result, method)
+        print(
+            f"  {method:<30} {r['recall@1']:>6.3f} {r['recall@5']:>6.3f} {r['mrr']:>6.3f} "
+            f"{r['fit_seconds']:>8.2f}"
+        )
+
+
+def plot(results: list[dict], path: Path) -> None:
+    from matplotlib.figure import Figure  # no pyplot: the global backend stays as it is
+
+    fig = Figure(figsize=(5 * len(results), 4))
+    for index, result in enumerate(results):
+        ax = fig.add_subplot(1, len(results), index + 1)
+        for method, by_m in result["methods"].items():
+            ms = [int(m) for m in by_m]
+            r1 = [v["recall@1"] for v in by_m.values()]
+            if method == "Full support":
+                ax.axhline(r1[0], linestyle="--", color="gray", label=f"Full support (m={ms[0]})")
+            else:
+                ax.plot(ms, r1, marker="o", label=method)
+        ax.set_title(result["group"])
+        ax.set_xlabel("number of anchors m")
+        ax.set_ylabel("Recall@1 into the held-out encoder")
+        ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def load_groups(quick: bool) -> list:
+    """The groups of `benchmarks.spaces`; without it, MiniLM and an affine stress of it."""
+    try:
+        from benchmarks.spaces import GROUPS, load_group
+    except ImportError:
+        return _fallback_groups(quick)
+    return [load_group(name, quick=quick) for name in GROUPS]
+
+
+def _fallback_groups(quick: bool) -> list:
+    from types import SimpleNamespace
+
+    from relrep_hf.corpora import load_sentences
+    from relrep_hf.encoders import EncoderSpec, load_encoder
+    from relrep_hf.extraction import embeddings_tensor, extract_embeddings
+
+    sentences = load_sentences(QUICK["rows"] if quick else None)
+    specs = [EncoderSpec.parse(s) for s in ("minilm:mean:-1", "minilm:mean:4", "minilm:mean:2",
+                                            "minilm:cls:-1")]  # fmt: skip
+    model, tokenizer, provenance = load_encoder(specs[0])
+    spaces = {
+        spec.name: embeddings_tensor(
+            extract_embeddings(
+                model, tokenizer, sentences, pooling=spec.pooling, layer=spec.layer, **provenance
+            )
+        )
+        for spec in specs
+    }
+    base = spaces[specs[0].name].double()
+    affine = {}
+    for i in range(4):  # anisotropic scaling between random rotations, and a large shift
+        g = torch.Generator().manual_seed(1000 + i)
+        d = base.shape[1]
+        q1, q2 = (torch.linalg.qr(torch.randn(d, d, generator=g, dtype=torch.float64))[0]
+                  for _ in range(2))  # fmt: skip
+        scale = torch.logspace(-1.5, 1.5, d, dtype=torch.float64)[torch.randperm(d, generator=g)]
+        shift = 10 * torch.randn(d, generator=g, dtype=torch.float64)
+        affine[f"affine{i}"] = (base @ (q1 * scale) @ q2 + shift).float()
+    texts, labels = list(sentences["text"]), list(sentences["label"])
+    return [
+        SimpleNamespace(name="minilm", texts=texts, labels=labels, embeddings=spaces),
+        SimpleNamespace(name="affine", texts=texts, labels=labels, embeddings=affine),
+    ]
+
+
+def run(quick: bool = False) -> list[dict]:
+    results = []
+    for group in load_groups(quick):
+        result = run_group(group, quick)
+        print_table(result)
+        results.append(result)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    name = "quality_quick" if quick else "quality"
+    (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=2))
+    plot(results, RESULTS / f"{name}.png")
+    print(f"\nwrote {RESULTS / f'{name}.json'} and {name}.png")
+    rows = []
+    for result in results:
+        param = at_main(result, "PARAM-WIP")
+        best_method = max(result["methods"], key=lambda m: at_main(result, m)["recall@1"])
+        best = at_main(result, best_method)
+        rows.append(
+            row(
+                f"quality/{result['group']}/R@1 best vs PARAM-WIP",
+                "PARAM-WIP",
+                param["recall@1"],
+                best["recall@1"],
+                "Recall@1",
+                best_method=best_method,
+                difference=best["recall@1"] - param["recall@1"],
+            )
+        )
+        closed = at_main(result, "Shared linear")
+        rows.append(
+            row(
+                f"quality/{result['group']}/closed-form fit time",
+                "PARAM-WIP fit time",
+                param["fit_seconds"],
+                closed["fit_seconds"],
+                "s (all held-out folds)",
+            )
+        )
+    return rows
