@@ -78,7 +78,6 @@ QUICK_MODELS: tuple[LMSpec, ...] = tuple(
         heads=2,
         vocab_size=512 + 128 * i,
         seed=spec.seed,
-        context=64,
         steps=80,
         batch_size=8,
         learning_rate=5e-3,
@@ -331,7 +330,12 @@ def train_lm(
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         (staging / "training.json").write_text(json.dumps(record, indent=2) + "\n")
-        os.rename(staging, folder)
+        try:
+            os.rename(staging, folder)
+        except OSError:
+            if not (folder / "training.json").is_file():
+                raise
+            return read_record(folder)  # another process trained the same model meanwhile
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
@@ -358,6 +362,8 @@ def ensure_small_lms(
             packages, exclude=held_out, max_chars=QUICK_CORPUS_CHARS if quick else None
         )
         for spec in missing:
+            if (folders[spec.name] / "training.json").is_file():
+                continue  # another process trained it meanwhile
             record = train_lm(spec, paragraphs, folders[spec.name], progress=progress)
             if progress:
                 print(summary_line(record))
