@@ -1,0 +1,76 @@
+"""The quality benchmark's small LMs (``benchmarks/small_lms.py``): quick-mode training gives
+models that load through the Auto classes and learned something, and the cache is reused."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import AutoModel, AutoTokenizer
+
+from benchmarks.small_lms import (
+    QUICK_MODELS,
+    ensure_small_lms,
+    read_record,
+    training_paragraphs,
+)
+from relrep_hf.corpora import load_sentences
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Tiny models: one intra-op thread is faster on a shared machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def quick_lms(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("small_lms")
+    return cache, ensure_small_lms(quick=True, cache_dir=cache, progress=False)
+
+
+def test_quick_models_load_through_auto_classes_and_learned(quick_lms):
+    _, folders = quick_lms
+    assert list(folders) == [spec.name for spec in QUICK_MODELS]
+    kinds, vocabs = set(), set()
+    for spec in QUICK_MODELS:
+        folder = folders[spec.name]
+        model = AutoModel.from_pretrained(folder).eval()
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        kinds.add(model.config.model_type)
+        vocabs.add(len(tokenizer))
+        assert len(tokenizer) == model.config.vocab_size == spec.vocab_size
+        batch = tokenizer(["The function returns a new list of values."], return_tensors="pt")
+        with torch.no_grad():
+            hidden = model(**batch).last_hidden_state
+        assert hidden.shape == (1, batch["input_ids"].shape[1], spec.width)
+        assert torch.isfinite(hidden).all()
+        record = read_record(folder)
+        # Learned something: the training loss and the held-out perplexity both went down.
+        assert record["final_loss"] < record["first_loss"] - 0.3, record
+        assert record["held_out_perplexity"] < 0.8 * record["initial_held_out_perplexity"], record
+    assert kinds == {"gpt2", "llama"}
+    assert len(vocabs) == len(QUICK_MODELS)  # each model has its own tokenizer
+
+
+def test_second_call_reuses_the_cache(quick_lms):
+    cache, folders = quick_lms
+    weights = {name: folder / "model.safetensors" for name, folder in folders.items()}
+    before = {name: path.stat().st_mtime_ns for name, path in weights.items()}
+    again = ensure_small_lms(quick=True, cache_dir=cache, progress=False)
+    assert again == folders
+    assert {name: path.stat().st_mtime_ns for name, path in weights.items()} == before
+    assert sorted(p.name for p in cache.iterdir()) == sorted(f.name for f in folders.values())
+
+
+def test_training_text_holds_no_evaluation_sentence():
+    held_out = load_sentences()["text"]
+    paragraphs = training_paragraphs(("huggingface_hub",), exclude=held_out, max_chars=100_000)
+    assert sum(map(len, paragraphs)) >= 100_000
+    text = "\n".join(paragraphs)
+    assert not [s for s in held_out[:500] if s in text]
+    assert len(set(paragraphs)) == len(paragraphs)
