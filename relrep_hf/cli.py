@@ -31,6 +31,7 @@ TRAINING_FLAGS = {
     "learning_rate": "AdamW learning rate",
     "mixture_temperature": "softmax temperature T of the mixture",
     "seed": "random seed",
+    "shrinkage": "covariance shrinkage lambda of the whitened inner product",
 }
 
 
@@ -46,6 +47,17 @@ def _add_training_flags(parser: argparse.ArgumentParser, **defaults) -> None:
             default=default,
             help=f"{help_text} (default: {default})",
         )
+
+
+def _add_method_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--method",
+        choices=pipeline.METHODS,
+        default=pipeline.DEFAULT_METHOD,
+        help="how the anchor set is fitted: the shared linear closed form (the quality "
+        "benchmark's winner), the paper's PARAM, or full support (default: "
+        f"{pipeline.DEFAULT_METHOD})",
+    )
 
 
 def _training_args(args: argparse.Namespace) -> ParamTrainingArguments:
@@ -103,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="encoder kept out of PARAM training (repeatable; default: the last one)",
     )
+    _add_method_flag(fit)
     _add_training_flags(fit)
 
     onboard = commands.add_parser("onboard", help="a projector for a new encoder, with no training")
@@ -182,7 +195,9 @@ def run(args: argparse.Namespace) -> None:
             f"Embedded {run_info['dataset']['rows']} rows with {len(run_info['encoders'])} encoders into {args.run_dir}"
         )
     elif args.command == "fit":
-        anchor_set = pipeline.fit(args.run_dir, held_out=args.held_out, args=_training_args(args))
+        anchor_set = pipeline.fit(
+            args.run_dir, held_out=args.held_out, args=_training_args(args), method=args.method
+        )
         print(
             f"Anchor set ({anchor_set.num_anchors} anchors over {anchor_set.support_size} support inputs) and projectors written to {args.run_dir}"
         )
@@ -211,7 +226,8 @@ def run(args: argparse.Namespace) -> None:
             limit=args.limit,
             test_size=args.test_size,
         )
-        pipeline.fit(args.run_dir, args=_training_args(args))
+        # the paper's PARAM anchors; the report puts the closed form beside them
+        pipeline.fit(args.run_dir, args=_training_args(args), method="param")
         report = pipeline.evaluate(args.run_dir, head_epochs=args.head_epochs)
         _print_report(report)
         print(

@@ -188,14 +188,29 @@ def _embeddings(run_dir: Path, entry: dict[str, Any]) -> Tensor:
     return embeddings_tensor(datasets.Dataset.from_file(str(run_dir / entry["embeddings"])))
 
 
+METHODS = ("shared_linear", "param", "full_support")
+DEFAULT_METHOD = "shared_linear"  # the winner of benchmarks/bench_quality.py (docs/quality.md)
+SHARED_LINEAR_SUPPORT = 1000  # K when ParamTrainingArguments.support_size is None
+METHOD_LABELS = {
+    "param": "PARAM-WIP",
+    "shared_linear": "Shared-Linear-WIP",
+    "full_support": "Full-Support-WIP",
+}
+
+
 def fit(
     run_dir: str | os.PathLike,
     *,
     held_out: Sequence[str] | None = None,
     args: ParamTrainingArguments | None = None,
+    method: str = DEFAULT_METHOD,
 ) -> AnchorSet:
-    """Fit PARAM anchors on the training rows of every encoder but the held-out ones, then
-    build every encoder's projector (held-out ones onboarded, no training)."""
+    """Fit an anchor set on the training rows of every encoder but the held-out ones (``method``:
+    the shared linear closed form, the paper's PARAM or full support; ``args`` give the number
+    of anchors, support size, shrinkage and, for PARAM, its training), then build every
+    encoder's projector (held-out ones onboarded, no training)."""
+    if method not in METHODS:
+        raise RunError(f"Invalid method {method!r}. Valid: {', '.join(map(repr, METHODS))}.")
     run_dir = Path(run_dir)
     run = _read_run(run_dir)
     names = [e["name"] for e in run["encoders"]]
@@ -214,26 +229,52 @@ def fit(
     data = _dataset(run)
     column = run["dataset"]["column"]
     texts = list(data[column]) if isinstance(data[0][column], str) else None
-    trainer = ParamTrainer(
-        args,
-        {name: spaces[name][train_rows] for name in training_names},
-        inputs=[texts[i] for i in run["train_rows"]] if texts else None,
-        support_reference=None
+    encoders = {
+        name: {k: entries[name][k] for k in ("encoder_id", "encoder_revision", "pooling", "layer")}
+        for name in training_names
+    }
+    support_reference = (
+        None
         if texts
         else {
             "dataset_id": run["dataset"]["id"],
             "split": run["dataset"]["split"],
             "column": column,
-        },
-        encoders={
-            name: {
-                k: entries[name][k] for k in ("encoder_id", "encoder_revision", "pooling", "layer")
-            }
-            for name in training_names
-        },
+        }
     )
-    anchor_set = trainer.train()
-    support_rows = train_rows[trainer.support_indices]
+    if method == "param":
+        trainer = ParamTrainer(
+            args,
+            {name: spaces[name][train_rows] for name in training_names},
+            inputs=[texts[i] for i in run["train_rows"]] if texts else None,
+            support_reference=support_reference,
+            encoders=encoders,
+        )
+        anchor_set = trainer.train()
+        support_indices = trainer.support_indices
+    else:
+        k = min(args.support_size or SHARED_LINEAR_SUPPORT, len(train_rows))
+        support_indices = torch.arange(k)
+        rows = [run["train_rows"][i] for i in range(k)]
+        support = [texts[i] for i in rows] if texts else [{"index": i} for i in rows]
+        if method == "full_support":
+            anchor_set = AnchorSet.full_support(support, shrinkage=args.shrinkage, eps=args.eps)
+        else:
+            anchor_set = AnchorSet.shared_linear(
+                support,
+                {name: spaces[name][train_rows] for name in training_names},
+                args.num_anchors,
+                support_rows=support_indices,
+                shrinkage=args.shrinkage,
+                eps=args.eps,
+            )
+        anchor_set.support_reference = support_reference
+        anchor_set.encoders = [
+            {"name": name, "dim": spaces[name].shape[1], **encoders[name]}
+            for name in training_names
+        ]
+        anchor_set.save_pretrained(run_dir / "anchor_set")
+    support_rows = train_rows[support_indices]
     for name, space in spaces.items():
         entry = entries[name]
         projector = RelativeProjector.from_anchor_set(
@@ -246,7 +287,11 @@ def fit(
             layer=entry["layer"],
         )
         projector.save_pretrained(run_dir / "projectors" / name)
-    run.update(held_out=held_out, support_rows=support_rows.tolist(), fit=args.to_dict())
+    run.update(
+        held_out=held_out,
+        support_rows=support_rows.tolist(),
+        fit={**args.to_dict(), "method": method},
+    )
     _write_run(run_dir, run)
     return anchor_set
 
@@ -322,14 +367,35 @@ def evaluate(run_dir: str | os.PathLike, *, head_epochs: int = 30) -> dict[str, 
     random_set = AnchorSet.random(
         anchor_set.support, anchor_set.num_anchors, seed=run.get("fit", {}).get("seed", 0)
     )
-    relatives: dict[str, dict[str, Tensor]] = {"Random-Cos": {}, "PARAM-WIP": {}}
+    saved = METHOD_LABELS.get(anchor_set.strategy, anchor_set.strategy)
+    relatives: dict[str, dict[str, Tensor]] = {"Random-Cos": {}, saved: {}}
+    closed_form = None
+    if anchor_set.strategy == "param":  # the winner beside the paper's method: seconds to fit
+        training = [n for n in names if n not in run.get("held_out", [])]
+        rows = torch.arange(len(support_rows))
+        closed_form = AnchorSet.shared_linear(
+            anchor_set.support,
+            {n: torch.cat([spaces[n][support_rows], spaces[n][train_rows]]) for n in training},
+            anchor_set.num_anchors,
+            support_rows=rows,
+            fit_rows=len(rows) + torch.arange(len(train_rows)),
+            shrinkage=anchor_set.shrinkage,
+            eps=anchor_set.eps,
+        )
+        relatives[METHOD_LABELS["shared_linear"]] = {}
     for name, space in spaces.items():
         projector = RelativeProjector.from_pretrained(run_dir / "projectors" / name)
-        relatives["PARAM-WIP"][name] = projector(space).detach()
+        relatives[saved][name] = projector(space).detach()
         cosine = RelativeProjector.from_anchor_set(
             random_set, space[support_rows], None, similarity="cosine"
         )
         relatives["Random-Cos"][name] = cosine(space).detach()
+        if closed_form is not None:
+            relatives[METHOD_LABELS["shared_linear"]][name] = RelativeProjector.from_anchor_set(
+                closed_form,
+                space[support_rows],
+                Statistics.from_embeddings(space[train_rows]),
+            )(space).detach()
     test = {method: {n: r[test_rows] for n, r in rel.items()} for method, rel in relatives.items()}
     retrieval = {method: retrieval_matrix(rel) for method, rel in test.items()}
 
@@ -350,11 +416,11 @@ def evaluate(run_dir: str | os.PathLike, *, head_epochs: int = 30) -> dict[str, 
             for method, rel in relatives.items()
         }
         for source in names:
-            heads["PARAM-WIP"][source].config.anchor_set_id = anchor_set.repo_id
-            heads["PARAM-WIP"][source].config.source_encoder_id = next(
+            heads[saved][source].config.anchor_set_id = anchor_set.repo_id
+            heads[saved][source].config.source_encoder_id = next(
                 e["encoder_id"] for e in run["encoders"] if e["name"] == source
             )
-            heads["PARAM-WIP"][source].save_pretrained(run_dir / "heads" / source)
+            heads[saved][source].save_pretrained(run_dir / "heads" / source)
         for target in names:
             absolute_train, absolute_test = standardize(
                 spaces[target][train_rows], spaces[target][test_rows]
@@ -366,7 +432,7 @@ def evaluate(run_dir: str | os.PathLike, *, head_epochs: int = 30) -> dict[str, 
                 row = {"encoder": target, "classifier": source}
                 if source == target:
                     row["Abs."] = head_f1(absolute, absolute_test, labels[test_rows])
-                for method in ("Random-Cos", "PARAM-WIP"):
+                for method in relatives:
                     row[method] = head_f1(
                         heads[method][source],
                         relatives[method][target][test_rows],
@@ -374,7 +440,7 @@ def evaluate(run_dir: str | os.PathLike, *, head_epochs: int = 30) -> dict[str, 
                     )
                 classification.append(row)
         for source in names:  # the saved heads' cards show where they were evaluated
-            _write_head_metrics(run_dir / "heads" / source, run, source, classification)
+            _write_head_metrics(run_dir / "heads" / source, run, source, classification, saved)
 
     held_out = run.get("held_out", [])
     report = {
@@ -394,7 +460,7 @@ def evaluate(run_dir: str | os.PathLike, *, head_epochs: int = 30) -> dict[str, 
     relative_spaces_plot(
         test, labels[test_rows] if labels is not None else None, run_dir / "relative_spaces.png"
     )
-    anchor_set.metrics["zero_shot_retrieval"] = retrieval["PARAM-WIP"]
+    anchor_set.metrics["zero_shot_retrieval"] = retrieval[saved]
     anchor_set.metrics["zero_shot_classification"] = classification
     anchor_set.metrics["evaluated_on"] = {
         "dataset": run["dataset"]["id"],
@@ -406,13 +472,18 @@ def evaluate(run_dir: str | os.PathLike, *, head_epochs: int = 30) -> dict[str, 
 
 
 def _write_head_metrics(
-    folder: Path, run: dict[str, Any], source: str, classification: list[dict[str, Any]]
+    folder: Path,
+    run: dict[str, Any],
+    source: str,
+    classification: list[dict[str, Any]],
+    method: str = "PARAM-WIP",
 ) -> None:
-    """A PARAM-WIP head's weighted F1 on every encoder's held-out rows, into its card."""
+    """A saved head's (of ``method``) weighted F1 on every encoder's held-out rows, into its
+    card."""
     write_head_metrics(
         folder,
         {
-            row["encoder"]: {"weighted_f1": row["PARAM-WIP"]}
+            row["encoder"]: {"weighted_f1": row[method]}
             for row in classification
             if row["classifier"] == source
         },
@@ -425,16 +496,18 @@ def _write_head_metrics(
 
 
 def retrieval_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per ordered pair: Random-Cos and PARAM-WIP Recall@1, Recall@5 and MRR."""
+    """One row per ordered pair: every method's (Random-Cos, PARAM-WIP, ...) Recall@1,
+    Recall@5 and MRR."""
     held_out = set(report["held_out"])
+    methods = list(report["retrieval"])
     rows = []
-    for pair in report["retrieval"]["PARAM-WIP"]:
+    for pair in report["retrieval"][methods[-1]]:
         source, target = pair.split("->")
         row = {
             "source": source,
             "target": target + (" *" if target in held_out or source in held_out else ""),
         }
-        for method in ("Random-Cos", "PARAM-WIP"):
+        for method in methods:
             metrics = report["retrieval"][method][pair]
             row.update(
                 {
@@ -464,6 +537,6 @@ def render_report(report: dict[str, Any]) -> str:
             "Zero-shot classification, weighted F1 in % (classifier trained on one encoder's "
             "features, evaluated on another's; Abs. = the encoder's own absolute-space classifier).",
             "",
-            format_table(report["classification"], ["Abs.", "Random-Cos", "PARAM-WIP"]),
+            format_table(report["classification"], ["Abs.", *report["retrieval"]]),
         ]
     return "\n".join(parts)

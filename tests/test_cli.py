@@ -38,6 +38,8 @@ def run_dir(tmp_path_factory):
                 "--quiet",
                 "fit",
                 str(run_dir),
+                "--method",
+                "param",
                 "--num-anchors",
                 "48",
                 "--support-size",
@@ -78,6 +80,7 @@ def test_onboard_then_evaluate(run_dir, capsys):
     assert main(["--quiet", "evaluate", str(run_dir), "--head-epochs", "5"]) == 0
     printed = capsys.readouterr().out
     assert "PARAM-WIP R@1" in printed and "Random-Cos" in printed
+    assert "Shared-Linear-WIP R@1" in printed  # the benchmark's winner, beside the paper's
     report = json.loads((run_dir / "report.json").read_text())
     names = [e["name"] for e in report["encoders"]]
     assert len(names) == 4 and report["held_out"] == ["minilm-cls-L-1", "minilm-mean-L5"]
