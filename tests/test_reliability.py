@@ -404,6 +404,27 @@ def without(path: Path) -> Path:
     return path.parent
 
 
+def st_module():
+    """relrep_hf.sentence_transformers_module, imported only when a case needs it."""
+    from relrep_hf import sentence_transformers_module
+
+    return sentence_transformers_module
+
+
+def st_dense(in_features: int, out_features: int):
+    """A SentenceTransformer of one Dense module (no encoder): encode gives out_features."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules import Dense
+
+    return SentenceTransformer(modules=[Dense(in_features, out_features)], device="cpu")
+
+
+def saved_st_module(s: Setup) -> Path:
+    folder = s.folder / "st-module"
+    st_module().RelativeProjection(s.projector).save(str(folder))
+    return folder
+
+
 def resumed_with_changed_arguments(s: Setup):
     run = dict(name="resumed", save_strategy="steps", save_steps=1, num_train_epochs=2)
     s.trainer(**run).train()
@@ -539,6 +560,22 @@ BAD_INPUTS = [
              resumed_with_changed_arguments),
     BadInput("resume_from_checkpoint=True without a checkpoint", "`ParamTrainer.train`",
              lambda s: s.trainer().train(resume_from_checkpoint=True)),
+    # sentence-transformers
+    BadInput("a RelativeProjection of a repo id instead of a projector", "`RelativeProjection`",
+             lambda s: st_module().RelativeProjection("org/projector")),
+    BadInput("a projector of another embedding size", "`add_relative_projection`",
+             lambda s: st_module().add_relative_projection(st_dense(8, 5), s.projector)),
+    BadInput("a second RelativeProjection", "`add_relative_projection`",
+             lambda s: st_module().add_relative_projection(
+                 st_module().add_relative_projection(st_dense(8, 8), s.projector), s.projector)),
+    BadInput("onboarding a SentenceTransformer on non-text support",
+             "`projector_from_sentence_transformer`",
+             lambda s: st_module().projector_from_sentence_transformer(
+                 st_dense(8, 8), AnchorSet(torch.full((1, 2), 0.5), [{"index": 0}, {"index": 1}]),
+                 ["a", "b"])),
+    BadInput("unknown key in relative_projection.json", "`RelativeProjection.load`",
+             lambda s: st_module().RelativeProjection.load(str(
+                 resized(saved_st_module(s) / "relative_projection.json", scale=2)))),
 ]  # fmt: skip
 
 
