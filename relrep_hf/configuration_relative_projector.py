@@ -22,6 +22,8 @@ class RelativeProjectorConfig(PreTrainedConfig):
         pooling (`str`), layer (`int`): how the encoder's embeddings were pooled, and from which
             hidden layer (transformers' `hidden_states` index; -1 is the last).
         anchor_set_id, anchor_set_revision (`str`): Hub id and commit of the anchor set.
+        encoder_gguf_file, encoder_quantization (`str`): for an encoder loaded from a GGUF file,
+            the file (in the encoder's repo) and its quantisation (``Q4_K_M``, ``F16``, ...).
 
     Example:
         >>> from relrep_hf import RelativeProjectorConfig
@@ -46,6 +48,8 @@ class RelativeProjectorConfig(PreTrainedConfig):
         layer: int = -1,
         anchor_set_id: str = "",
         anchor_set_revision: str = "",
+        encoder_gguf_file: str = "",
+        encoder_quantization: str = "",
         **kwargs,
     ):
         get_similarity(similarity)  # validates the name, listing the valid ones
@@ -67,4 +71,6 @@ class RelativeProjectorConfig(PreTrainedConfig):
         self.layer = layer
         self.anchor_set_id = anchor_set_id
         self.anchor_set_revision = anchor_set_revision
+        self.encoder_gguf_file = encoder_gguf_file
+        self.encoder_quantization = encoder_quantization
         super().__init__(**kwargs)

@@ -47,6 +47,7 @@ from relrep_hf import (
     translate,
     whitening_matrix,
 )
+from relrep_hf.encoders import EncoderSpec
 from relrep_hf.extraction import extract_embeddings
 from relrep_hf.translation import relative_inverse
 from tests import distributed_statistics, killable_save, killable_train
@@ -425,6 +426,19 @@ def saved_st_module(s: Setup) -> Path:
     return folder
 
 
+def gguf_file_mismatch(s: Setup):
+    """A projector of a tiny Llama's F16 file, loaded with the F32 file of the same model."""
+    from tests.gguf_models import byte_level_vocab, tiny_llama, write_gguf
+
+    folder = s.folder / "gguf"
+    folder.mkdir(exist_ok=True)
+    tokens = byte_level_vocab()
+    write_gguf(tiny_llama(len(tokens)), tokens, folder / "tiny-F32.gguf")
+    projector = s.projector_of(torch.randn(4, 32, dtype=torch.float64),
+                               encoder_gguf_file="tiny-F16.gguf", encoder_quantization="F16")  # fmt: skip
+    return RelativeWrapper.from_pretrained(str(folder), projector, gguf_file="tiny-F32.gguf")
+
+
 def resumed_with_changed_arguments(s: Setup):
     run = dict(name="resumed", save_strategy="steps", save_steps=1, num_train_epochs=2)
     s.trainer(**run).train()
@@ -576,6 +590,11 @@ BAD_INPUTS = [
     BadInput("unknown key in relative_projection.json", "`RelativeProjection.load`",
              lambda s: st_module().RelativeProjection.load(str(
                  resized(saved_st_module(s) / "relative_projection.json", scale=2)))),
+    # GGUF encoders
+    BadInput("a GGUF encoder id that is neither a local file nor a Hub path", "`EncoderSpec.parse`",
+             lambda s: EncoderSpec.parse("model.Q4_K_M.gguf:last")),
+    BadInput("a GGUF file other than the one the projector was built on",
+             "`RelativeWrapper.from_pretrained`", gguf_file_mismatch),
 ]  # fmt: skip
 
 
