@@ -93,7 +93,7 @@ def load_encoder(spec: EncoderSpec, **kwargs: Any) -> tuple[nn.Module, Any, dict
             "encoder_id": encoder_id,
             "encoder_revision": revision or (spec.revision or ""),
         }
-    if spec.gguf_file:
+    if spec.gguf_file:  # the commit, when the file came from the Hub cache
         provenance.update(gguf_provenance(source, spec.gguf_file, spec.revision))
     return model, tokenizer, provenance
 

@@ -17,13 +17,16 @@ revision: the same repo holds files of several quantisations, which embed differ
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 from transformers.utils import cached_file
 
 GGUF_SUFFIX = ".gguf"
+_SNAPSHOT = re.compile(r"/snapshots/(?P<commit>[0-9a-f]{40})/")  # a file in the Hub cache
 
 
 def split_gguf_path(model_id: str) -> tuple[str, str | None]:
@@ -81,9 +84,14 @@ def gguf_quantization(path: str) -> str:
 def gguf_provenance(
     source: str, gguf_file: str, revision: str | None = None, **hub_kwargs
 ) -> dict[str, str]:
-    """``encoder_gguf_file`` and ``encoder_quantization`` for a projector's config."""
+    """``encoder_gguf_file`` and ``encoder_quantization`` for a projector's config, and
+    ``encoder_revision`` (the commit) when the file came from the Hub cache."""
     path = gguf_local_path(source, gguf_file, revision, **hub_kwargs)
-    return {"encoder_gguf_file": gguf_file, "encoder_quantization": gguf_quantization(path)}
+    provenance = {"encoder_gguf_file": gguf_file, "encoder_quantization": gguf_quantization(path)}
+    snapshot = _SNAPSHOT.search(Path(path).as_posix())
+    if snapshot:
+        provenance["encoder_revision"] = snapshot["commit"]
+    return provenance
 
 
 def gguf_mismatch(projector_config: Any, loaded: dict[str, str]) -> str | None:

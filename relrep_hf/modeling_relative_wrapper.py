@@ -187,6 +187,7 @@ class RelativeWrapper(nn.Module):
             encoder_revision = _cached_commit(source, revision, hub_kwargs.get("cache_dir"))
             if gguf_file:
                 gguf = gguf_provenance(source, gguf_file, revision, **hub_kwargs)
+                encoder_revision = gguf.pop("encoder_revision", None) or encoder_revision
                 if tokenizer is None:
                     tokenizer = load_gguf_tokenizer(source, gguf_file, revision, **hub_kwargs)
         elif isinstance(encoder, nn.Module):

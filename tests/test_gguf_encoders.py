@@ -9,11 +9,16 @@ tokenizer transformers rebuilds from the file: an F32 file must give the same re
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import datasets
 import pytest
 import torch
 import transformers
+from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
 from relrep_hf import AnchorSet, RelativeProjector, RelativeWrapper, Statistics
@@ -23,6 +28,10 @@ from relrep_hf.encoders import EncoderSpec
 from relrep_hf.extraction import embeddings_tensor
 from relrep_hf.gguf_encoders import gguf_quantization, split_gguf_path
 
+try:
+    from hub_server import LocalHub, hub_env
+except ImportError:  # tests/ imported as a package
+    from tests.hub_server import LocalHub, hub_env
 try:
     from gguf_models import (
         byte_level_vocab,
@@ -197,3 +206,68 @@ def test_cli_embed_and_onboard_gguf(models, arch, tmp_path):
     expected = reference(sample)
     difference = (onboarded(sample) - expected).abs().max().item()
     assert 0 < difference <= 2e-2 * expected.abs().max().item()
+
+
+HUB_CLIENT = r"""
+import json, sys
+from pathlib import Path
+from huggingface_hub import HfApi
+from safetensors.torch import save_file
+
+from relrep_hf import RelativeWrapper
+from relrep_hf.encoders import EncoderSpec, load_encoder
+
+folder, projector, out = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+texts = json.loads(sys.argv[4])
+HfApi().create_repo("tester/tiny-llama-GGUF", exist_ok=True)
+HfApi().upload_folder(folder_path=str(folder), repo_id="tester/tiny-llama-GGUF")
+wrapper = RelativeWrapper.from_pretrained(
+    "tester/tiny-llama-GGUF", projector, gguf_file="tiny-llama-F16.gguf"
+)
+save_file({"relative": wrapper.encode(texts).contiguous()}, str(out / "relative.safetensors"))
+wrapper.save_pretrained(out / "projector")
+_, _, provenance = load_encoder(EncoderSpec.parse("tester/tiny-llama-GGUF/tiny-llama-F16.gguf:last"))
+print(json.dumps(provenance))
+"""
+
+
+@pytest.mark.slow
+def test_gguf_from_the_hub_records_repo_commit_file_and_quantisation(models, texts, tmp_path):
+    built = models["llama"]
+    projector = reference_projector(built, texts)
+    projector.save_pretrained(tmp_path / "projector")
+    sample = texts[-12:]
+    local = RelativeWrapper.from_pretrained(
+        str(built["folder"]), projector, gguf_file="tiny-llama-F16.gguf"
+    ).encode(sample)
+    repo = Path(__file__).resolve().parents[1]
+    with LocalHub() as hub:
+        env = hub_env(hub, tmp_path / "client", PYTHONPATH=str(repo), OMP_NUM_THREADS="1")
+        env |= {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error"}
+        args = [
+            str(built["folder"]),
+            str(tmp_path / "projector"),
+            str(tmp_path),
+            json.dumps(sample),
+        ]
+        result = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(HUB_CLIENT), *args],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert result.returncode == 0, result.stderr[-6000:]
+        commit = hub.branch_head("tester/tiny-llama-GGUF")
+    expected = {
+        "encoder_id": "tester/tiny-llama-GGUF",
+        "encoder_revision": commit,
+        "encoder_gguf_file": "tiny-llama-F16.gguf",
+        "encoder_quantization": "F16",
+    }
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == expected
+    saved = json.loads((tmp_path / "projector" / "config.json").read_text())
+    assert {key: saved[key] for key in expected} == expected
+    relative = load_file(tmp_path / "relative.safetensors")["relative"]
+    torch.testing.assert_close(relative, local, atol=1e-6, rtol=0)
