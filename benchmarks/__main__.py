@@ -16,6 +16,7 @@ MODULES = [
     "bench_statistics",
     "bench_param",
     "bench_wrapper",
+    "bench_st",
     "bench_scale",
     "bench_quality",
 ]

@@ -226,10 +226,12 @@ def projector_card(
     )
     repo = repo_id or "path/to/this/projector"
     m, d = config.num_anchors, config.hidden_size
+    gguf_file = getattr(config, "encoder_gguf_file", "")
+    gguf_argument = f", gguf_file={json.dumps(gguf_file)}" if gguf_file else ""
     wrapper_snippet = (
         "from relrep_hf import RelativeWrapper\n\n"
         f"wrapper = RelativeWrapper.from_pretrained({json.dumps(_encoder_argument(encoder_id))}, "
-        f"{json.dumps(repo)})\n"
+        f"{json.dumps(repo)}{gguf_argument})\n"
         f'relative = wrapper.encode(["A first sentence.", "A second one."])  # [2, {m}]'
     )
     remote_code_snippet = (
@@ -253,6 +255,14 @@ def projector_card(
             {
                 "encoder": encoder_id or "(unrecorded)",
                 "encoder revision": config.encoder_revision or "(unrecorded)",
+                **(
+                    {
+                        "encoder GGUF file": gguf_file,
+                        "quantisation": config.encoder_quantization or "(unrecorded)",
+                    }
+                    if gguf_file
+                    else {}
+                ),
                 "pooling": pooling or "(unrecorded)",
                 "hidden layer": f"{config.layer} ({layer})",
                 "embedding size d": d,

@@ -86,7 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         dest="encoders",
         metavar="SPEC",
-        help="ID[@REVISION][:POOLING][:LAYER], repeatable; 'minilm' is the bundled all-MiniLM-L6-v2 "
+        help="ID[@REVISION][:POOLING][:LAYER], repeatable (a GGUF file: REPO_ID/FILE.gguf or "
+        "path/to/FILE.gguf as ID); 'minilm' is the bundled all-MiniLM-L6-v2 "
         f"(default: {' '.join(pipeline.DEFAULT_ENCODERS)})",
     )
     embed.add_argument(
@@ -121,7 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
     onboard = commands.add_parser("onboard", help="a projector for a new encoder, with no training")
     onboard.add_argument("run_dir", type=Path)
     onboard.add_argument(
-        "--encoder", required=True, metavar="SPEC", help="ID[@REVISION][:POOLING][:LAYER]"
+        "--encoder",
+        required=True,
+        metavar="SPEC",
+        help="ID[@REVISION][:POOLING][:LAYER] (a GGUF file: REPO_ID/FILE.gguf as ID)",
     )
 
     evaluate = commands.add_parser(

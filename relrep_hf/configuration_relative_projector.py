@@ -23,6 +23,8 @@ class RelativeProjectorConfig(PreTrainedConfig):
             hidden layer (transformers' `hidden_states` index; -1 is the last).
         anchor_set_id, anchor_set_revision (`str`): Hub id and commit of the anchor set.
         anchor_set_fingerprint (`str`): the anchor set's content hash (`AnchorSet.fingerprint`).
+        encoder_gguf_file, encoder_quantization (`str`): for an encoder loaded from a GGUF file,
+            the file (in the encoder's repo) and its quantisation (``Q4_K_M``, ``F16``, ...).
 
     Example:
         >>> from relrep_hf import RelativeProjectorConfig
@@ -48,6 +50,8 @@ class RelativeProjectorConfig(PreTrainedConfig):
         anchor_set_id: str = "",
         anchor_set_revision: str = "",
         anchor_set_fingerprint: str = "",
+        encoder_gguf_file: str = "",
+        encoder_quantization: str = "",
         **kwargs,
     ):
         get_similarity(similarity)  # validates the name, listing the valid ones
@@ -70,4 +74,6 @@ class RelativeProjectorConfig(PreTrainedConfig):
         self.anchor_set_id = anchor_set_id
         self.anchor_set_revision = anchor_set_revision
         self.anchor_set_fingerprint = anchor_set_fingerprint
+        self.encoder_gguf_file = encoder_gguf_file
+        self.encoder_quantization = encoder_quantization
         super().__init__(**kwargs)

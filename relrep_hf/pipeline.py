@@ -29,7 +29,7 @@ from torch import Tensor
 from relrep_hf.anchor_set import AnchorSet
 from relrep_hf.cards import write_head_metrics
 from relrep_hf.corpora import BUNDLED_SENTENCES_ID
-from relrep_hf.encoders import EncoderSpec, load_encoder, resolve_pooling
+from relrep_hf.encoders import EncoderSpec, extraction_id, load_encoder, resolve_pooling
 from relrep_hf.extraction import embeddings_tensor, extract_embeddings
 from relrep_hf.io import atomic_write_bytes
 from relrep_hf.modeling_relative_projector import RelativeProjector
@@ -113,7 +113,7 @@ def embed(
     specs = [EncoderSpec.parse(spec) for spec in encoders]
     entries, loaded = [], {}
     for spec in specs:
-        key = (spec.model_id, spec.revision)
+        key = (spec.model_id, spec.revision, spec.gguf_file)
         if key not in loaded:  # one load serves several poolings / layers of one model
             loaded = {key: load_encoder(spec)}
         model, tokenizer, provenance = loaded[key]
@@ -129,7 +129,7 @@ def embed(
             layer=spec.layer,
             batch_size=batch_size,
             cache_dir=run_dir / "embeddings",
-            encoder_id=provenance["encoder_id"] or spec.model_id,
+            encoder_id=extraction_id(spec, provenance),
             encoder_revision=provenance["encoder_revision"],
         )
         arrow = next(
@@ -285,6 +285,7 @@ def fit(
             encoder_revision=entry["encoder_revision"],
             pooling=entry["pooling"],
             layer=entry["layer"],
+            **{k: entry[k] for k in ("encoder_gguf_file", "encoder_quantization") if k in entry},
         )
         projector.save_pretrained(run_dir / "projectors" / name)
     run.update(
@@ -318,7 +319,7 @@ def onboard(run_dir: str | os.PathLike, encoder: str, *, batch_size: int = 64) -
         layer=spec.layer,
         batch_size=batch_size,
         cache_dir=run_dir / "embeddings",
-        encoder_id=provenance["encoder_id"] or spec.model_id,
+        encoder_id=extraction_id(spec, provenance),
         encoder_revision=provenance["encoder_revision"],
     )
     space = embeddings_tensor(embedded)

@@ -22,6 +22,12 @@ Data: ``--data mnist`` loads ``ylecun/mnist`` from the Hub (28x28, 60k / 10k); t
 default ``--data digits`` is scikit-learn's bundled ``load_digits`` (8x8, 1,797 images,
 80 / 20 split). Both have pixels scaled to [0, 1].
 
+Source of ``ylecun/mnist``, checked against its public dataset card (huggingface.co/datasets/
+ylecun/mnist; not reachable from the test machine, where tests/test_script_data.py runs
+`load_images` against a local Hub serving a small dataset of the same layout): one config
+``mnist``, parquet files, splits ``train`` (60,000) and ``test`` (10,000), features ``image``
+(Image, 28x28 grayscale) and ``label`` (ClassLabel, names "0".."9").
+
 Deviations from the paper: the paper gives no architecture, scaling range or training
 schedule; ours are below (latent 64 and 64 anchors as the paper). On the 8x8 digits the 64-d
 latent is no bottleneck (64 pixels), so reconstructions are near perfect for every autoencoder:

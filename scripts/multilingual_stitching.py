@@ -42,6 +42,26 @@ of t's reviews: Abs. (t's absolute embeddings, diagonal), Random-Cos, PARAM Mult
 every language but t) and PARAM Single (trained on s alone, single-space losses), mean ± std over
 seeds (paper: 6), 300 anchors, in the layout of Table 6; ``f1_heatmaps.png`` shows the matrices.
 
+Sources, checked against the public Hub pages (none reachable from the test machine; the test
+suite runs `load_marc` and `load_parallel` with the defaults below against a local Hub serving
+small datasets of the same layout, tests/test_script_data.py):
+
+* ``mteb/AmazonReviewsClassification``: dataset card (huggingface.co/datasets/mteb/
+  AmazonReviewsClassification, README.md ``dataset_info``): configs ``de``, ``en``, ``es``,
+  ``fr``, ``ja``, ``zh``; features ``text`` (string) and ``label`` (int64, 0-4: the star
+  rating minus one, as in MTEB's ``mteb/amazon_reviews_multi``); splits ``train`` (200,000),
+  ``validation`` (5,000) and ``test`` (5,000) per language; parquet files ``LANG/SPLIT-*``.
+* ``facebook/flores``: dataset card and its parquet conversion (commit 994d4cd, "Add
+  'vec_Latn' config data files"): one config per language code (``eng_Latn``, ``deu_Latn``,
+  ``spa_Latn``, ``fra_Latn``, ``zho_Hans``, ...), data files ``CODE/dev-*`` and
+  ``CODE/devtest-*``, splits ``dev`` (997) and ``devtest`` (1,012), features ``id``, ``URL``,
+  ``domain``, ``topic``, ``has_image``, ``has_hyperlink`` and ``sentence`` (the text). Gated:
+  accept its terms on the Hub and log in. datasets 4+ no longer runs the repo's old loading
+  script (``flores.py``); the parquet configs are what it loads.
+* The encoders: their Hub model pages (``google-bert/bert-base-german-cased``,
+  ``google-bert/bert-base-uncased``, ``dccuchile/bert-base-spanish-wwm-cased``,
+  ``almanach/camembert-base``, ``google-bert/bert-base-chinese``), not re-checked here.
+
 Deviations: a FLORES-domain parallel set instead of translated reviews; 20,000 training reviews
 per language by default; the library's linear head as classifier.
 

@@ -26,6 +26,20 @@ alone with the single-space losses, WIP). Weighted F1 in %, mean ± std over see
 in the layout of Table 1; ``f1_heatmaps.png`` shows the matrices. The support set is 10,000
 train images (Appendix C: gains saturate at 5,000-10,000); ``--support-size`` changes it.
 
+Sources, checked against the public Hub pages (none reachable from the test machine; the test
+suite runs `load_cifar100` against a local Hub serving a small dataset of the same layout,
+tests/test_script_data.py):
+
+* ``uoft-cs/cifar100``: dataset card (huggingface.co/datasets/uoft-cs/cifar100, README.md and
+  dataset_infos.json): one config ``cifar100``, splits ``train`` (50,000) and ``test``
+  (10,000), features ``img`` (Image, 32x32 RGB), ``fine_label`` (ClassLabel, 100 names) and
+  ``coarse_label`` (ClassLabel, 20 names); parquet files.
+* ``timm/vit_base_r50_s16_384.orig_in21k_ft_in1k`` and
+  ``timm/vit_base_patch16_224.augreg_in21k_ft_in1k``: their Hub file lists (config.json,
+  model.safetensors); ``timm/rexnet_100.nav_in1k``: its model card (4.8 M parameters, 224 x 224).
+  ``timm/vit_small_patch16_224.augreg_in21k_ft_in1k`` is timm's default pretrained tag of
+  ``vit_small_patch16_224``; its Hub page was not among the pages checked.
+
 Deviations: the paper does not describe its classifier; ours is the library's linear head
 (LayerNorm + Linear, `relrep_hf.zero_shot.train_classifier`), trained ``--head-epochs`` epochs.
 
@@ -73,6 +87,7 @@ ENCODERS = {
     "ViT-B": "timm/vit_base_patch16_224.augreg_in21k_ft_in1k",
     "ViT-R50": "timm/vit_base_r50_s16_384.orig_in21k_ft_in1k",
 }
+CIFAR100 = "uoft-cs/cifar100"  # one config ("cifar100"), splits train and test
 KEYS = ("Encoder", "Classifier")
 
 
@@ -108,6 +123,16 @@ def embed_images(
     return embeddings
 
 
+def load_cifar100() -> tuple[Any, dict[str, Tensor]]:
+    """CIFAR-100 from the Hub (its train and test splits) and the coarse labels (20
+    superclasses) of each split."""
+    import datasets
+
+    cifar = datasets.load_dataset(CIFAR100)  # columns: img, fine_label, coarse_label
+    labels = {split: torch.tensor(cifar[split]["coarse_label"]) for split in ("train", "test")}
+    return cifar, labels
+
+
 def hub_data(cache_dir: Path, encoders: Mapping[str, str]) -> dict[str, EncoderData]:
     """CIFAR-100 (coarse) embedded by the timm checkpoints; the embeddings are saved in
     ``cache_dir`` and read back by later runs."""
@@ -118,11 +143,9 @@ def hub_data(cache_dir: Path, encoders: Mapping[str, str]) -> dict[str, EncoderD
             "The paper's vision encoders are timm checkpoints, which transformers loads through "
             "TimmWrapperModel; that needs the timm package: pip install timm"
         ) from None
-    import datasets
     from transformers import AutoImageProcessor, AutoModel
 
-    cifar = datasets.load_dataset("uoft-cs/cifar100")  # columns: img, fine_label, coarse_label
-    labels = {split: torch.tensor(cifar[split]["coarse_label"]) for split in ("train", "test")}
+    cifar, labels = load_cifar100()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     data = {}
     for name, model_id in encoders.items():

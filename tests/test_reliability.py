@@ -47,6 +47,7 @@ from relrep_hf import (
     translate,
     whitening_matrix,
 )
+from relrep_hf.encoders import EncoderSpec
 from relrep_hf.extraction import extract_embeddings
 from relrep_hf.translation import relative_inverse
 from tests import distributed_statistics, killable_save, killable_train
@@ -404,6 +405,40 @@ def without(path: Path) -> Path:
     return path.parent
 
 
+def st_module():
+    """relrep_hf.sentence_transformers_module, imported only when a case needs it."""
+    from relrep_hf import sentence_transformers_module
+
+    return sentence_transformers_module
+
+
+def st_dense(in_features: int, out_features: int):
+    """A SentenceTransformer of one Dense module (no encoder): encode gives out_features."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules import Dense
+
+    return SentenceTransformer(modules=[Dense(in_features, out_features)], device="cpu")
+
+
+def saved_st_module(s: Setup) -> Path:
+    folder = s.folder / "st-module"
+    st_module().RelativeProjection(s.projector).save(str(folder))
+    return folder
+
+
+def gguf_file_mismatch(s: Setup):
+    """A projector of a tiny Llama's F16 file, loaded with the F32 file of the same model."""
+    from tests.gguf_models import byte_level_vocab, tiny_llama, write_gguf
+
+    folder = s.folder / "gguf"
+    folder.mkdir(exist_ok=True)
+    tokens = byte_level_vocab()
+    write_gguf(tiny_llama(len(tokens)), tokens, folder / "tiny-F32.gguf")
+    projector = s.projector_of(torch.randn(4, 32, dtype=torch.float64),
+                               encoder_gguf_file="tiny-F16.gguf", encoder_quantization="F16")  # fmt: skip
+    return RelativeWrapper.from_pretrained(str(folder), projector, gguf_file="tiny-F32.gguf")
+
+
 def resumed_with_changed_arguments(s: Setup):
     run = dict(name="resumed", save_strategy="steps", save_steps=1, num_train_epochs=2)
     s.trainer(**run).train()
@@ -556,6 +591,27 @@ BAD_INPUTS = [
              lambda s: s.wrapper(local_projector(s, seed=1)).with_head(
                  RelativeHeadForClassification.for_projector(local_projector(s, seed=0),
                                                              num_labels=2))),
+    # sentence-transformers
+    BadInput("a RelativeProjection of a repo id instead of a projector", "`RelativeProjection`",
+             lambda s: st_module().RelativeProjection("org/projector")),
+    BadInput("a projector of another embedding size", "`add_relative_projection`",
+             lambda s: st_module().add_relative_projection(st_dense(8, 5), s.projector)),
+    BadInput("a second RelativeProjection", "`add_relative_projection`",
+             lambda s: st_module().add_relative_projection(
+                 st_module().add_relative_projection(st_dense(8, 8), s.projector), s.projector)),
+    BadInput("onboarding a SentenceTransformer on non-text support",
+             "`projector_from_sentence_transformer`",
+             lambda s: st_module().projector_from_sentence_transformer(
+                 st_dense(8, 8), AnchorSet(torch.full((1, 2), 0.5), [{"index": 0}, {"index": 1}]),
+                 ["a", "b"])),
+    BadInput("unknown key in relative_projection.json", "`RelativeProjection.load`",
+             lambda s: st_module().RelativeProjection.load(str(
+                 resized(saved_st_module(s) / "relative_projection.json", scale=2)))),
+    # GGUF encoders
+    BadInput("a GGUF encoder id that is neither a local file nor a Hub path", "`EncoderSpec.parse`",
+             lambda s: EncoderSpec.parse("model.Q4_K_M.gguf:last")),
+    BadInput("a GGUF file other than the one the projector was built on",
+             "`RelativeWrapper.from_pretrained`", gguf_file_mismatch),
 ]  # fmt: skip
 
 
