@@ -41,6 +41,7 @@ from relrep_hf.extraction import (
     is_commit_hash,
     warn_truncated,
 )
+from relrep_hf.hub import check_local_path
 from relrep_hf.modeling_relative_head import (
     RelativeHeadForClassification,
     check_head_matches_projector,
@@ -172,6 +173,8 @@ class RelativeWrapper(nn.Module):
                 no image processor / a text model no tokenizer.
         """
         encoder_revision = None
+        for path in (encoder, projector):
+            check_local_path(path)  # "the folder does not exist", not a Hub id error
         if isinstance(encoder, (str, os.PathLike)):
             source = str(encoder)
             model = AutoModel.from_pretrained(source, revision=revision, dtype=dtype, **hub_kwargs)
