@@ -11,7 +11,15 @@ from pathlib import Path
 
 import torch
 
-MODULES = ["bench_projection", "bench_statistics", "bench_param", "bench_wrapper", "bench_scale"]
+MODULES = [
+    "bench_projection",
+    "bench_statistics",
+    "bench_param",
+    "bench_wrapper",
+    "bench_scale",
+    "bench_manifest",
+    "bench_extraction",
+]
 
 
 def main() -> None:
