@@ -18,6 +18,8 @@ MODULES = [
     "bench_wrapper",
     "bench_st",
     "bench_scale",
+    "bench_manifest",
+    "bench_extraction",
     "bench_quality",
 ]
 

@@ -32,8 +32,10 @@ from torch import Tensor
 
 from relrep_hf.anchor_strategies import farthest_point_mixture, kmeans_mixture, random_mixture
 from relrep_hf.cards import write_card
+from relrep_hf.file_checks import ArtifactFileError, read_json_file, safetensors_shapes
 from relrep_hf.hub import push_folder, resolve_folder
 from relrep_hf.io import atomic_directory
+from relrep_hf.manifest import verify_folder, write_manifest
 from relrep_hf.mixing import STRATEGY_MIXING, check_mixture, fingerprint, mixed_anchors
 from relrep_hf.shared_linear import Normalization, feature_gram, top_eigenvectors
 from relrep_hf.similarities import get_similarity
@@ -152,9 +154,13 @@ class AnchorSet:
 
     # ---- persistence -----------------------------------------------------------------------
 
-    def save_pretrained(self, save_directory: str | os.PathLike) -> None:
-        """Write the three files into ``save_directory`` atomically."""
-        with atomic_directory(save_directory) as staging:
+    def save_pretrained(
+        self, save_directory: str | os.PathLike, *, keep: Sequence[str] = ()
+    ) -> None:
+        """Write the three files, the card and their manifest into ``save_directory``
+        atomically and durably: the folder then holds exactly these files, plus the entries of
+        the old folder that match a glob pattern of ``keep`` (a trainer's ``checkpoint-*``)."""
+        with atomic_directory(save_directory, keep=keep) as staging:
             self._write(staging)
 
     def _write(self, folder: Path) -> None:
@@ -182,6 +188,7 @@ class AnchorSet:
                 row = {"text": item} if isinstance(item, str) else item
                 file.write(json.dumps(row, ensure_ascii=False) + "\n")
         write_card(self, folder)
+        write_manifest(folder)
 
     @classmethod
     def from_pretrained(
@@ -192,37 +199,41 @@ class AnchorSet:
         token: str | bool | None = None,
         cache_dir: str | os.PathLike | None = None,
         local_files_only: bool = False,
+        force_download: bool = False,
+        verify: bool | None = None,
     ) -> AnchorSet:
-        """Load an anchor set from a local folder or a Hub repo (at ``revision``)."""
+        """Load an anchor set from a local folder or a Hub repo (at ``revision``).
+
+        Its files are checked against the manifest written at save time (``verify=False`` or
+        ``RELREP_HF_VERIFY=0`` skips that) and structurally before anything is built.
+        """
         folder, commit = resolve_folder(
             path_or_repo_id,
             revision=revision,
             token=token,
             cache_dir=cache_dir,
             local_files_only=local_files_only,
+            force_download=force_download,
         )
+        source = str(path_or_repo_id)
         missing = [
             n for n in (WEIGHTS_NAME, CONFIG_NAME, SUPPORT_NAME) if not (folder / n).is_file()
         ]
         if missing:
+            kind = " (it holds a projector or head: load it with from_pretrained of its class)"
             raise OSError(
-                f"{str(path_or_repo_id)!r} is not an anchor set: it lacks {', '.join(missing)}. "
+                f"{source!r} is not an anchor set: it lacks {', '.join(missing)}"
+                f"{kind if (folder / 'config.json').is_file() else ''}. "
                 "Anchor sets are written by AnchorSet.save_pretrained or ParamTrainer."
             )
-        try:
-            mixture = load_file(folder / WEIGHTS_NAME)["mixture"]
-            description = json.loads((folder / CONFIG_NAME).read_text())
-            support_rows = [
-                json.loads(line)
-                for line in (folder / SUPPORT_NAME).read_text(encoding="utf-8").splitlines()
-                if line
-            ]
-        except (SafetensorError, KeyError, json.JSONDecodeError) as error:
-            raise OSError(
-                f"The anchor set at {str(path_or_repo_id)!r} is corrupted or truncated ({error}). "
-                "Download it again (or save it again)."
-            ) from error
-        support = [row["text"] if set(row) == {"text"} else row for row in support_rows]
+        verify_folder(
+            folder,
+            required=(WEIGHTS_NAME, CONFIG_NAME, SUPPORT_NAME),
+            what="anchor set",
+            source=source,
+            verify=verify,
+        )
+        mixture, description, support = _read_files(folder, source)
         is_local = commit is None
         training = description.get("training", {})
         settings = {  # anchor sets saved before the settings were recorded: their training's
@@ -233,19 +244,25 @@ class AnchorSet:
                 ("eps", DEFAULT_EPS),
             )
         }
-        return cls(
-            mixture=mixture,
-            support=support,
-            support_reference=description.get("support_reference"),
-            strategy=description.get("strategy", "param"),
-            encoders=description.get("encoders", []),
-            training=training,
-            metrics=description.get("metrics", {}),
-            repo_id="" if is_local else str(path_or_repo_id),
-            revision="" if is_local else commit,
-            mixing=description.get("mixing", ""),
-            **settings,
-        )
+        try:
+            return cls(
+                mixture=mixture,
+                support=support,
+                support_reference=description.get("support_reference"),
+                strategy=description.get("strategy", "param"),
+                encoders=description.get("encoders", []),
+                training=training,
+                metrics=description.get("metrics", {}),
+                repo_id="" if is_local else source,
+                revision="" if is_local else commit,
+                mixing=description.get("mixing", ""),
+                **settings,
+            )
+        except (ValueError, TypeError) as error:
+            raise ArtifactFileError(
+                f"The anchor set at {source!r} is invalid: {error} Its files are corrupted or "
+                "were not written by relrep_hf: download it again or save it again."
+            ) from error
 
     def push_to_hub(
         self,
@@ -374,3 +391,107 @@ class AnchorSet:
             shrinkage=shrinkage,
             eps=eps,
         )
+
+
+_DESCRIPTION_TYPES = {
+    "format_version": int,
+    "num_anchors": int,
+    "support_size": int,
+    "strategy": str,
+    "support_reference": (dict, type(None)),
+    "encoders": list,
+    "training": dict,
+    "metrics": dict,
+    "mixing": str,
+    "similarity": str,
+    "shrinkage": (int, float),
+    "eps": (int, float),
+}
+_MAX_SUPPORT_LINE = 1 << 20  # one support input: a text or a reference, far below 1 MiB
+
+
+def _read_files(folder: Path, source: str) -> tuple[Tensor, dict[str, Any], list[Any]]:
+    """The mixture, description and support inputs of an anchor set folder, each checked
+    against the others before the tensor is read."""
+    what = "anchor set"
+    tensors = safetensors_shapes(folder / WEIGHTS_NAME, what=what, source=source)
+    found = tensors.get("mixture")
+    if set(tensors) != {"mixture"} or found[0] not in ("F16", "BF16", "F32", "F64"):
+        raise ArtifactFileError(
+            f"{WEIGHTS_NAME} of the anchor set at {source!r} must hold exactly one floating-point "
+            f"tensor 'mixture', it holds {sorted(tensors)} ({found[0] if found else 'none'}). "
+            "Save the anchor set again."
+        )
+    shape = found[1]
+    if len(shape) != 2 or 0 in shape:
+        raise ArtifactFileError(
+            f"{WEIGHTS_NAME} of the anchor set at {source!r} holds a mixture of shape "
+            f"{list(shape)}, not [m, K] with m, K >= 1. Save the anchor set again."
+        )
+    description = read_json_file(folder / CONFIG_NAME, what=what, source=source)
+    problems = [] if isinstance(description, dict) else ["it is not a JSON object"]
+    for key, kind in _DESCRIPTION_TYPES.items() if not problems else ():
+        if key in description and (
+            not isinstance(description[key], kind) or isinstance(description[key], bool)
+        ):
+            problems.append(f"{key} is {type(description[key]).__name__}")
+    if not problems:
+        version = description.get("format_version", FORMAT_VERSION)
+        if version > FORMAT_VERSION:
+            problems.append(
+                f"format_version {version} is newer than this relrep_hf reads "
+                f"({FORMAT_VERSION}): upgrade relrep_hf"
+            )
+        for key, size in (("num_anchors", shape[0]), ("support_size", shape[1])):
+            if key in description and description[key] != size:
+                problems.append(f"{key}={description[key]} but the mixture has {size}")
+    if problems:
+        raise ArtifactFileError(
+            f"{CONFIG_NAME} of the anchor set at {source!r} is invalid: {'; '.join(problems)}. "
+            "Save the anchor set again."
+        )
+    support = _read_support(folder / SUPPORT_NAME, shape[1], source)
+    try:
+        mixture = load_file(folder / WEIGHTS_NAME)["mixture"]
+    except SafetensorError as error:
+        raise ArtifactFileError(
+            f"The anchor set at {source!r} is corrupted or truncated ({error}). "
+            "Download it again (or save it again)."
+        ) from error
+    return mixture, description, support
+
+
+def _read_support(path: Path, expected: int, source: str) -> list[Any]:
+    """The support inputs of ``support.jsonl``: ``expected`` lines of JSON objects, each a text
+    (``{"text": ...}``) or a reference to an input."""
+
+    def broken(problem: str) -> ArtifactFileError:
+        return ArtifactFileError(
+            f"{SUPPORT_NAME} of the anchor set at {source!r} is invalid: {problem}. Download it "
+            "again or save the anchor set again."
+        )
+
+    support: list[Any] = []
+    with open(path, "rb") as file:
+        for number, line in enumerate(iter(lambda: file.readline(_MAX_SUPPORT_LINE + 1), b"")):
+            if len(line) > _MAX_SUPPORT_LINE:
+                raise broken(f"line {number + 1} is longer than {_MAX_SUPPORT_LINE} bytes")
+            if not line.strip():
+                continue
+            if len(support) == expected:
+                raise broken(f"it has more than the K={expected} rows the mixture mixes")
+            try:
+                row = json.loads(line)
+            except (ValueError, UnicodeDecodeError) as error:
+                raise broken(f"line {number + 1} is not JSON ({error})") from error
+            if not isinstance(row, dict) or not row:
+                raise broken(f"line {number + 1} is not a JSON object")
+            if set(row) == {"text"}:
+                if not isinstance(row["text"], str):
+                    raise broken(f"line {number + 1} has a text that is not a string")
+                support.append(row["text"])
+            else:
+                support.append(row)
+    if len(support) != expected:
+        raise broken(f"it has {len(support)} rows but the mixture mixes K={expected}")
+    return support

@@ -476,6 +476,7 @@ def write_head_metrics(
     the config's ``source_encoder_id``.
     """
     from relrep_hf.io import atomic_write_bytes
+    from relrep_hf.manifest import MANIFEST_NAME, manifest_bytes
 
     config = Path(folder) / "config.json"
     if not config.is_file() or json.loads(config.read_text()).get("model_type") != "relative_head":
@@ -490,7 +491,10 @@ def write_head_metrics(
         metrics["source_encoder"] = source_encoder
     text = json.dumps(metrics, indent=2) + "\n"
     atomic_write_bytes(Path(folder) / HEAD_METRICS_NAME, text.encode())
-    return write_folder_card(folder)
+    card = write_folder_card(folder)
+    if (Path(folder) / MANIFEST_NAME).is_file():  # the digests of the new metrics and card
+        atomic_write_bytes(Path(folder) / MANIFEST_NAME, manifest_bytes(Path(folder)))
+    return card
 
 
 def is_generated_card(text: str) -> bool:

@@ -37,7 +37,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from huggingface_hub import CommitOperationAdd, HfApi, constants, snapshot_download
+from huggingface_hub import (
+    CommitOperationAdd,
+    CommitOperationDelete,
+    HfApi,
+    constants,
+    snapshot_download,
+)
 from huggingface_hub.errors import (
     HfHubHTTPError,
     LocalEntryNotFoundError,
@@ -56,6 +62,7 @@ __all__ = [
     "HfHubHTTPError",
     "HubError",
     "artifact_kind",
+    "check_local_path",
     "is_local_record",
     "portable_provenance",
     "push_artifact",
@@ -74,13 +81,18 @@ LOCAL_PREFIX = "local:"
 ARTIFACT_FILES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "anchor_set": (
         ("anchor_set.json", "anchor_set.safetensors", "support.jsonl"),
-        ("README.md", "stitching_heatmap.png"),
+        ("README.md", "stitching_heatmap.png", "manifest.json"),
     ),
     "projector": (
         ("config.json", "model.safetensors"),
-        ("README.md", "configuration_relative_projector.py", "modeling_relative_projector.py"),
+        (
+            "README.md",
+            "configuration_relative_projector.py",
+            "modeling_relative_projector.py",
+            "manifest.json",
+        ),
     ),
-    "head": (("config.json", "model.safetensors"), ("README.md", "metrics.json")),
+    "head": (("config.json", "model.safetensors"), ("README.md", "metrics.json", "manifest.json")),
 }
 _ARTICLE = {"anchor_set": "an anchor set", "projector": "a projector", "head": "a head"}
 _MODEL_TYPES = {"relative_projector": "projector", "relative_head": "head"}
@@ -116,11 +128,18 @@ def resolve_folder(
     token: str | bool | None = None,
     cache_dir: str | os.PathLike | None = None,
     local_files_only: bool = False,
+    force_download: bool = False,
 ) -> tuple[Path, str | None]:
-    """A local folder holding the artifact, and the commit it was resolved to (None if local)."""
+    """A local folder holding the artifact, and the commit it was resolved to (None if local).
+
+    Raises:
+        FileNotFoundError: ``path_or_repo_id`` names a local path that does not exist (or is
+            a file) and cannot be a Hub repo id.
+    """
     local = Path(path_or_repo_id)
     if local.is_dir():
         return local, None
+    check_local_path(path_or_repo_id)
     repo_id = str(path_or_repo_id)
     try:
         with hub_errors(repo_id, action="download", revision=revision):
@@ -130,6 +149,7 @@ def resolve_folder(
                 token=token,
                 cache_dir=cache_dir,
                 local_files_only=local_files_only,
+                force_download=force_download,
             )
     except LocalEntryNotFoundError as error:
         at = "" if revision is None else f" at revision {revision!r}"
@@ -139,6 +159,36 @@ def resolve_folder(
             "and try again."
         ) from error
     return Path(folder), Path(folder).name  # snapshot folders are named by commit
+
+
+def check_local_path(path_or_repo_id: str | os.PathLike) -> None:
+    """Raise a clear error when ``path_or_repo_id`` can only mean a local folder and there is no
+    folder there (instead of huggingface_hub's "Repo id must be in the form ...")."""
+    if not isinstance(path_or_repo_id, (str, os.PathLike)):
+        return
+    text = os.fspath(path_or_repo_id)
+    local = Path(text)
+    if local.is_dir():
+        return
+    if local.exists():
+        raise NotADirectoryError(
+            f"{text!r} is a file, not a folder: pass the folder that holds the artifact "
+            "(config.json and model.safetensors, or anchor_set.json)."
+        )
+    looks_local = (
+        isinstance(path_or_repo_id, os.PathLike)
+        or text.startswith((".", "/", "~"))
+        or (os.sep != "/" and os.sep in text)
+        or (os.altsep is not None and os.altsep != "/" and os.altsep in text)
+        or not _HUB_ID.match(text)
+        or text.count("/") > 1
+    )
+    if looks_local:
+        raise FileNotFoundError(
+            f"The folder {text!r} does not exist (and it is not a Hub repo id of the form "
+            "'name' or 'namespace/name'). Check the path: it is resolved from the current "
+            f"directory {os.getcwd()!r}."
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -175,13 +225,18 @@ def push_folder(
             repo_id = api.create_repo(repo_id, private=private, exist_ok=True).repo_id
             if revision is not None and not revision.startswith("refs/pr/"):
                 api.create_branch(repo_id, branch=revision, exist_ok=True)
-        prepare_upload(folder, repo_id=repo_id, token=token)
-        operations = [
+            parent, stale = _branch_state(api, repo_id, revision, folder)
+        prepare_upload(folder, repo_id=repo_id, token=token)  # its manifest too
+        operations: list[CommitOperationAdd | CommitOperationDelete] = [
             CommitOperationAdd(
                 path_in_repo=path.relative_to(folder).as_posix(), path_or_fileobj=path
             )
             for path in sorted(folder.rglob("*"))
             if path.is_file()
+        ]
+        pushed = {operation.path_in_repo for operation in operations}
+        operations += [
+            CommitOperationDelete(path_in_repo=name) for name in stale if name not in pushed
         ]
         with hub_errors(repo_id, action="push to", revision=revision, committing=True):
             commit = api.create_commit(
@@ -190,8 +245,29 @@ def push_folder(
                 commit_message=commit_message,
                 revision=revision,
                 create_pr=create_pr,
+                parent_commit=None if create_pr else parent,
             )
     return commit.oid
+
+
+def _branch_state(
+    api: HfApi, repo_id: str, revision: str | None, folder: Path
+) -> tuple[str | None, list[str]]:
+    """The commit the push will build on, and the artifact files there that the new save lacks.
+
+    The commit becomes the push's ``parent_commit``: a push that another process overtook fails
+    instead of silently mixing or replacing (see docs/bad_inputs.md). Deleting the stale
+    artifact files (a previous head's ``metrics.json``) makes the repo hold exactly the files
+    of the artifact pushed; files that no relrep_hf artifact writes are left alone.
+    """
+    owned = {name for groups in ARTIFACT_FILES.values() for group in groups for name in group}
+    try:
+        info = api.model_info(repo_id, revision=revision or "main", files_metadata=False)
+    except (RevisionNotFoundError, RepositoryNotFoundError):
+        return None, []
+    files = [sibling.rfilename for sibling in info.siblings or []]
+    stale = [name for name in files if name in owned and not (folder / name).is_file()]
+    return info.sha, stale
 
 
 def prepare_upload(folder: Path, *, repo_id: str, token: str | bool | None = None) -> None:
@@ -201,6 +277,7 @@ def prepare_upload(folder: Path, *, repo_id: str, token: str | bool | None = Non
     A folder that holds no relrep_hf artifact is left as it is.
     """
     from relrep_hf.cards import write_folder_card
+    from relrep_hf.manifest import write_manifest
     from relrep_hf.remote_code import write_remote_code
 
     kind = _detect_kind(folder)
@@ -226,7 +303,9 @@ def prepare_upload(folder: Path, *, repo_id: str, token: str | bool | None = Non
         _rewrite_config(folder, records, kind)
         if kind == "projector":
             write_remote_code(folder)
+    write_manifest(folder)  # the card is made from the files just rewritten, checked by digest
     write_folder_card(folder, repo_id=repo_id)
+    write_manifest(folder)
 
 
 def push_artifact(
@@ -599,6 +678,13 @@ def hub_errors(
                 f"Not allowed to {action} {where} (403 Forbidden): the token cannot write to "
                 f"{namespace!r}. Push to your own namespace or an organization you belong to, "
                 "or use a token with write access to it."
+            )
+        elif committing and status == 412:
+            message = (
+                f"Another push changed {where} while this one was being prepared (412: the "
+                "branch moved since it was read), so this commit was refused rather than mixed "
+                "with or silently replacing that push. Check the repo's history "
+                "(HfApi().list_repo_commits) and push again if this version should win."
             )
         elif committing:
             message = (

@@ -42,6 +42,7 @@ from relrep_hf.extraction import (
     warn_truncated,
 )
 from relrep_hf.gguf_encoders import gguf_mismatch, gguf_provenance, load_gguf_tokenizer
+from relrep_hf.hub import check_local_path
 from relrep_hf.modeling_relative_head import (
     RelativeHeadForClassification,
     check_head_matches_projector,
@@ -180,6 +181,8 @@ class RelativeWrapper(nn.Module):
         if gguf_file is not None and not isinstance(encoder, (str, os.PathLike)):
             raise ValueError("gguf_file names a file in the encoder's folder or Hub repo: pass the "
                              "encoder as that folder or repo id, not as a loaded model.")  # fmt: skip
+        for path in (encoder, projector):
+            check_local_path(path)  # "the folder does not exist", not a Hub id error
         if isinstance(encoder, (str, os.PathLike)):
             source = str(encoder)
             load_kwargs = {**hub_kwargs, **({"gguf_file": gguf_file} if gguf_file else {})}

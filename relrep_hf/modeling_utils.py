@@ -8,17 +8,29 @@ into errors that say what to do.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
+import torch
 from safetensors import SafetensorError
 from transformers import PreTrainedModel
 
 from relrep_hf.cards import write_card
-from relrep_hf.hub import push_folder
+from relrep_hf.file_checks import (
+    ArtifactFileError,
+    check_sizes,
+    compare_tensors,
+    read_json_file,
+    safetensors_shapes,
+)
+from relrep_hf.hub import check_local_path, push_folder, resolve_folder
 from relrep_hf.io import atomic_directory
+from relrep_hf.manifest import verify_folder, write_manifest
 
 _HUB_KWARGS = ("repo_id", "token", "private", "commit_message", "revision", "create_pr")
+CONFIG_NAME, WEIGHTS_NAME = "config.json", "model.safetensors"
+_SIZE_KEYS = ("hidden_size", "num_anchors", "num_labels", "hidden_sizes")
 
 
 class RelrepPreTrainedModel(PreTrainedModel):
@@ -33,12 +45,14 @@ class RelrepPreTrainedModel(PreTrainedModel):
     def save_pretrained(
         self, save_directory: str | os.PathLike, *, push_to_hub: bool = False, **kwargs
     ) -> None:
-        """Save config.json, model.safetensors and the model card atomically (into a temporary
-        folder, then renamed into place)."""
+        """Save config.json, model.safetensors, the model card and their manifest (sha256 of
+        each file) atomically and durably: into a staging folder that then replaces the whole
+        folder, so it holds exactly these files (see `relrep_hf.io.atomic_directory`)."""
         hub_kwargs = {key: kwargs.pop(key) for key in _HUB_KWARGS if key in kwargs}
         with atomic_directory(save_directory) as staging:
             super().save_pretrained(staging, **kwargs)
             self._write_extras(staging)
+            write_manifest(staging)
         if push_to_hub:
             self.push_to_hub(hub_kwargs.pop("repo_id", Path(save_directory).name), **hub_kwargs)
 
@@ -68,10 +82,40 @@ class RelrepPreTrainedModel(PreTrainedModel):
         )
 
     @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike, *args, **kwargs):
-        """Load, turning broken files into errors that say what to do."""
+    def from_pretrained(
+        cls,
+        pretrained_model_name_or_path: str | os.PathLike,
+        *args,
+        verify: bool | None = None,
+        **kwargs,
+    ):
+        """Load, turning broken files into errors that say what to do.
+
+        The files are checked before anything is built from them: against the manifest of
+        sha256 digests written at save time (``verify=False`` or ``RELREP_HF_VERIFY=0`` skips
+        that), and structurally (safetensors header, sizes in config.json, the tensors the
+        model expects). Weights are read from safetensors only, never from a pickle.
+        """
         wants_info = kwargs.pop("output_loading_info", False)
         source, what = str(pretrained_model_name_or_path), cls.artifact_name
+        folder = Path(pretrained_model_name_or_path)
+        if not folder.is_dir():
+            check_local_path(pretrained_model_name_or_path)
+            folder, commit = resolve_folder(
+                pretrained_model_name_or_path,
+                revision=kwargs.get("revision"),
+                token=kwargs.get("token"),
+                cache_dir=kwargs.get("cache_dir"),
+                local_files_only=kwargs.get("local_files_only", False),
+                force_download=kwargs.get("force_download", False),
+            )
+            kwargs["revision"] = commit  # transformers reads the very snapshot checked here
+        cls._check_kind(folder, source)
+        verify_folder(
+            folder, required=(CONFIG_NAME, WEIGHTS_NAME), what=what, source=source, verify=verify
+        )
+        cls._check_files(folder, source)
+        kwargs["use_safetensors"] = True
         try:
             model, info = super().from_pretrained(
                 pretrained_model_name_or_path, *args, output_loading_info=True, **kwargs
@@ -100,6 +144,59 @@ class RelrepPreTrainedModel(PreTrainedModel):
 
     def post_load(self) -> None:
         """Called after a successful `from_pretrained`."""
+
+    @classmethod
+    def _check_kind(cls, folder: Path, source: str) -> None:
+        """Refuse a folder that holds another kind of artifact, or none."""
+        what = cls.artifact_name
+        if (folder / "anchor_set.json").is_file() and not (folder / CONFIG_NAME).is_file():
+            raise ArtifactFileError(
+                f"{source!r} is an anchor set, not a {what}: load it with "
+                "AnchorSet.from_pretrained, and build projectors from it with "
+                "RelativeProjector.from_anchor_set."
+            )
+        missing = [n for n in (CONFIG_NAME, WEIGHTS_NAME) if not (folder / n).is_file()]
+        if missing:
+            raise ArtifactFileError(
+                f"{source!r} is not a saved {what}: it lacks {', '.join(missing)} (weights load "
+                f"from safetensors only, never from a pickle). Save it with "
+                f"{cls.__name__}.save_pretrained."
+            )
+
+    @classmethod
+    def _check_files(cls, folder: Path, source: str) -> None:
+        """Refuse files that are not this artifact before transformers builds anything."""
+        what = cls.artifact_name
+        tensors = safetensors_shapes(folder / WEIGHTS_NAME, what=what, source=source)
+        raw = read_json_file(folder / CONFIG_NAME, what=what, source=source)
+        expected_type = cls.config_class.model_type
+        if not isinstance(raw, dict) or raw.get("model_type") != expected_type:
+            found = raw.get("model_type") if isinstance(raw, dict) else type(raw).__name__
+            raise ArtifactFileError(
+                f"{CONFIG_NAME} of the {what} at {source!r} has model_type {found!r}, not "
+                f"{expected_type!r}: it is not a {what} saved by relrep_hf. Save it again."
+            )
+        numbers = max(1, sum(math.prod(shape) for _, shape in tensors.values()))
+        check_sizes(raw, limit=numbers, keys=_SIZE_KEYS, file=CONFIG_NAME, what=what, source=source)
+        for key in ("id2label", "label2id"):
+            if key in raw and (not isinstance(raw[key], dict) or len(raw[key]) > numbers):
+                raise ArtifactFileError(
+                    f"{CONFIG_NAME} of the {what} at {source!r} has a malformed {key} (a map "
+                    "with one entry per label is expected). Save it again."
+                )
+        try:
+            config = cls.config_class.from_dict(raw)
+            with torch.device("meta"):  # shapes only: nothing is allocated
+                expected = {k: tuple(v.shape) for k, v in cls(config).state_dict().items()}
+        except Exception as error:  # whatever the config's values make the constructors raise
+            raise ArtifactFileError(
+                f"{CONFIG_NAME} of the {what} at {source!r} is invalid ({type(error).__name__}: "
+                f"{error}). It is corrupted or was not written by relrep_hf: save it again."
+            ) from error
+        declared = ", ".join(f"{k}={raw[k]}" for k in _SIZE_KEYS if k in raw)
+        compare_tensors(
+            tensors, expected, file=WEIGHTS_NAME, what=what, source=source, declared=declared
+        )
 
     @classmethod
     def _declared_sizes(cls, source: str) -> str:

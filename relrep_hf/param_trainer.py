@@ -44,6 +44,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from relrep_hf.anchor_set import AnchorSet
+from relrep_hf.io import fsync_directory, make_durable
 from relrep_hf.losses import LossWeights, param_loss
 from relrep_hf.metrics import retrieval_metrics
 from relrep_hf.statistics import Statistics, all_reduce, whiten, whitening_matrix
@@ -424,7 +425,7 @@ class ParamTrainer:
         mixture = accelerator.unwrap_model(model).mixture().detach().cpu()
         anchor_set = self._anchor_set(mixture, whitened_support.cpu(), means, whitenings)
         if accelerator.is_main_process:
-            anchor_set.save_pretrained(args.output_dir)
+            anchor_set.save_pretrained(args.output_dir, keep=("checkpoint-*",))
         accelerator.wait_for_everyone()
         if args.report_to:
             accelerator.end_training()
@@ -466,8 +467,10 @@ class ParamTrainer:
                 "log_history": self.log_history,
             }
             (staging / STATE_NAME).write_text(json.dumps(state, indent=2))
+            make_durable(staging)  # every file, then the folder, before it is renamed
             shutil.rmtree(final, ignore_errors=True)
             os.replace(staging, final)
+            fsync_directory(output)
             self._prune_checkpoints(output)
         accelerator.wait_for_everyone()
 

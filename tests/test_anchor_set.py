@@ -36,6 +36,7 @@ def test_round_trip_is_exact_and_support_is_datasets_readable(anchor_set, tmp_pa
         "README.md",
         "anchor_set.json",
         "anchor_set.safetensors",
+        "manifest.json",
         "stitching_heatmap.png",
         "support.jsonl",
     ]
@@ -162,11 +163,11 @@ def test_corrupted_and_incomplete_folders(anchor_set, tmp_path):
     weights = tmp_path / "anchor_set.safetensors"
     weights.write_bytes(weights.read_bytes()[:50])
     with pytest.raises(OSError, match="corrupted or truncated"):
-        AnchorSet.from_pretrained(tmp_path)
+        AnchorSet.from_pretrained(tmp_path, verify=False)  # past the manifest
     anchor_set.save_pretrained(tmp_path)
     (tmp_path / "anchor_set.json").write_text("{not json")
     with pytest.raises(OSError, match="corrupted or truncated"):
-        AnchorSet.from_pretrained(tmp_path)
+        AnchorSet.from_pretrained(tmp_path, verify=False)
     (tmp_path / "support.jsonl").unlink()
     with pytest.raises(OSError, match=r"not an anchor set: it lacks support\.jsonl"):
         AnchorSet.from_pretrained(tmp_path)

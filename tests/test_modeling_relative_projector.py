@@ -83,6 +83,7 @@ def test_save_load_round_trip_is_bit_exact(projector, tmp_path):
         "README.md",
         "config.json",
         "configuration_relative_projector.py",
+        "manifest.json",
         "model.safetensors",
         "modeling_relative_projector.py",
     ]
@@ -131,7 +132,7 @@ def test_corrupted_or_truncated_weights_are_clear_errors(projector, tmp_path):
     for broken in (data[: len(data) // 2], b"\x00" * 64, b"not a safetensors file"):
         weights.write_bytes(broken)
         with pytest.raises(OSError, match="corrupted or truncated.*save it again"):
-            RelativeProjector.from_pretrained(tmp_path)
+            RelativeProjector.from_pretrained(tmp_path, verify=False)  # past the manifest
 
 
 def test_config_sizes_that_disagree_with_the_tensors(projector, tmp_path):
@@ -140,7 +141,7 @@ def test_config_sizes_that_disagree_with_the_tensors(projector, tmp_path):
     config["num_anchors"] = M + 1
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match=f"num_anchors={M + 1}.*different saves"):
-        RelativeProjector.from_pretrained(tmp_path)
+        RelativeProjector.from_pretrained(tmp_path, verify=False)  # past the manifest
 
 
 def test_a_missing_tensor_is_an_error(projector, tmp_path):
@@ -149,7 +150,7 @@ def test_a_missing_tensor_is_an_error(projector, tmp_path):
     del tensors["whitening"]
     save_file(tensors, tmp_path / "model.safetensors", metadata={"format": "pt"})
     with pytest.raises(OSError, match=r"lacks the tensors \['whitening'\]"):
-        RelativeProjector.from_pretrained(tmp_path)
+        RelativeProjector.from_pretrained(tmp_path, verify=False)  # past the manifest
 
 
 def test_bad_embeddings(projector):

@@ -416,6 +416,7 @@ def test_save_writes_only_the_projector(saved, tmp_path):
         "README.md",
         "config.json",
         "configuration_relative_projector.py",
+        "manifest.json",
         "model.safetensors",
         "modeling_relative_projector.py",
     ]

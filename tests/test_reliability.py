@@ -126,17 +126,26 @@ class References:
 
 
 def check_holds_one_version(
-    folder: Path, references: References, candidates: set[int], extra: dict[str, bytes]
+    folder: Path,
+    references: References,
+    candidates: set[int],
+    extra: dict[str, bytes],
+    old: int | None = None,
 ) -> int:
-    """Assert ``folder`` holds exactly one of ``candidates`` (every file, byte for byte), plus
-    the ``extra`` files the saves do not write, and that it loads. Returns the version."""
+    """Assert ``folder`` holds exactly one of ``candidates`` (every file, byte for byte), and
+    that it loads. Returns the version. The ``extra`` files that the saves do not write were
+    put beside version ``old``: they are there if the folder still holds ``old``, and gone
+    once a save completed (a save publishes exactly the files of its artifact)."""
     version = killable_save.version_of(references.kind, folder)
     assert version in candidates, f"found version {version}, expected one of {sorted(candidates)}"
     found = files_of(folder)
     artifact = {name: data for name, data in found.items() if name not in extra}
     assert artifact == references[version], f"{folder} mixes files of different saves"
-    kept = {name: found.get(name) for name in extra}
-    assert kept == extra, "a file that the saves do not write was lost"
+    kept = {name: found[name] for name in extra if name in found}
+    if version == old:
+        assert kept == extra, "a file of the old folder was lost although no save completed"
+    else:
+        assert kept == {}, "a file of the old folder survived a new save"
     if references.kind == "projector":
         loaded = RelativeProjector.from_pretrained(folder).weight
         expected = references.artifact(version).weight
@@ -183,7 +192,7 @@ def test_a_crash_at_any_point_of_a_save_leaves_the_old_or_the_new_version(kind, 
             states.append("absent")
         else:
             version = check_holds_one_version(
-                folder, references, {0, 1} if existing else {1}, extra
+                folder, references, {0, 1} if existing else {1}, extra, old=0
             )
             states.append("old" if version == 0 else "new")
         # The next save works, and removes what the killed one left beside the folder.
@@ -343,6 +352,11 @@ class Setup:
             AnchorSet.random([f"input {i}" for i in range(16)], 4).save_pretrained(folder)
         return folder
 
+    def saved_head(self, name: str) -> Path:
+        folder = self.folder / name
+        self.head().save_pretrained(folder)
+        return folder
+
     def trainer(self, spaces: dict[str, torch.Tensor] | None = None, *, name: str = "param",
                 **overrides: object) -> ParamTrainer:  # fmt: skip
         values = dict(num_anchors=4, support_size=16, num_train_epochs=1, train_batch_size=64,
@@ -398,6 +412,34 @@ def corrupted(path: Path) -> Path:
 def resized(path: Path, **sizes: int) -> Path:
     path.write_text(json.dumps({**json.loads(path.read_text()), **sizes}))
     return path.parent
+
+
+def flipped(path: Path, offset: int) -> Path:
+    """``path`` with the bits of the byte at ``offset`` inverted."""
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0xFF
+    path.write_bytes(bytes(data))
+    return path.parent
+
+
+def long_header(path: Path) -> Path:
+    """A safetensors file whose header length claims far more bytes than the file has."""
+    data = path.read_bytes()
+    path.write_bytes((10**12).to_bytes(8, "little") + data[8:])
+    return path.parent
+
+
+def truncated_lines(path: Path, keep: int) -> Path:
+    path.write_text("".join(path.read_text().splitlines(keepends=True)[:keep]))
+    return path.parent
+
+
+def saved_while_locked(s: Setup) -> None:
+    from relrep_hf.locking import folder_lock
+
+    folder = s.folder / "projector-locked"
+    with folder_lock(folder):  # as another process's save would hold it
+        s.projector.save_pretrained(folder)
 
 
 def without(path: Path) -> Path:
@@ -553,6 +595,73 @@ BAD_INPUTS = [
     BadInput("anchor set folder without support.jsonl", "`AnchorSet.from_pretrained`",
              lambda s: AnchorSet.from_pretrained(
                  without(s.saved("anchors-incomplete") / "support.jsonl"))),
+    # silent corruption: the manifest of sha256 digests written at save time
+    BadInput("one byte flipped inside the tensor data of model.safetensors",
+             "`RelativeProjector.from_pretrained`",
+             lambda s: RelativeProjector.from_pretrained(
+                 flipped(s.saved("projector-flipped") / "model.safetensors", -3))),
+    BadInput("one byte flipped inside support.jsonl", "`AnchorSet.from_pretrained`",
+             lambda s: AnchorSet.from_pretrained(
+                 flipped(s.saved("anchors-flipped") / "support.jsonl", 3))),
+    BadInput("manifest.json that is not JSON", "`RelativeProjector.from_pretrained`",
+             lambda s: RelativeProjector.from_pretrained(
+                 truncated(s.saved("projector-manifest") / "manifest.json", 10))),
+    BadInput("a file that the manifest lists is missing", "`AnchorSet.from_pretrained`",
+             lambda s: AnchorSet.from_pretrained(without(s.saved("anchors-card") / "README.md"))),
+    # hostile or broken files, checked before anything is built (manifest check off)
+    BadInput("corrupted model.safetensors, verify=False", "`RelativeProjector.from_pretrained`",
+             lambda s: RelativeProjector.from_pretrained(
+                 corrupted(s.saved("projector-corrupted-nv") / "model.safetensors"),
+                 verify=False)),
+    BadInput("safetensors header longer than the file, verify=False",
+             "`RelativeProjector.from_pretrained`",
+             lambda s: RelativeProjector.from_pretrained(
+                 long_header(s.saved("projector-header") / "model.safetensors"), verify=False)),
+    BadInput("hidden_size = 10**9 in config.json, verify=False",
+             "`RelativeProjector.from_pretrained`",
+             lambda s: RelativeProjector.from_pretrained(
+                 resized(s.saved("projector-huge") / "config.json", hidden_size=10**9),
+                 verify=False)),
+    BadInput("config.json sizes that disagree with the tensors, verify=False",
+             "`RelativeProjector.from_pretrained`",
+             lambda s: RelativeProjector.from_pretrained(
+                 resized(s.saved("projector-resized-nv") / "config.json", num_anchors=5),
+                 verify=False)),
+    BadInput("num_labels = 10**9 in a head's config.json, verify=False",
+             "`RelativeHeadForClassification.from_pretrained`",
+             lambda s: RelativeHeadForClassification.from_pretrained(
+                 resized(s.saved_head("head-huge") / "config.json", num_labels=10**9),
+                 verify=False)),
+    BadInput("a projector's config.json given to the head class, verify=False",
+             "`RelativeHeadForClassification.from_pretrained`",
+             lambda s: RelativeHeadForClassification.from_pretrained(
+                 s.saved("projector-as-head"), verify=False)),
+    BadInput("anchor_set.json whose encoders is not a list, verify=False",
+             "`AnchorSet.from_pretrained`",
+             lambda s: AnchorSet.from_pretrained(
+                 resized(s.saved("anchors-types") / "anchor_set.json", encoders=5),
+                 verify=False)),
+    BadInput("support.jsonl with fewer rows than the mixture mixes, verify=False",
+             "`AnchorSet.from_pretrained`",
+             lambda s: AnchorSet.from_pretrained(
+                 truncated_lines(s.saved("anchors-rows") / "support.jsonl", 3), verify=False)),
+    BadInput("an anchor set folder given to the projector class",
+             "`RelativeProjector.from_pretrained`",
+             lambda s: RelativeProjector.from_pretrained(s.saved("anchors-as-projector"))),
+    # paths
+    BadInput("a local folder that does not exist", "`RelativeProjector.from_pretrained`",
+             lambda s: RelativeProjector.from_pretrained(str(s.folder / "no" / "such"))),
+    BadInput("a local folder that does not exist", "`RelativeHeadForClassification.from_pretrained`",
+             lambda s: RelativeHeadForClassification.from_pretrained("./no-such-head")),
+    BadInput("a local folder that does not exist", "`AnchorSet.from_pretrained`",
+             lambda s: AnchorSet.from_pretrained("runs/2026/no-such-anchors")),
+    BadInput("a local folder that does not exist", "`RelativeWrapper.from_pretrained`",
+             lambda s: RelativeWrapper.from_pretrained("./no-such-encoder", s.saved("projector"))),
+    BadInput("a file instead of a folder", "`AnchorSet.from_pretrained`",
+             lambda s: AnchorSet.from_pretrained(s.saved("anchors-file") / "support.jsonl")),
+    # concurrent writers
+    BadInput("a save of a folder that another save holds", "`RelativeProjector.save_pretrained`",
+             saved_while_locked),
     # names and modes
     BadInput("unknown similarity", "`RelativeProjectorConfig`",
              lambda s: RelativeProjectorConfig(similarity="dot")),

@@ -130,3 +130,14 @@ def test_merge_of_different_dimensions():
 def test_invalid_shrinkage(kwargs):
     with pytest.raises(ValueError, match="must be"):
         shrunk_covariance(torch.eye(2), **kwargs)
+
+
+@pytest.mark.parametrize("shape", [(17, 3), (300, 40), (64, 385), (5, 769)])
+def test_symmetric_gram_is_the_exactly_symmetric_full_product(shape):
+    from relrep_hf.statistics import blocked_gram, symmetric_gram
+
+    rows = torch.randn(*shape, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    full = rows.T @ rows
+    for gram in (symmetric_gram(rows), blocked_gram(rows, block=128), blocked_gram(rows)):
+        assert torch.equal(gram, gram.T)
+        torch.testing.assert_close(gram, full, rtol=1e-12, atol=1e-12 * full.abs().max().item())
