@@ -11,7 +11,14 @@ from pathlib import Path
 
 import torch
 
-MODULES = ["bench_projection", "bench_statistics", "bench_param", "bench_wrapper", "bench_scale"]
+MODULES = [
+    "bench_projection",
+    "bench_statistics",
+    "bench_param",
+    "bench_wrapper",
+    "bench_scale",
+    "bench_cli",
+]
 
 
 def main() -> None:

@@ -29,7 +29,7 @@ from torch import Tensor
 
 from relrep_hf.anchor_strategies import farthest_point_mixture, kmeans_mixture, random_mixture
 from relrep_hf.cards import write_card
-from relrep_hf.hub import push_folder, resolve_folder
+from relrep_hf.hub import artifact_kind, push_folder, resolve_folder
 from relrep_hf.io import atomic_directory
 from relrep_hf.validation import check_embeddings
 
@@ -172,6 +172,7 @@ class AnchorSet:
             raise OSError(
                 f"{str(path_or_repo_id)!r} is not an anchor set: it lacks {', '.join(missing)}. "
                 "Anchor sets are written by AnchorSet.save_pretrained or ParamTrainer."
+                + _what_it_is(folder)
             )
         try:
             mixture = load_file(folder / WEIGHTS_NAME)["mixture"]
@@ -253,3 +254,17 @@ class AnchorSet:
         """Farthest-point sampling anchors: one-hot rows, each far from those before it."""
         mixture = farthest_point_mixture(support_embeddings, num_anchors, seed=seed)
         return cls(mixture, list(support), strategy="farthest_point", training={"seed": seed})
+
+
+def _what_it_is(folder: Path) -> str:
+    """A hint naming the artifact a folder holds instead of an anchor set."""
+    try:
+        kind = artifact_kind(folder)
+    except FileNotFoundError:
+        return ""
+    return {
+        "projector": " It holds a projector: load it with RelativeProjector.from_pretrained "
+        "(its config names its anchor set).",
+        "head": " It holds a head: load it with RelativeHeadForClassification.from_pretrained.",
+        "run": " It is a run folder: its anchor set is in anchor_set/.",
+    }.get(kind, "")

@@ -130,3 +130,24 @@ def test_merge_of_different_dimensions():
 def test_invalid_shrinkage(kwargs):
     with pytest.raises(ValueError, match="must be"):
         shrunk_covariance(torch.eye(2), **kwargs)
+
+
+def test_numpy_and_lists_give_the_statistics_of_the_tensor(data):
+    expected = Statistics.from_embeddings(data)
+    for value in (data.numpy(), data.tolist()):
+        stats = Statistics.from_embeddings(value)
+        assert stats.count == expected.count
+        torch.testing.assert_close(stats.scatter, expected.scatter, rtol=1e-12, atol=1e-9)
+    updated = Statistics.empty(data.shape[1]).update(data.numpy())
+    torch.testing.assert_close(updated.mean, expected.mean, rtol=1e-12, atol=1e-12)
+
+
+def test_fewer_rows_than_dimensions_warns():
+    import warnings
+
+    few = Statistics.from_embeddings(torch.randn(10, 16, dtype=torch.float64))
+    with pytest.warns(UserWarning, match="from 10 embeddings of dimension 16"):
+        whitening_matrix(few)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        whitening_matrix(Statistics.from_embeddings(torch.randn(40, 16, dtype=torch.float64)))
