@@ -20,6 +20,7 @@ MODULES = [
     "bench_scale",
     "bench_manifest",
     "bench_extraction",
+    "bench_cli",
     "bench_quality",
 ]
 

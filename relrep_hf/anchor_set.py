@@ -33,7 +33,7 @@ from torch import Tensor
 from relrep_hf.anchor_strategies import farthest_point_mixture, kmeans_mixture, random_mixture
 from relrep_hf.cards import write_card
 from relrep_hf.file_checks import ArtifactFileError, read_json_file, safetensors_shapes
-from relrep_hf.hub import push_folder, resolve_folder
+from relrep_hf.hub import artifact_kind, push_folder, resolve_folder
 from relrep_hf.io import atomic_directory
 from relrep_hf.manifest import verify_folder, write_manifest
 from relrep_hf.mixing import STRATEGY_MIXING, check_mixture, fingerprint, mixed_anchors
@@ -220,11 +220,10 @@ class AnchorSet:
             n for n in (WEIGHTS_NAME, CONFIG_NAME, SUPPORT_NAME) if not (folder / n).is_file()
         ]
         if missing:
-            kind = " (it holds a projector or head: load it with from_pretrained of its class)"
             raise OSError(
-                f"{source!r} is not an anchor set: it lacks {', '.join(missing)}"
-                f"{kind if (folder / 'config.json').is_file() else ''}. "
+                f"{source!r} is not an anchor set: it lacks {', '.join(missing)}. "
                 "Anchor sets are written by AnchorSet.save_pretrained or ParamTrainer."
+                + _what_it_is(folder)
             )
         verify_folder(
             folder,
@@ -495,3 +494,17 @@ def _read_support(path: Path, expected: int, source: str) -> list[Any]:
     if len(support) != expected:
         raise broken(f"it has {len(support)} rows but the mixture mixes K={expected}")
     return support
+
+
+def _what_it_is(folder: Path) -> str:
+    """A hint naming the artifact a folder holds instead of an anchor set."""
+    try:
+        kind = artifact_kind(folder)
+    except FileNotFoundError:
+        return ""
+    return {
+        "projector": " It holds a projector: load it with RelativeProjector.from_pretrained "
+        "(its config names its anchor set).",
+        "head": " It holds a head: load it with RelativeHeadForClassification.from_pretrained.",
+        "run": " It is a run folder: its anchor set is in anchor_set/.",
+    }.get(kind, "")

@@ -7,21 +7,27 @@
     relrep-hf push OUT --repo-id user/my-anchors
     relrep-hf demo [OUT]          # all of the above on the embedded default, offline
 
-Errors are one clear line (exit code 2) unless ``--debug`` is given.
+Errors are one clear line (exit code 2) unless ``--debug`` is given. ``--quiet`` and
+``--debug`` go before or after the command. The pipeline is imported only when a command runs,
+so ``--help`` and ``--version`` answer at once.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import functools
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from relrep_hf import pipeline
-from relrep_hf.param_trainer import ParamTrainingArguments
+from relrep_hf import __version__
+from relrep_hf.corpora import BUNDLED_SENTENCES_ID
+from relrep_hf.defaults import DEFAULT_ENCODERS, DEFAULT_METHOD, METHODS
+from relrep_hf.param_arguments import ParamTrainingArguments
 
 TRAINING_FLAGS = {
     "num_anchors": "number of anchors m",
@@ -35,28 +41,34 @@ TRAINING_FLAGS = {
 }
 
 
-def _add_training_flags(parser: argparse.ArgumentParser, **defaults) -> None:
+def _add_training_flags(
+    parser: argparse.ArgumentParser, scaled: Sequence[str] = (), **defaults
+) -> None:
+    """The PARAM flags; those in ``scaled`` default to None (the demo scales them)."""
     fields = {f.name: f for f in dataclasses.fields(ParamTrainingArguments)}
     group = parser.add_argument_group("PARAM training (defaults: the paper's Table 5)")
     for name, help_text in TRAINING_FLAGS.items():
         default = defaults.get(name, fields[name].default)
         kind = float if isinstance(fields[name].default, float) else int
+        shown = (
+            f"{default}" if name not in scaled else f"{default} on all rows, scaled with --limit"
+        )
         group.add_argument(
             f"--{name.replace('_', '-')}",
             type=kind,
-            default=default,
-            help=f"{help_text} (default: {default})",
+            default=None if name in scaled else default,
+            help=f"{help_text} (default: {shown})",
         )
 
 
 def _add_method_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--method",
-        choices=pipeline.METHODS,
-        default=pipeline.DEFAULT_METHOD,
+        choices=METHODS,
+        default=DEFAULT_METHOD,
         help="how the anchor set is fitted: the shared linear closed form (the quality "
         "benchmark's winner), the paper's PARAM, or full support (default: "
-        f"{pipeline.DEFAULT_METHOD})",
+        f"{DEFAULT_METHOD})",
     )
 
 
@@ -73,13 +85,21 @@ def build_parser() -> argparse.ArgumentParser:
         "product: fit an anchor set across encoders, onboard new encoders, evaluate zero-shot "
         "stitching, push to the Hub.",
     )
+    parser.add_argument("--version", action="version", version=f"relrep-hf {__version__}")
     parser.add_argument("--debug", action="store_true", help="show full tracebacks")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    embed = commands.add_parser(
-        "embed", help="embed a dataset with several encoders into a run folder"
+    # the same flags after the command; SUPPRESS keeps a flag given before it
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="show full tracebacks"
     )
+    common.add_argument(
+        "--quiet", action="store_true", default=argparse.SUPPRESS, help="no progress bars"
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_command = functools.partial(commands.add_parser, parents=[common])
+
+    embed = add_command("embed", help="embed a dataset with several encoders into a run folder")
     embed.add_argument("run_dir", type=Path, help="the run folder to create or update")
     embed.add_argument(
         "--encoder",
@@ -88,11 +108,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SPEC",
         help="ID[@REVISION][:POOLING][:LAYER], repeatable (a GGUF file: REPO_ID/FILE.gguf or "
         "path/to/FILE.gguf as ID); 'minilm' is the bundled all-MiniLM-L6-v2 "
-        f"(default: {' '.join(pipeline.DEFAULT_ENCODERS)})",
+        f"(default: {' '.join(DEFAULT_ENCODERS)})",
     )
     embed.add_argument(
         "--dataset",
-        default=pipeline.BUNDLED_DATASET,
+        default=BUNDLED_SENTENCES_ID,
         help="Hub id or local path of a datasets dataset (default: the embedded English sentences)",
     )
     embed.add_argument("--split", default="train", help="dataset split (default: train)")
@@ -108,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--batch-size", type=int, default=64, help="inputs per forward (default: 64)"
     )
 
-    fit = commands.add_parser("fit", help="fit PARAM anchors and one projector per encoder")
+    fit = add_command("fit", help="fit PARAM anchors and one projector per encoder")
     fit.add_argument("run_dir", type=Path)
     fit.add_argument(
         "--held-out",
@@ -119,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_method_flag(fit)
     _add_training_flags(fit)
 
-    onboard = commands.add_parser("onboard", help="a projector for a new encoder, with no training")
+    onboard = add_command("onboard", help="a projector for a new encoder, with no training")
     onboard.add_argument("run_dir", type=Path)
     onboard.add_argument(
         "--encoder",
@@ -128,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="ID[@REVISION][:POOLING][:LAYER] (a GGUF file: REPO_ID/FILE.gguf as ID)",
     )
 
-    evaluate = commands.add_parser(
+    evaluate = add_command(
         "evaluate", help="zero-shot retrieval and classification: tables, JSON, heatmap"
     )
     evaluate.add_argument("run_dir", type=Path)
@@ -136,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--head-epochs", type=int, default=30, help="epochs of each classifier (default: 30)"
     )
 
-    push = commands.add_parser(
+    push = add_command(
         "push", help="push a run folder's anchor set, projectors and heads to the Hub"
     )
     push.add_argument("run_dir", type=Path)
@@ -149,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     push.add_argument("--revision", default=None, help="branch to push to")
     push.add_argument("--token", default=None, help="Hub token (default: the logged-in one)")
 
-    demo = commands.add_parser(
+    demo = add_command(
         "demo", help="the main job: embed, fit, evaluate on the embedded default, offline"
     )
     demo.add_argument(
@@ -166,27 +186,48 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SPEC",
         help="encoders (default: four layers/poolings of the bundled MiniLM; the last is held out)",
     )
-    demo.add_argument("--limit", type=int, default=None, help="use only the first N sentences")
     demo.add_argument(
-        "--test-size", type=int, default=1000, help="held-out evaluation rows (default: 1000)"
+        "--quick",
+        action="store_true",
+        help="a first run in about a minute: 1,000 sentences, test rows, support and anchors "
+        "scaled to them",
     )
     demo.add_argument(
-        "--head-epochs", type=int, default=30, help="epochs of each classifier (default: 30)"
+        "--limit",
+        type=int,
+        default=None,
+        help="use only the first N sentences; test rows, support and anchors scale with them",
     )
-    _add_training_flags(demo, support_size=2000)
+    demo.add_argument(
+        "--test-size",
+        type=int,
+        default=None,
+        help="held-out evaluation rows (default: 1000 on all rows, scaled with --limit)",
+    )
+    demo.add_argument(
+        "--head-epochs",
+        type=int,
+        default=None,
+        help="epochs of each classifier (default: 30)",
+    )
+    _add_training_flags(demo, scaled=("num_anchors", "support_size"), support_size=2000)
     return parser
 
 
 def _print_report(report: dict) -> None:
+    from relrep_hf import pipeline
+
     print()
     print(pipeline.render_report(report))
 
 
 def run(args: argparse.Namespace) -> None:
+    from relrep_hf import pipeline  # datasets, accelerate, evaluate, matplotlib: only now
+
     if args.command == "embed":
         run_info = pipeline.embed(
             args.run_dir,
-            args.encoders or pipeline.DEFAULT_ENCODERS,
+            args.encoders or DEFAULT_ENCODERS,
             dataset=args.dataset,
             split=args.split,
             column=args.column,
@@ -194,6 +235,7 @@ def run(args: argparse.Namespace) -> None:
             limit=args.limit,
             test_size=args.test_size,
             batch_size=args.batch_size,
+            show_progress=False if args.quiet else None,
         )
         print(
             f"Embedded {run_info['dataset']['rows']} rows with {len(run_info['encoders'])} encoders into {args.run_dir}"
@@ -206,7 +248,9 @@ def run(args: argparse.Namespace) -> None:
             f"Anchor set ({anchor_set.num_anchors} anchors over {anchor_set.support_size} support inputs) and projectors written to {args.run_dir}"
         )
     elif args.command == "onboard":
-        projector = pipeline.onboard(args.run_dir, args.encoder)
+        projector = pipeline.onboard(
+            args.run_dir, args.encoder, show_progress=False if args.quiet else None
+        )
         print(
             f"Onboarded {args.encoder}: a projector of {projector.config.num_anchors} features, no training."
         )
@@ -224,15 +268,24 @@ def run(args: argparse.Namespace) -> None:
             print(f"{repo}: {commit}")
     elif args.command == "demo":
         start = time.perf_counter()
+        sizes = pipeline.demo_sizes(  # checked before anything is embedded
+            len(pipeline.load_dataset_for_run()),
+            limit=args.limit,
+            quick=args.quick,
+            **{k: getattr(args, k) for k in pipeline.FULL_DEMO if k != "rows"},
+        )
+        for name, value in sizes.items():
+            setattr(args, name, value)
         pipeline.embed(
             args.run_dir,
-            args.encoders or pipeline.DEFAULT_ENCODERS,
-            limit=args.limit,
-            test_size=args.test_size,
+            args.encoders or DEFAULT_ENCODERS,
+            limit=sizes["rows"],
+            test_size=sizes["test_size"],
+            show_progress=False if args.quiet else None,
         )
         # the paper's PARAM anchors; the report puts the closed form beside them
         pipeline.fit(args.run_dir, args=_training_args(args), method="param")
-        report = pipeline.evaluate(args.run_dir, head_epochs=args.head_epochs)
+        report = pipeline.evaluate(args.run_dir, head_epochs=sizes["head_epochs"])
         _print_report(report)
         print(
             f"\nWrote {args.run_dir}/: anchor_set/, projectors/, heads/, report.json, report.md, "
@@ -247,13 +300,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
     )
     try:
-        run(args)
+        with _progress_bars(enabled=not args.quiet):
+            run(args)
     except (ValueError, OSError, KeyError) as error:
         if args.debug:
             raise
         print(f"relrep-hf {args.command}: error: {error}", file=sys.stderr)
         return 2
     return 0
+
+
+@contextlib.contextmanager
+def _progress_bars(*, enabled: bool) -> Iterator[None]:
+    """transformers' and the Hub client's bars ("Loading weights", "Writing model shards",
+    uploads) off for the command under ``--quiet``, and back as they were afterwards."""
+    from transformers.utils import logging as transformers_logging
+
+    was_enabled = transformers_logging.is_progress_bar_enabled()
+    if not enabled:
+        transformers_logging.disable_progress_bar()  # also the Hub client's bars
+    try:
+        yield
+    finally:
+        if was_enabled and not enabled:
+            transformers_logging.enable_progress_bar()
 
 
 if __name__ == "__main__":

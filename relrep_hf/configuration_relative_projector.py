@@ -18,6 +18,10 @@ class RelativeProjectorConfig(PreTrainedConfig):
         shrinkage (`float`, defaults to 0.15): lambda of the shrunk covariance (paper, App. B).
         eps (`float`, defaults to 5e-8): the ridge added to the shrunk covariance.
         statistics_count (`int`): number of embeddings the whitening statistics were estimated on.
+        embedding_norm (`float`): root mean square row norm of those embeddings (0 unknown).
+        normalized_embeddings (`bool`, *optional*): whether those embeddings were L2-normalised
+            (every row of norm 1, as sentence-transformers returns them by default); `None` when
+            unknown. The projector warns once when its input says otherwise.
         encoder_id, encoder_revision (`str`): Hub id and commit of the encoder ("" until known).
         pooling (`str`), layer (`int`): how the encoder's embeddings were pooled, and from which
             hidden layer (transformers' `hidden_states` index; -1 is the last).
@@ -43,6 +47,8 @@ class RelativeProjectorConfig(PreTrainedConfig):
         shrinkage: float = DEFAULT_SHRINKAGE,
         eps: float = DEFAULT_EPS,
         statistics_count: int = 0,
+        embedding_norm: float = 0.0,
+        normalized_embeddings: bool | None = None,
         encoder_id: str = "",
         encoder_revision: str = "",
         pooling: str = "",
@@ -67,6 +73,8 @@ class RelativeProjectorConfig(PreTrainedConfig):
         self.shrinkage = shrinkage
         self.eps = eps
         self.statistics_count = statistics_count
+        self.embedding_norm = embedding_norm
+        self.normalized_embeddings = normalized_embeddings
         self.encoder_id = encoder_id
         self.encoder_revision = encoder_revision
         self.pooling = pooling

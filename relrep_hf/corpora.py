@@ -20,8 +20,10 @@ import json
 import random
 from collections.abc import Sequence
 from importlib import resources
+from typing import TYPE_CHECKING
 
-import datasets
+if TYPE_CHECKING:
+    import datasets
 
 __all__ = [
     "BUNDLED_SENTENCES_ID",
@@ -101,6 +103,8 @@ def load_sentences(
             which = "" if labels is None else f" with labels {names}"
             raise ValueError(f"Asked for {n} sentences, but there are only {len(rows)}{which}.")
         rows = rows[:n]
+    import datasets  # here, so that naming the bundled corpus (cards, CLI) does not load datasets
+
     features = datasets.Features(
         {
             "text": datasets.Value("string"),

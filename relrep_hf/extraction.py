@@ -40,12 +40,13 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
 
-from relrep_hf.pooling import max_input_length, pool_model_output, tokenize, validate_pooling
+from relrep_hf.pooling import max_input_length, pool_model_outputs, tokenize, validate_pooling
 
 __all__ = [
     "embeddings_tensor",
     "encode_in_order",
     "encoder_provenance",
+    "extract_embedding_views",
     "extract_embeddings",
     "extraction_cache_key",
     "input_modality",
@@ -355,6 +356,8 @@ def extract_embeddings(
 ) -> datasets.Dataset:
     """Pooled embeddings of a dataset column, as an Arrow-backed dataset cached on disk.
 
+    One view (pooling, layer) of `extract_embedding_views`, which reads several from one pass.
+
     The rows are encoded exactly as `RelativeWrapper.encode` encodes them (same batching,
     tokenization and pooling). With an `accelerate.Accelerator`, windows of rows go round-robin
     to its processes; each step gathers one window per process in input order and only the main
@@ -389,7 +392,50 @@ def extract_embeddings(
         >>> embeddings_tensor(embedded).shape  # doctest: +SKIP
         torch.Size([256, 384])
     """
-    validate_pooling(pooling)
+    return extract_embedding_views(
+        encoder,
+        tokenizer,
+        dataset,
+        views=[(pooling, layer)],
+        column=column,
+        batch_size=batch_size,
+        cache_dir=cache_dir,
+        accelerator=accelerator,
+        encoder_id=encoder_id,
+        encoder_revision=encoder_revision,
+        max_length=max_length,
+        window_size=window_size,
+        show_progress=show_progress,
+    )[0]
+
+
+def extract_embedding_views(
+    encoder: nn.Module,
+    tokenizer: Any,
+    dataset: datasets.Dataset,
+    *,
+    views: Sequence[tuple[str, int]],
+    column: str = "text",
+    batch_size: int = 64,
+    cache_dir: str | os.PathLike | None = None,
+    accelerator: Any = None,
+    encoder_id: str | None = None,
+    encoder_revision: str | None = None,
+    max_length: int | None = None,
+    window_size: int | None = None,
+    show_progress: bool | None = None,
+) -> list[datasets.Dataset]:
+    """`extract_embeddings` for several ``(pooling, layer)`` views of one encoder, in one pass.
+
+    Each view has its own cache folder (the same one `extract_embeddings` uses); the views not
+    cached yet are extracted together, one forward per batch serving all of them. The progress
+    bar moves per batch and names the encoder and the views.
+    """
+    views = [(pooling, layer) for pooling, layer in views]
+    if not views:
+        raise ValueError("views is empty: give at least one (pooling, layer).")
+    for pooling, _ in views:
+        validate_pooling(pooling)
     if not isinstance(dataset, datasets.Dataset):
         raise ValueError(
             f"Expected a datasets.Dataset, got {type(dataset).__name__}. Wrap lists with "
@@ -414,47 +460,68 @@ def extract_embeddings(
     if input_modality(encoder) == "text" and max_length is None:
         max_length = max_input_length(tokenizer, encoder)
 
-    key = extraction_cache_key(
-        encoder,
-        dataset,
-        column=column,
-        pooling=pooling,
-        layer=layer,
-        max_length=max_length,
-        encoder_id=encoder_id,
-        encoder_revision=encoder_revision,
-    )
     root = (
         Path(cache_dir)
         if cache_dir is not None
         else Path(datasets.config.HF_DATASETS_CACHE) / "relrep_hf"
     )
-    folder = root / f"relrep-embeddings-{key}"
+    folders = [
+        root
+        / "relrep-embeddings-{}".format(
+            extraction_cache_key(
+                encoder,
+                dataset,
+                column=column,
+                pooling=pooling,
+                layer=layer,
+                max_length=max_length,
+                encoder_id=encoder_id,
+                encoder_revision=encoder_revision,
+            )
+        )
+        for pooling, layer in views
+    ]
     known_id, known_revision = encoder_provenance(encoder)
     world = accelerator.num_processes if accelerator is not None else 1
     is_main = accelerator is None or accelerator.is_main_process
 
     # The main process decides, so that every process takes the same branch.
-    cached = [folder.is_dir()]
+    missing = [i for i, folder in enumerate(folders) if not folder.is_dir()]
     if world > 1:
         from accelerate.utils import broadcast_object_list
 
-        cached = broadcast_object_list(cached, from_process=0)
-    if not cached[0]:
+        missing = broadcast_object_list([missing], from_process=0)[0]
+    missing = list(dict.fromkeys(missing))  # a view given twice is extracted once
+    if missing:
         rank = accelerator.process_index if accelerator is not None else 0
         show = len(dataset) >= PROGRESS_MIN_INPUTS if show_progress is None else show_progress
+        name = encoder_id or known_id or type(encoder).__name__
+        shown = ", ".join(f"{views[i][0]} L{views[i][1]}" for i in missing)
         progress = tqdm(
-            total=len(dataset), desc="Extracting embeddings", disable=not (show and is_main)
+            total=len(dataset),
+            desc=f"Embedding with {name} ({shown})",
+            unit="row",
+            disable=not (show and is_main),
         )
+        info = {
+            "encoder_id": encoder_id or known_id,
+            "encoder_revision": encoder_revision or known_revision,
+            "column": column,
+            "max_length": max_length,
+            "dataset_fingerprint": dataset._fingerprint,
+            "num_rows": len(dataset),
+        }
         try:
-            _extract_to_folder(
+            _extract_to_folders(
                 encoder,
                 tokenizer,
                 dataset.with_format(None),
-                folder=folder,
+                outputs=[
+                    (folders[i], {**info, "pooling": views[i][0], "layer": views[i][1]})
+                    for i in missing
+                ],
                 column=column,
-                pooling=pooling,
-                layer=layer,
+                views=[views[i] for i in missing],
                 batch_size=batch_size,
                 max_length=max_length,
                 window_size=window_size,
@@ -462,39 +529,31 @@ def extract_embeddings(
                 rank=rank,
                 is_main=is_main,
                 progress=progress,
-                info={
-                    "encoder_id": encoder_id or known_id,
-                    "encoder_revision": encoder_revision or known_revision,
-                    "pooling": pooling,
-                    "layer": layer,
-                    "column": column,
-                    "max_length": max_length,
-                    "dataset_fingerprint": dataset._fingerprint,
-                    "num_rows": len(dataset),
-                },
             )
         finally:
             progress.close()
     if accelerator is not None:
         accelerator.wait_for_everyone()
-    embeddings = datasets.Dataset.from_file(str(folder / "embeddings.arrow"))
-    if len(embeddings) != len(dataset):
-        raise OSError(
-            f"The cached embeddings at {folder} have {len(embeddings)} rows, the dataset "
-            f"{len(dataset)}. Delete that folder and extract again."
-        )
-    return datasets.concatenate_datasets([dataset, embeddings], axis=1)
+    results = []
+    for folder in folders:
+        embeddings = datasets.Dataset.from_file(str(folder / "embeddings.arrow"))
+        if len(embeddings) != len(dataset):
+            raise OSError(
+                f"The cached embeddings at {folder} have {len(embeddings)} rows, the dataset "
+                f"{len(dataset)}. Delete that folder and extract again."
+            )
+        results.append(datasets.concatenate_datasets([dataset, embeddings], axis=1))
+    return results
 
 
-def _extract_to_folder(
+def _extract_to_folders(
     encoder: nn.Module,
     tokenizer: Any,
     dataset: datasets.Dataset,
     *,
-    folder: Path,
+    outputs: list[tuple[Path, dict[str, Any]]],
     column: str,
-    pooling: str,
-    layer: int,
+    views: list[tuple[str, int]],
     batch_size: int,
     max_length: int | None,
     window_size: int,
@@ -502,34 +561,38 @@ def _extract_to_folder(
     rank: int,
     is_main: bool,
     progress: Any,
-    info: dict[str, Any],
 ) -> None:
-    """Encode every window; the main process writes them in order, then renames the folder."""
+    """Encode every window once for all ``views``; the main process writes each view's rows in
+    order into its own folder (``outputs``, one per view), then renames the folders."""
     windows = [(s, min(s + window_size, len(dataset))) for s in range(0, len(dataset), window_size)]
-    staging = None
-    writer = None
+    stagings: list[Path] = []
+    writers: list[Any] = [None] * len(views)
     if is_main:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
+        for folder, _ in outputs:
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            stagings.append(
+                Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
+            )
     truncated: list[int] = []
-    dim = None
+    dims: list[int] = [0] * len(views)
     try:
         for step in range(math.ceil(len(windows) / world)):
             index = step * world + rank
             local = None
             if index < len(windows):
                 start, end = windows[index]
-                (pooled,), cut = encode_in_order(
+                pooled, cut = encode_in_order(
                     encoder,
                     tokenizer,
                     dataset[start:end][column],
-                    lambda batch: (pool_model_output(encoder, batch, pooling, layer),),
+                    lambda batch: pool_model_outputs(encoder, batch, views),
                     batch_size=batch_size,
                     max_length=max_length,
                     output_device="cpu",
                     output_dtype=torch.float32,
+                    progress=progress if is_main else None,  # moves per batch
                 )
-                local = (index, pooled.numpy(), [start + i for i in cut])
+                local = (index, [p.numpy() for p in pooled], [start + i for i in cut])
             if world > 1:
                 from accelerate.utils import gather_object
 
@@ -538,35 +601,46 @@ def _extract_to_folder(
                 gathered = [local]
             if not is_main:
                 continue
-            for _, array, cut in sorted((g for g in gathered if g is not None), key=lambda g: g[0]):
-                if writer is None:
-                    dim = array.shape[1]
-                    features = datasets.Features(
-                        {"embedding": datasets.List(datasets.Value("float32"), length=dim)}
-                    )
-                    writer = ArrowWriter(features=features, path=str(staging / "embeddings.arrow"))
-                values = pa.array(np.ascontiguousarray(array, dtype=np.float32).reshape(-1))
-                column_array = pa.FixedSizeListArray.from_arrays(values, dim)
-                writer.write_table(pa.table({"embedding": column_array}))
+            for g_index, arrays, cut in sorted(
+                (g for g in gathered if g is not None), key=lambda g: g[0]
+            ):
+                for v, array in enumerate(arrays):
+                    if writers[v] is None:
+                        dims[v] = array.shape[1]
+                        features = datasets.Features(
+                            {"embedding": datasets.List(datasets.Value("float32"), length=dims[v])}
+                        )
+                        writers[v] = ArrowWriter(
+                            features=features, path=str(stagings[v] / "embeddings.arrow")
+                        )
+                    values = pa.array(np.ascontiguousarray(array, dtype=np.float32).reshape(-1))
+                    column_array = pa.FixedSizeListArray.from_arrays(values, dims[v])
+                    writers[v].write_table(pa.table({"embedding": column_array}))
                 truncated.extend(cut)
-                progress.update(len(array))
+                if g_index != index:  # another process's rows (ours moved the bar per batch)
+                    progress.update(len(arrays[0]))
         if not is_main:
             return
-        writer.finalize()
-        writer.close()
-        writer = None
-        (staging / "extraction.json").write_text(json.dumps({**info, "dim": dim}, indent=2) + "\n")
-        try:
-            os.rename(staging, folder)
-        except OSError:
-            if not folder.is_dir():
-                raise  # another process wrote the same key meanwhile otherwise: keep theirs
-        warn_truncated(truncated, len(dataset), max_length or 0, stacklevel=4)
+        for v, ((folder, info), staging) in enumerate(zip(outputs, stagings, strict=True)):
+            writers[v].finalize()
+            writers[v].close()
+            writers[v] = None
+            (staging / "extraction.json").write_text(
+                json.dumps({**info, "dim": dims[v]}, indent=2) + "\n"
+            )
+            try:
+                os.rename(staging, folder)
+            except OSError:
+                if not folder.is_dir():
+                    raise  # another process wrote the same key meanwhile otherwise: keep theirs
+        warn_truncated(truncated, len(dataset), max_length or 0, stacklevel=5)
     finally:
-        if writer is not None:
-            writer.close()
-        if staging is not None and staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+        for writer in writers:
+            if writer is not None:
+                writer.close()
+        for staging in stagings:
+            if staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
 
 
 def embeddings_tensor(dataset: datasets.Dataset, column: str = "embedding") -> Tensor:

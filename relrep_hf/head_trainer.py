@@ -25,7 +25,7 @@ from transformers import get_scheduler
 from relrep_hf.cards import write_head_metrics
 from relrep_hf.metrics import accuracy, weighted_f1
 from relrep_hf.modeling_relative_head import RelativeHeadForClassification
-from relrep_hf.validation import check_embeddings
+from relrep_hf.validation import as_embeddings, check_embeddings
 
 __all__ = ["HeadTrainOutput", "HeadTrainer", "HeadTrainingArguments"]
 
@@ -163,7 +163,9 @@ class HeadTrainer:
         self.eval_metrics: dict[str, float] = {}
 
     def _as_tensors(self, relative: Any, labels: Any, split: str) -> tuple[Tensor, Tensor]:
-        relative = torch.as_tensor(relative).detach().to("cpu", torch.float32)
+        relative = (
+            as_embeddings(relative, name=f"{split}_relative").detach().to("cpu", torch.float32)
+        )
         m = self.model.config.num_anchors
         check_embeddings(
             relative,
@@ -176,7 +178,7 @@ class HeadTrainer:
             raise ValueError(
                 f"{split}_relative must have shape [N, {m}], got {tuple(relative.shape)}."
             )
-        labels = torch.as_tensor(labels).detach().cpu()
+        labels = self._label_ids(labels, split)
         if labels.shape[0] != relative.shape[0]:
             raise ValueError(
                 f"{split}_labels has {labels.shape[0]} rows but {split}_relative has {relative.shape[0]}: "
@@ -202,6 +204,22 @@ class HeadTrainer:
                     f"values from {int(labels.min())} to {int(labels.max())}."
                 )
         return relative, labels
+
+    def _label_ids(self, labels: Any, split: str) -> Tensor:
+        """Labels as a tensor; class names (strings) mapped through the head's ``label2id``."""
+        if isinstance(labels, np.ndarray) and labels.dtype.kind in "UO":
+            labels = labels.tolist()
+        if isinstance(labels, (list, tuple)) and labels and isinstance(labels[0], str):
+            label2id = self.model.config.label2id or {}
+            unknown = sorted({label for label in labels if label not in label2id})
+            if unknown:
+                raise ValueError(
+                    f"{split}_labels holds class names {unknown[:5]} that the head does not know "
+                    f"(its label2id is {label2id}). Build the head with "
+                    f"id2label={{0: 'first class', ...}} naming every class."
+                )
+            return torch.tensor([label2id[label] for label in labels])
+        return torch.as_tensor(labels).detach().cpu()
 
     # ---------------------------------------------------------------------------- train
 
@@ -310,7 +328,7 @@ class HeadTrainer:
     @torch.no_grad()
     def predict_logits(self, relative: Tensor | np.ndarray) -> Tensor:
         """The head's logits ``[N, C]`` (CPU, float32) for features ``[N, m]``, in eval mode."""
-        relative = torch.as_tensor(relative).to(torch.float32)
+        relative = as_embeddings(relative, name="relative").to(torch.float32)
         model = self.accelerator.unwrap_model(self.model)
         was_training = model.training
         model.eval()

@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from relrep_hf.citation import CITATION
+
 __all__ = [
     "RelativeAlignment",
     "Retrieval",
@@ -225,14 +227,6 @@ def weighted_f1(predictions: ArrayLike, references: ArrayLike) -> float:
 
 # --------------------------------------------------------------- evaluate modules
 
-_CITATION = """\
-@article{svendsen2026improving,
-  title   = {Improving Relative Representations with Learned Anchors and Whitened Inner Products},
-  author  = {Svendsen and Jakobsen and Mager and Nassar},
-  journal = {arXiv preprint arXiv:2605.30596},
-  year    = {2026}
-}
-"""
 
 _VECTORS = datasets.Features(
     {
@@ -253,7 +247,7 @@ class Retrieval(evaluate.Metric):
                 "similarity; the correct key is row i. Reports Recall@k (fraction with the correct "
                 "key in the top k) and the mean reciprocal rank. Ties count against the query."
             ),
-            citation=_CITATION,
+            citation=CITATION,
             inputs_description=(
                 "\nArgs:\n"
                 "    predictions: query relative vectors, one list of m floats per sample.\n"
@@ -287,7 +281,7 @@ class RelativeAlignment(evaluate.Metric):
                 "mean). rr_std and reference_rr_std are the per-anchor standard deviations over "
                 "samples, averaged over anchors, of the predictions and of the references."
             ),
-            citation=_CITATION,
+            citation=CITATION,
             inputs_description=(
                 "\nArgs:\n"
                 "    predictions: relative vectors of the evaluated space, one list of m floats "
@@ -320,7 +314,7 @@ class WeightedF1(evaluate.Metric):
                 "Support-weighted mean of per-class F1 (as sklearn's f1_score(average='weighted'), "
                 "the score the paper reports for stitched classifiers) and accuracy."
             ),
-            citation=_CITATION,
+            citation=CITATION,
             inputs_description=(
                 "\nArgs:\n"
                 "    predictions: predicted labels (ints or strings).\n"

@@ -20,6 +20,7 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 
 from relrep_hf.configuration_relative_head import RelativeHeadConfig
 from relrep_hf.modeling_utils import RelrepPreTrainedModel
+from relrep_hf.validation import EmbeddingsLike, as_embeddings
 
 __all__ = ["RelativeHeadForClassification", "check_head_matches_projector"]
 
@@ -82,14 +83,18 @@ class RelativeHeadForClassification(RelrepPreTrainedModel):
             init.ones_(module.weight)
             init.zeros_(module.bias)
 
-    def forward(self, relative: Tensor, labels: Tensor | None = None) -> SequenceClassifierOutput:
-        """Logits ``[..., num_labels]`` of ``relative [..., m]``; the loss when ``labels`` are given.
+    def forward(
+        self, relative: EmbeddingsLike, labels: Tensor | None = None
+    ) -> SequenceClassifierOutput:
+        """Logits ``[..., num_labels]`` of ``relative [..., m]`` (a tensor, a NumPy array or a
+        list of floats); the loss when ``labels`` are given.
 
         The loss follows transformers' ``problem_type``: cross-entropy on class indices
         (``single_label_classification``, the default for integer labels), MSE for
         ``regression`` (the default when ``num_labels == 1``), and binary cross-entropy on
         multi-hot float labels (``multi_label_classification``).
         """
+        relative = as_embeddings(relative, name="relative")
         if relative.shape[-1] != self.config.num_anchors:
             raise ValueError(
                 f"Expected relative features with {self.config.num_anchors} columns (the head's "

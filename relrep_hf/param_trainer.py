@@ -19,7 +19,6 @@ two processes train the same anchors as one.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import math
@@ -28,9 +27,8 @@ import re
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import datasets
 import numpy as np
@@ -45,9 +43,11 @@ from tqdm.auto import tqdm
 
 from relrep_hf.anchor_set import AnchorSet
 from relrep_hf.io import fsync_directory, make_durable
-from relrep_hf.losses import LossWeights, param_loss
+from relrep_hf.losses import param_loss
 from relrep_hf.metrics import retrieval_metrics
+from relrep_hf.param_arguments import ParamTrainingArguments
 from relrep_hf.statistics import Statistics, all_reduce, whiten, whitening_matrix
+from relrep_hf.validation import as_embeddings
 
 logger = logging.getLogger(__name__)
 
@@ -64,71 +64,6 @@ _RESUMABLE_CHANGES = {
     "report_to",
     "statistics_batch_size",
 }
-
-
-@dataclass
-class ParamTrainingArguments:
-    """Arguments of `ParamTrainer`; defaults are the paper's Table 5.
-
-    ``train_batch_size`` is the GLOBAL batch (split across processes), so one process and
-    many see the same batches and learn the same anchors.
-    """
-
-    output_dir: str
-    num_anchors: int = 300
-    support_size: int | None = None  # K; None: every input is a support point
-    mixture_temperature: float = 2.9  # T in P = softmax(logits / T)
-    num_train_epochs: int = 95
-    learning_rate: float = 0.03
-    optimizer: Literal["adamw", "adam"] = "adamw"
-    weight_decay: float = 0.0
-    train_batch_size: int = 1024
-    coverage_chunk_size: int = 16384
-    info_nce_weight: float = 0.70
-    coverage_weight: float = 11.3
-    orthogonality_weight: float = 0.27
-    length_weight: float = 1.2
-    info_nce_temperature: float = 0.10
-    coverage_temperature: float = 2.7
-    shrinkage: float = 0.15
-    eps: float = 5e-8
-    init_scale: float = 1.0  # std of the initial mixture logits
-    seed: int = 42
-    logging_steps: int = 10
-    save_strategy: Literal["no", "epoch", "steps"] = "epoch"
-    save_steps: int = 500
-    save_total_limit: int | None = 2
-    disable_tqdm: bool = False
-    report_to: list[str] = field(default_factory=list)
-    statistics_batch_size: int = 16384
-
-    def __post_init__(self) -> None:
-        if self.optimizer not in ("adamw", "adam"):
-            raise ValueError(f"Invalid optimizer {self.optimizer!r}. Valid: 'adamw', 'adam'.")
-        if self.save_strategy not in ("no", "epoch", "steps"):
-            raise ValueError(
-                f"Invalid save_strategy {self.save_strategy!r}. Valid: 'no', 'epoch', 'steps'."
-            )
-        for name in ("num_anchors", "num_train_epochs", "train_batch_size", "logging_steps"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
-        if self.mixture_temperature <= 0 or self.learning_rate <= 0:
-            raise ValueError("mixture_temperature and learning_rate must be > 0.")
-        self.loss_weights  # validates weights and temperatures  # noqa: B018
-
-    @property
-    def loss_weights(self) -> LossWeights:
-        return LossWeights(
-            info_nce=self.info_nce_weight,
-            coverage=self.coverage_weight,
-            orthogonality=self.orthogonality_weight,
-            length=self.length_weight,
-            info_nce_temperature=self.info_nce_temperature,
-            coverage_temperature=self.coverage_temperature,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 class _Mixture(nn.Module):
@@ -175,7 +110,11 @@ class _Embeddings:
                     "embeddings must be a non-empty mapping {encoder name: Tensor [N, d]} or a datasets.Dataset."
                 )
             self.names = list(embeddings)
-            self.tensors = dict(embeddings)
+            # NumPy arrays and lists of floats as tensors (NumPy shared without a copy)
+            embeddings = {
+                n: as_embeddings(e, name=f"embeddings of {n!r}") for n, e in embeddings.items()
+            }
+            self.tensors = embeddings
             self.dataset = None
             counts = {name: t.shape[0] for name, t in embeddings.items()}
             if len(set(counts.values())) != 1:
@@ -445,15 +384,17 @@ class ParamTrainer:
         logger.info("step %d: %s", step, entry)
 
     def _should_save(self, step: int, steps_per_epoch: int, total_steps: int) -> bool:
+        if self.args.save_strategy == "no":
+            return False
+        if step == total_steps:  # the final state is always checkpointed
+            return True
         if self.args.save_strategy == "epoch":
-            return step % steps_per_epoch == 0 and step < total_steps
-        if self.args.save_strategy == "steps":
-            return step % self.args.save_steps == 0 and step < total_steps
-        return False
+            return step % steps_per_epoch == 0
+        return step % self.args.save_steps == 0
 
     def _save_checkpoint(self, model: nn.Module, step: int) -> None:
         """accelerate state + trainer state, renamed into place only when complete."""
-        accelerator, output = self.accelerator, Path(self.args.output_dir)
+        accelerator, output = self.accelerator, self.args.checkpoint_dir
         staging = output / f".checkpoint-{step}.tmp"
         final = output / f"checkpoint-{step}"
         if accelerator.is_main_process:
@@ -483,11 +424,11 @@ class ParamTrainer:
 
     def _resume(self, resume_from_checkpoint: bool | str) -> int:
         if resume_from_checkpoint is True:
-            found = _checkpoints(Path(self.args.output_dir))
+            found = _checkpoints(self.args.checkpoint_dir)
             if not found:
                 raise ValueError(
-                    f"resume_from_checkpoint=True but {self.args.output_dir!r} holds no complete "
-                    "checkpoint-* folder. Start without resuming."
+                    f"resume_from_checkpoint=True but {str(self.args.checkpoint_dir)!r} holds no "
+                    "complete checkpoint-* folder. Start without resuming."
                 )
             checkpoint = found[-1]
         else:

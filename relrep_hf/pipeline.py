@@ -29,8 +29,9 @@ from torch import Tensor
 from relrep_hf.anchor_set import AnchorSet
 from relrep_hf.cards import write_head_metrics
 from relrep_hf.corpora import BUNDLED_SENTENCES_ID
+from relrep_hf.defaults import DEFAULT_ENCODERS, DEFAULT_METHOD, METHODS
 from relrep_hf.encoders import EncoderSpec, extraction_id, load_encoder, resolve_pooling
-from relrep_hf.extraction import embeddings_tensor, extract_embeddings
+from relrep_hf.extraction import embeddings_tensor, extract_embedding_views, extract_embeddings
 from relrep_hf.io import atomic_write_bytes
 from relrep_hf.modeling_relative_projector import RelativeProjector
 from relrep_hf.param_trainer import ParamTrainer, ParamTrainingArguments
@@ -47,7 +48,6 @@ from relrep_hf.zero_shot import (
 logger = logging.getLogger(__name__)
 
 RUN_FILE = "run.json"
-DEFAULT_ENCODERS = ("minilm:mean:-1", "minilm:mean:4", "minilm:mean:2", "minilm:cls:-1")
 BUNDLED_DATASET = BUNDLED_SENTENCES_ID
 
 
@@ -66,6 +66,70 @@ def _read_run(run_dir: Path) -> dict[str, Any]:
 
 def _write_run(run_dir: Path, run: dict[str, Any]) -> None:
     atomic_write_bytes(run_dir / RUN_FILE, (json.dumps(run, indent=2) + "\n").encode())
+
+
+# The main job at full size on the 4,192 bundled sentences; `demo_sizes` scales it down.
+FULL_DEMO = {
+    "rows": 4192,
+    "test_size": 1000,
+    "support_size": 2000,
+    "num_anchors": 300,
+    "num_train_epochs": 95,
+    "head_epochs": 30,
+}
+QUICK_DEMO_ROWS = 1000  # --quick: about a minute on a quiet laptop CPU
+# Sizes scaled with the rows, and their floors (below them the tables say nothing). Epochs are
+# passes over the rows, so their cost already shrinks with the rows; fewer epochs on fewer rows
+# left PARAM with 23 optimizer steps and worse than random anchors (tried: R@1 43-83%).
+_DEMO_FLOORS = {"test_size": 20, "support_size": 8, "num_anchors": 8}
+
+
+def demo_sizes(
+    available: int,
+    *,
+    limit: int | None = None,
+    quick: bool = False,
+    **given: int | None,
+) -> dict[str, int]:
+    """The main job's sizes for ``limit`` rows (``quick``: 1,000), checked before any embedding.
+
+    The sizes of `FULL_DEMO` that grow with the data (test rows, support points, anchors) are
+    scaled by the share of rows used, down to small floors; the epochs stay (each one costs less
+    on fewer rows). Sizes in ``given`` that are not ``None`` are kept as given. Raises `RunError`
+    naming the size that does not fit.
+    """
+    if limit is None and quick:
+        limit = QUICK_DEMO_ROWS
+    rows = available if limit is None else limit
+    if rows < 2 or rows > available:
+        raise RunError(f"--limit {rows}: the dataset has {available} rows; use 2 to {available}.")
+    scale = rows / FULL_DEMO["rows"]
+    sizes = {"rows": rows}
+    for name, full in FULL_DEMO.items():
+        if name in _DEMO_FLOORS:
+            sizes[name] = max(_DEMO_FLOORS[name], round(full * scale))
+        elif name != "rows":
+            sizes[name] = full
+    sizes["support_size"] = max(sizes["support_size"], sizes["num_anchors"])
+    sizes.update({name: value for name, value in given.items() if value is not None})
+    train_rows = rows - sizes["test_size"]
+    if train_rows < 2:
+        raise RunError(
+            f"--test-size {sizes['test_size']} leaves {max(train_rows, 0)} training rows out of "
+            f"{rows}: use a smaller --test-size or a larger --limit."
+        )
+    if sizes["support_size"] > train_rows:
+        raise RunError(
+            f"--support-size {sizes['support_size']} exceeds the {train_rows} training rows "
+            f"({rows} rows - {sizes['test_size']} test rows): use a smaller --support-size or a "
+            "larger --limit."
+        )
+    if sizes["num_anchors"] > sizes["support_size"]:
+        raise RunError(
+            f"--num-anchors {sizes['num_anchors']} exceeds --support-size "
+            f"{sizes['support_size']}: each anchor mixes support points, so use fewer anchors."
+        )
+    return sizes
 
 
 def load_dataset_for_run(
@@ -103,51 +167,45 @@ def embed(
     test_size: int = 1000,
     seed: int = 0,
     batch_size: int = 64,
+    show_progress: bool | None = None,
 ) -> dict[str, Any]:
-    """Embed the dataset with every encoder into ``run_dir/embeddings`` and write run.json."""
+    """Embed the dataset with every encoder into ``run_dir/embeddings`` and write run.json.
+
+    Specs of the same model (several layers / poolings) share one load and one forward pass.
+    """
     run_dir = Path(run_dir)
     data = load_dataset_for_run(dataset, split=split, column=column, limit=limit)
     if test_size >= len(data):
         raise RunError(f"test_size={test_size} leaves no training rows out of {len(data)}.")
     order = torch.randperm(len(data), generator=torch.Generator().manual_seed(seed))
     specs = [EncoderSpec.parse(spec) for spec in encoders]
-    entries, loaded = [], {}
-    for spec in specs:
-        key = (spec.model_id, spec.revision, spec.gguf_file)
-        if key not in loaded:  # one load serves several poolings / layers of one model
-            loaded = {key: load_encoder(spec)}
-        model, tokenizer, provenance = loaded[key]
-        spec = resolve_pooling(spec, model)
-        pooling = spec.pooling
-        logger.info("Embedding %d rows with %s", len(data), spec)
-        embedded = extract_embeddings(
+    by_index: dict[int, dict[str, Any]] = {}
+    models: dict[
+        tuple[str, str | None, str | None], list[int]
+    ] = {}  # one load and one pass per model
+    for i, spec in enumerate(specs):
+        models.setdefault((spec.model_id, spec.revision, spec.gguf_file), []).append(i)
+    for indices in models.values():
+        model, tokenizer, provenance = load_encoder(specs[indices[0]])
+        for i in indices:
+            specs[i] = resolve_pooling(specs[i], model)
+        logger.info("Embedding %d rows with %s", len(data), [str(specs[i]) for i in indices])
+        embedded_views = extract_embedding_views(
             model,
             tokenizer,
             data,
+            views=[(specs[i].pooling, specs[i].layer) for i in indices],
             column=column,
-            pooling=pooling,
-            layer=spec.layer,
             batch_size=batch_size,
             cache_dir=run_dir / "embeddings",
-            encoder_id=extraction_id(spec, provenance),
+            encoder_id=extraction_id(specs[indices[0]], provenance),
             encoder_revision=provenance["encoder_revision"],
+            show_progress=show_progress,
         )
-        arrow = next(
-            f["filename"]
-            for f in embedded.cache_files
-            if f["filename"].endswith("embeddings.arrow")
-        )
-        entries.append(
-            {
-                "name": spec.name,
-                "spec": str(spec),
-                **provenance,
-                "pooling": pooling,
-                "layer": spec.layer,
-                "dim": len(embedded[0]["embedding"]),
-                "embeddings": os.path.relpath(arrow, run_dir),
-            }
-        )
+        for i, embedded in zip(indices, embedded_views, strict=True):
+            by_index[i] = _entry(specs[i], provenance, embedded, run_dir)
+        del model  # the next model loads without this one in memory
+    entries = [by_index[i] for i in range(len(specs))]
     names = [e["name"] for e in entries]
     if len(set(names)) != len(names):
         raise RunError(
@@ -172,6 +230,24 @@ def embed(
     return run
 
 
+def _entry(
+    spec: EncoderSpec, provenance: dict[str, str], embedded: datasets.Dataset, run_dir: Path
+) -> dict[str, Any]:
+    """run.json's record of one encoder: its spec, provenance and embeddings file."""
+    arrow = next(
+        f["filename"] for f in embedded.cache_files if f["filename"].endswith("embeddings.arrow")
+    )
+    return {
+        "name": spec.name,
+        "spec": str(spec),
+        **provenance,
+        "pooling": spec.pooling,
+        "layer": spec.layer,
+        "dim": len(embedded[0]["embedding"]),
+        "embeddings": os.path.relpath(arrow, run_dir),
+    }
+
+
 def _dataset(run: dict[str, Any]) -> datasets.Dataset:
     info = run["dataset"]
     return load_dataset_for_run(
@@ -179,17 +255,30 @@ def _dataset(run: dict[str, Any]) -> datasets.Dataset:
     )
 
 
-def _labels(run: dict[str, Any]) -> Tensor | None:
+def _labels(run: dict[str, Any]) -> tuple[Tensor, dict[int, str]] | tuple[None, None]:
+    """The class ids of every row and their names: a ``ClassLabel``'s names, the sorted
+    strings of a string column, or ``LABEL_i`` for plain integers (as transformers names them)."""
     column = run["dataset"]["label_column"]
-    return torch.tensor(list(_dataset(run)[column])) if column else None
+    if not column:
+        return None, None
+    data = _dataset(run)
+    values = list(data[column])
+    feature = data.features[column]
+    if isinstance(feature, datasets.ClassLabel):
+        names = list(feature.names)
+    elif values and isinstance(values[0], str):
+        names = sorted(set(values))
+        index = {name: i for i, name in enumerate(names)}
+        values = [index[v] for v in values]
+    else:
+        names = [f"LABEL_{i}" for i in range(max(values) + 1)]
+    return torch.tensor(values), dict(enumerate(names))
 
 
 def _embeddings(run_dir: Path, entry: dict[str, Any]) -> Tensor:
     return embeddings_tensor(datasets.Dataset.from_file(str(run_dir / entry["embeddings"])))
 
 
-METHODS = ("shared_linear", "param", "full_support")
-DEFAULT_METHOD = "shared_linear"  # the winner of benchmarks/bench_quality.py (docs/quality.md)
 SHARED_LINEAR_SUPPORT = 1000  # K when ParamTrainingArguments.support_size is None
 METHOD_LABELS = {
     "param": "PARAM-WIP",
@@ -297,7 +386,13 @@ def fit(
     return anchor_set
 
 
-def onboard(run_dir: str | os.PathLike, encoder: str, *, batch_size: int = 64) -> RelativeProjector:
+def onboard(
+    run_dir: str | os.PathLike,
+    encoder: str,
+    *,
+    batch_size: int = 64,
+    show_progress: bool | None = None,
+) -> RelativeProjector:
     """A projector for a new encoder: embed the run's rows with it, estimate its statistics on
     the training rows, take its anchors from the anchor set's support rows. No gradient step."""
     run_dir = Path(run_dir)
@@ -321,6 +416,7 @@ def onboard(run_dir: str | os.PathLike, encoder: str, *, batch_size: int = 64) -
         cache_dir=run_dir / "embeddings",
         encoder_id=extraction_id(spec, provenance),
         encoder_revision=provenance["encoder_revision"],
+        show_progress=show_progress,
     )
     space = embeddings_tensor(embedded)
     anchor_set = AnchorSet.from_pretrained(run_dir / "anchor_set")
@@ -401,9 +497,9 @@ def evaluate(run_dir: str | os.PathLike, *, head_epochs: int = 30) -> dict[str, 
     retrieval = {method: retrieval_matrix(rel) for method, rel in test.items()}
 
     classification = []
-    labels = _labels(run)
+    labels, id2label = _labels(run)
     if labels is not None:
-        num_labels = int(labels.max()) + 1
+        num_labels = len(id2label)
         heads = {
             method: {
                 source: train_classifier(
@@ -411,6 +507,7 @@ def evaluate(run_dir: str | os.PathLike, *, head_epochs: int = 30) -> dict[str, 
                     labels[train_rows],
                     num_labels=num_labels,
                     epochs=head_epochs,
+                    id2label=id2label,
                 )
                 for source in names
             }
@@ -459,7 +556,10 @@ def evaluate(run_dir: str | os.PathLike, *, head_epochs: int = 30) -> dict[str, 
     atomic_write_bytes(run_dir / "report.md", (render_report(report) + "\n").encode())
     stitching_heatmap(retrieval, names, run_dir / "stitching_heatmap.png", held_out=held_out)
     relative_spaces_plot(
-        test, labels[test_rows] if labels is not None else None, run_dir / "relative_spaces.png"
+        test,
+        labels[test_rows] if labels is not None else None,
+        run_dir / "relative_spaces.png",
+        label_names=id2label,
     )
     anchor_set.metrics["zero_shot_retrieval"] = retrieval[saved]
     anchor_set.metrics["zero_shot_classification"] = classification

@@ -131,6 +131,16 @@ def base_model_for_hidden_states(model: nn.Module, modality: Modality = "text") 
 def hidden_states(model: nn.Module, inputs: Mapping[str, Any], layer: int = -1) -> Tensor:
     """Run ``model`` on ``inputs`` and return the hidden states of one layer, ``[B, T, d]``.
 
+    See `layer_hidden_states`, which reads several layers from the same forward pass.
+    """
+    return layer_hidden_states(model, inputs, [layer])[0]
+
+
+def layer_hidden_states(
+    model: nn.Module, inputs: Mapping[str, Any], layers: Sequence[int]
+) -> list[Tensor]:
+    """Run ``model`` once on ``inputs`` and return the hidden states of each of ``layers``.
+
     ``layer`` indexes transformers' ``hidden_states`` tuple: 0 is the embedding output, 1 the
     first layer's output, and -1 (the default) the model's final output, ``last_hidden_state``.
     The two differ only for models whose tuple ends before a final layer norm (ViT, CLIP,
@@ -143,8 +153,9 @@ def hidden_states(model: nn.Module, inputs: Mapping[str, Any], layer: int = -1) 
     absolute positions such as GPT-2 would otherwise shift each row's positions by its padding.
     Gradients and train/eval mode are left to the caller.
     """
-    if isinstance(layer, bool) or not isinstance(layer, int):
-        raise ValueError(f"Expected layer to be an int (e.g. -1 for the last), got {layer!r}.")
+    for layer in layers:
+        if isinstance(layer, bool) or not isinstance(layer, int):
+            raise ValueError(f"Expected layer to be an int (e.g. -1 for the last), got {layer!r}.")
     modality = _modality(inputs)
     module = base_model_for_hidden_states(model, modality)
     accepted, takes_kwargs = _forward_parameters(module)
@@ -175,10 +186,10 @@ def hidden_states(model: nn.Module, inputs: Mapping[str, Any], layer: int = -1) 
     if "return_dict" in accepted or takes_kwargs:
         kwargs["return_dict"] = True
 
-    if layer == -1:
+    if all(layer == -1 for layer in layers):
         final = getattr(module(**kwargs), "last_hidden_state", None)
         if final is not None:
-            return final
+            return [final for _ in layers]
         # This output has no last_hidden_state: run again, asking for the hidden_states tuple.
 
     if "output_hidden_states" not in accepted and not takes_kwargs:
@@ -194,15 +205,18 @@ def hidden_states(model: nn.Module, inputs: Mapping[str, Any], layer: int = -1) 
             f"output has a hidden_states field."
         )
     count = len(all_layers)
-    if not -count <= layer < count:
-        raise ValueError(
-            f"Layer {layer} is out of range for {type(module).__name__}, which returns {count} "
-            f"hidden states (embeddings + {count - 1} layers). Valid: {-count} to {count - 1}."
-        )
     final = getattr(outputs, "last_hidden_state", None)
-    if layer % count == count - 1 and final is not None:
-        return final
-    return all_layers[layer]
+    states = []
+    for layer in layers:
+        if not -count <= layer < count:
+            raise ValueError(
+                f"Layer {layer} is out of range for {type(module).__name__}, which returns "
+                f"{count} hidden states (embeddings + {count - 1} layers). Valid: {-count} to "
+                f"{count - 1}."
+            )
+        last = layer % count == count - 1 and final is not None
+        states.append(final if last else all_layers[layer])
+    return states
 
 
 def pool_model_output(
@@ -213,9 +227,23 @@ def pool_model_output(
     Inputs without an attention mask (e.g. ``pixel_values`` alone) count every token or patch
     as real: ``cls`` is token 0, ``mean`` all patches, ``last`` the last patch.
     """
-    validate_pooling(pooling)
-    states = hidden_states(model, inputs, layer=layer)
-    return pool(states, inputs.get("attention_mask"), pooling)
+    return pool_model_outputs(model, inputs, [(pooling, layer)])[0]
+
+
+def pool_model_outputs(
+    model: nn.Module, inputs: Mapping[str, Any], views: Sequence[tuple[str, int]]
+) -> tuple[Tensor, ...]:
+    """One ``[B, d]`` tensor per ``(pooling, layer)`` view, all from one forward pass.
+
+    Several layers and poolings of one model are different spaces, and one pass with every
+    hidden state gives them all (the main job embeds four views of MiniLM this way).
+    """
+    for pooling, _ in views:
+        validate_pooling(pooling)
+    layers = sorted({layer for _, layer in views})
+    states = dict(zip(layers, layer_hidden_states(model, inputs, layers), strict=True))
+    mask = inputs.get("attention_mask")
+    return tuple(pool(states[layer], mask, pooling) for pooling, layer in views)
 
 
 def max_input_length(tokenizer: Any, model: nn.Module | PreTrainedConfig) -> int:

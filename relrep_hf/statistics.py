@@ -10,13 +10,14 @@ all combine the same way, and the result does not depend on how rows were split.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from relrep_hf.validation import check_embeddings
+from relrep_hf.validation import EmbeddingsLike, as_embeddings, check_embeddings
 
 DEFAULT_SHRINKAGE = 0.15  # paper, Appendix B / Table 5
 DEFAULT_EPS = 5e-8
@@ -40,13 +41,16 @@ class Statistics:
         return cls(0, zeros, torch.zeros(dim, dim, dtype=torch.float64))
 
     @classmethod
-    def from_embeddings(cls, embeddings: Tensor, batch_size: int = 65536) -> Statistics:
-        """Statistics of ``embeddings [N, d]``, streamed over row blocks of ``batch_size``."""
+    def from_embeddings(cls, embeddings: EmbeddingsLike, batch_size: int = 65536) -> Statistics:
+        """Statistics of ``embeddings [N, d]`` (tensor, NumPy array or list of rows), streamed
+        over row blocks of ``batch_size``."""
+        embeddings = as_embeddings(embeddings)
         check_embeddings(embeddings, name="embeddings")
         return accumulate(embeddings.split(batch_size), dim=embeddings.shape[-1])
 
-    def update(self, batch: Tensor) -> Statistics:
+    def update(self, batch: EmbeddingsLike) -> Statistics:
         """These statistics with the rows of ``batch [n, d]`` added."""
+        batch = as_embeddings(batch, name="batch")
         check_embeddings(batch, dim=self.dim, name="batch")
         rows = batch.detach().reshape(-1, self.dim)
         if rows.shape[0] == 0:
@@ -79,6 +83,17 @@ class Statistics:
         return Statistics(count, mean, scatter)
 
     __add__ = merge
+
+    def mean_squared_norm(self) -> float:
+        """The mean of ``||x||^2`` over the rows: ``(tr(scatter) + count ||mean||^2) / count``.
+
+        It is exactly 1 for L2-normalised rows, so a projector can tell from its statistics
+        alone whether they came from normalised embeddings.
+        """
+        if self.count == 0:
+            return 0.0
+        total = self.scatter.diagonal().sum() + self.count * self.mean.dot(self.mean)
+        return float(total / self.count)
 
     def covariance(self) -> Tensor:
         """Unbiased sample covariance ``scatter / (count - 1)`` (as ``numpy.cov``)."""
@@ -215,7 +230,21 @@ def symmetric_power(matrix: Tensor, power: float, *, name: str = "covariance") -
 def whitening_matrix(
     stats: Statistics, *, shrinkage: float = DEFAULT_SHRINKAGE, eps: float = DEFAULT_EPS
 ) -> Tensor:
-    """The symmetric whitening ``L = Sigma_lambda^{-1/2}`` ([d, d], float64)."""
+    """The symmetric whitening ``L = Sigma_lambda^{-1/2}`` ([d, d], float64).
+
+    Warns when the statistics hold fewer rows than dimensions: the covariance is then of rank
+    below d, and the whitening of the missing directions is set by the shrinkage alone.
+    """
+    if 2 <= stats.count <= stats.dim:
+        warnings.warn(
+            f"Whitening statistics estimated from {stats.count} embeddings of dimension "
+            f"{stats.dim}: with no more rows than dimensions the covariance is singular and "
+            f"the whitening of the unseen directions comes from shrinkage={shrinkage} alone. "
+            "Estimate statistics from many more rows than dimensions (the paper uses the "
+            "whole embedding set).",
+            UserWarning,
+            stacklevel=2,
+        )
     sigma = shrunk_covariance(stats.covariance(), shrinkage=shrinkage, eps=eps)
     return symmetric_power(sigma, -0.5)
 

@@ -2,8 +2,47 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import torch
 from torch import Tensor
+
+EmbeddingsLike = Tensor | np.ndarray | list  # what every function taking embeddings accepts
+
+
+def as_embeddings(embeddings: Any, *, name: str = "embeddings") -> Tensor:
+    """``embeddings`` as a tensor: tensors as they are, NumPy arrays shared without a copy (their
+    dtype kept), lists of floats (or of rows, or of 1-d arrays/tensors) as float64.
+
+    sentence-transformers' ``encode`` returns NumPy by default, so every function that takes
+    embeddings goes through here; anything else gets a `TypeError` that says what is accepted.
+    """
+    if isinstance(embeddings, Tensor):
+        return embeddings
+    if isinstance(embeddings, np.ndarray):
+        if not np.issubdtype(embeddings.dtype, np.floating):
+            raise TypeError(
+                f"{name} must hold floats, got a NumPy array of dtype {embeddings.dtype}. "
+                "Convert it with array.astype(numpy.float32)."
+            )
+        return torch.from_numpy(np.ascontiguousarray(embeddings))
+    if isinstance(embeddings, (list, tuple)):
+        if embeddings and all(isinstance(row, Tensor) for row in embeddings):
+            return torch.stack(list(embeddings))
+        try:
+            array = np.asarray(embeddings, dtype=np.float64)
+        except (TypeError, ValueError) as error:
+            raise ValueError(
+                f"{name}: the list is not a rectangular table of floats (rows of different "
+                "lengths, or items that are not numbers). Pass rows of one length, or a tensor / "
+                "NumPy array [N, d]."
+            ) from error
+        return torch.from_numpy(array)
+    raise TypeError(
+        f"{name} must be a torch.Tensor, a NumPy array or a list of floats, got "
+        f"{type(embeddings).__name__}."
+    )
 
 
 def check_embeddings(

@@ -284,3 +284,16 @@ def test_templates_and_heatmap_errors(tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match="No model card for str"):
         write_card("not an artifact", tmp_path)
+
+
+def test_one_bibtex_entry_everywhere():
+    """The README, the cards and the evaluate modules cite the paper with the same entry."""
+    from pathlib import Path
+
+    from relrep_hf.metrics import Retrieval
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert CITATION in readme
+    assert Retrieval()._info().citation == CITATION
+    keys = set(re.findall(r"@\w+\{([^,]+),", readme + CITATION))
+    assert keys == {"svendsen2026improving"}

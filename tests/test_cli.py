@@ -1,5 +1,7 @@
 """The relrep-hf pipeline end to end on a small slice of the embedded default."""
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -9,48 +11,54 @@ import pytest
 from transformers import AutoModel
 
 from relrep_hf import AnchorSet, RelativeProjector
-from relrep_hf.cli import main
+from relrep_hf.cli import build_parser, main
 
 ENCODERS = ["minilm:mean:-1", "minilm:mean:3", "minilm:cls:-1"]
+
+
+def printed_by(argv: list[str]) -> str:
+    """What ``relrep-hf ARGV`` prints, after checking that it exits 0."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(argv) == 0
+    return out.getvalue()
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("run")
-    assert (
-        main(
-            [
-                "--quiet",
-                "embed",
-                str(run_dir),
-                "--limit",
-                "500",
-                "--test-size",
-                "150",
-                *[arg for e in ENCODERS for arg in ("--encoder", e)],
-            ]
-        )
-        == 0
+    printed = printed_by(
+        [
+            "--quiet",
+            "embed",
+            str(run_dir),
+            "--limit",
+            "500",
+            "--test-size",
+            "150",
+            *[arg for e in ENCODERS for arg in ("--encoder", e)],
+        ]
     )
-    assert (
-        main(
-            [
-                "--quiet",
-                "fit",
-                str(run_dir),
-                "--method",
-                "param",
-                "--num-anchors",
-                "48",
-                "--support-size",
-                "200",
-                "--num-train-epochs",
-                "30",
-                "--train-batch-size",
-                "128",
-            ]
-        )
-        == 0
+    assert printed == f"Embedded 500 rows with 3 encoders into {run_dir}\n"
+    printed = printed_by(
+        [
+            "--quiet",
+            "fit",
+            str(run_dir),
+            "--method",
+            "param",
+            "--num-anchors",
+            "48",
+            "--support-size",
+            "200",
+            "--num-train-epochs",
+            "30",
+            "--train-batch-size",
+            "128",
+        ]
+    )
+    assert printed == (
+        f"Anchor set (48 anchors over 200 support inputs) and projectors written to {run_dir}\n"
     )
     return run_dir
 
@@ -76,6 +84,9 @@ def test_embed_and_fit_write_the_run_folder(run_dir):
 
 def test_onboard_then_evaluate(run_dir, capsys):
     assert main(["--quiet", "onboard", str(run_dir), "--encoder", "minilm:mean:5"]) == 0
+    assert capsys.readouterr().out == (
+        "Onboarded minilm:mean:5: a projector of 48 features, no training.\n"
+    )
     assert (run_dir / "projectors" / "minilm-mean-L5" / "model.safetensors").is_file()
     assert main(["--quiet", "evaluate", str(run_dir), "--head-epochs", "5"]) == 0
     printed = capsys.readouterr().out
@@ -175,3 +186,87 @@ def test_push_a_run_folder_to_the_hub(run_dir, tmp_path):
         for line in lines:
             repo_id, sha = line.split(": ")
             assert hub.branch_head(repo_id) == sha
+
+
+def test_heads_carry_the_topic_names_and_the_swap_example_prints_one(run_dir):
+    """The README's swap example on the run's artifacts prints a topic name, not LABEL_4."""
+    from relrep_hf import RelativeWrapper
+    from relrep_hf.corpora import sentence_labels
+
+    if not (run_dir / "report.json").is_file():
+        assert main(["--quiet", "evaluate", str(run_dir), "--head-epochs", "2"]) == 0
+    topics = sentence_labels()
+    head = AutoModel.from_pretrained(run_dir / "heads" / "minilm-mean-L-1")
+    assert head.config.id2label == dict(enumerate(topics))
+    assert head.config.label2id == {name: i for i, name in enumerate(topics)}
+    from tests.minilm import MODEL_PATH
+
+    wrapper = RelativeWrapper.from_pretrained(MODEL_PATH, run_dir / "projectors" / "minilm-cls-L-1")
+    classifier = wrapper.with_head(run_dir / "heads" / "minilm-mean-L-1")
+    predicted = classifier.predict(["Return the base-2 logarithm of x.", "Open the file."])
+    assert len(predicted) == 2 and set(predicted) <= set(topics)
+
+
+def test_help_and_version_import_no_pipeline():
+    """`relrep-hf --help` / `--version` answer without datasets, evaluate, matplotlib or the
+    pipeline (their import took ~11 s); `import relrep_hf` still registers the Auto classes."""
+    code = (
+        "import sys\n"
+        "from relrep_hf.cli import main\n"
+        "try:\n"
+        "    main(sys.argv[1:])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = ('datasets', 'evaluate', 'matplotlib', 'relrep_hf.pipeline', 'relrep_hf.param_trainer')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+        "from transformers import AutoConfig\n"
+        "print(type(AutoConfig.for_model('relative_projector')).__name__)\n"
+    )
+    for flag, expected in (("--version", "relrep-hf 0.1.0"), ("--help", "usage: relrep-hf")):
+        result = subprocess.run(
+            [sys.executable, "-c", code, flag], capture_output=True, text=True, timeout=120
+        )
+        assert result.returncode == 0, result.stderr
+        lines = result.stdout.strip().splitlines()
+        assert lines[0].startswith(expected)
+        assert lines[-2:] == ["[]", "RelativeProjectorConfig"]
+
+
+def test_quiet_and_debug_go_before_or_after_the_command(tmp_path):
+    parser = build_parser()
+    for argv in (["--quiet", "evaluate", "run"], ["evaluate", "run", "--quiet"]):
+        args = parser.parse_args(argv)
+        assert args.quiet is True and args.debug is False
+    assert parser.parse_args(["--debug", "fit", "run"]).debug is True
+    assert parser.parse_args(["fit", "run", "--debug"]).debug is True
+    with pytest.raises(ValueError, match="not a run folder"):
+        main(["fit", str(tmp_path), "--debug"])
+
+
+def test_demo_sizes_follow_the_limit_and_are_checked_before_embedding(tmp_path, capsys):
+    from relrep_hf.pipeline import FULL_DEMO, RunError, demo_sizes
+
+    assert demo_sizes(4192) == FULL_DEMO
+    quick = demo_sizes(4192, quick=True)
+    assert quick == demo_sizes(4192, limit=1000)
+    # 1000 / 4192 of the sizes that grow with the data; the epochs stay
+    assert quick == {
+        "rows": 1000,
+        "test_size": 239,
+        "support_size": 477,
+        "num_anchors": 72,
+        "num_train_epochs": 95,
+        "head_epochs": 30,
+    }
+    assert demo_sizes(4192, limit=500, num_anchors=16)["num_anchors"] == 16  # given wins
+    for limit in (100, 500, 2000):  # any limit gives sizes that fit together
+        sizes = demo_sizes(4192, limit=limit)
+        train = sizes["rows"] - sizes["test_size"]
+        assert sizes["num_anchors"] <= sizes["support_size"] <= train
+    with pytest.raises(RunError, match="--support-size 900 exceeds the 381 training rows"):
+        demo_sizes(4192, limit=500, support_size=900)
+    run_dir = tmp_path / "demo"
+    argv = ["demo", str(run_dir), "--limit", "500", "--test-size", "600"]
+    assert main(argv) == 2
+    assert "--test-size 600 leaves 0 training rows out of 500" in capsys.readouterr().err
+    assert not run_dir.exists()  # nothing was embedded

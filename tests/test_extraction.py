@@ -292,3 +292,40 @@ def test_two_processes_shard_the_rows_and_write_them_in_order(bert, tmp_path):
     torch.testing.assert_close(rank0["embeddings"], expected, atol=ATOL, rtol=0)
     torch.testing.assert_close(rank1["embeddings"], expected, atol=ATOL, rtol=0)
     assert len(list((tmp_path / "cache").glob("relrep-embeddings-*/embeddings.arrow"))) == 1
+
+
+def test_several_views_of_one_model_in_one_pass(bert, tmp_path, capfd):
+    """The main job's four layer/pooling views: one forward per batch serves them all, each
+    view equals its own extraction and lands in the same cache folder."""
+    from relrep_hf.extraction import extract_embedding_views
+
+    _, model, tokenizer = bert
+    dataset = dataset_of(TEXTS)
+    views = [("mean", -1), ("cls", 1), ("mean", 0), ("last", 2)]
+    counter = ForwardCounter(model)
+    try:
+        together = extract_embedding_views(
+            model, tokenizer, dataset, views=views, batch_size=4, cache_dir=tmp_path / "one",
+            window_size=16, show_progress=True,
+        )  # fmt: skip
+        assert counter.calls == 10  # ceil(40 / 4) batches, once, for four views
+        # the bar names the encoder and the views, and ends at every row
+        bar = capfd.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
+        assert bar.startswith("Embedding with BertModel (mean L-1, cls L1, mean L0, last L2)")
+        assert "40/40" in bar
+        for (pooling, layer), embedded in zip(views, together, strict=True):
+            alone = extract_embeddings(
+                model, tokenizer, dataset, pooling=pooling, layer=layer, batch_size=4,
+                cache_dir=tmp_path / "one", window_size=16,
+            )  # fmt: skip
+            assert alone.cache_files == embedded.cache_files  # read back from its own folder
+            fresh = extract_embeddings(
+                model, tokenizer, dataset, pooling=pooling, layer=layer, batch_size=4,
+                cache_dir=tmp_path / f"alone-{pooling}{layer}", window_size=16,
+            )  # fmt: skip
+            torch.testing.assert_close(
+                embeddings_tensor(embedded), embeddings_tensor(fresh), rtol=0, atol=1e-6
+            )
+        assert counter.calls == 10 + 4 * 10  # the cached reads ran nothing; fresh ones did
+    finally:
+        counter.remove()

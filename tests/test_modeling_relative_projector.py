@@ -193,3 +193,67 @@ def test_failed_save_leaves_the_previous_artifact(projector, tmp_path):
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
     assert [p.name for p in tmp_path.parent.iterdir() if ".tmp-" in p.name] == []
     RelativeProjector.from_pretrained(tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------
+# NumPy in, and the sentence-transformers trap (L2-normalised input, unnormalised statistics)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_numpy_and_lists_project_like_tensors(data, projector):
+    from relrep_hf import AnchorSet
+
+    expected = projector(data[:5].float())
+    torch.testing.assert_close(projector(data[:5].float().numpy()), expected)
+    torch.testing.assert_close(projector(data[:5].tolist()), expected)
+    anchor_set = AnchorSet.random([f"input {i}" for i in range(32)], M, seed=0)
+    from_numpy = RelativeProjector.from_anchor_set(
+        anchor_set, data[:32].numpy(), data.numpy(), dtype=torch.float64
+    )
+    from_tensors = RelativeProjector.from_anchor_set(
+        anchor_set, data[:32], Statistics.from_embeddings(data), dtype=torch.float64
+    )
+    torch.testing.assert_close(from_numpy(data.numpy()), from_tensors(data), rtol=0, atol=0)
+
+
+def test_the_projector_records_whether_its_statistics_were_normalised(data):
+    unit = torch.nn.functional.normalize(data, dim=-1)
+    raw = RelativeProjector.from_statistics(data[:M], Statistics.from_embeddings(data))
+    normalised = RelativeProjector.from_statistics(unit[:M], Statistics.from_embeddings(unit))
+    assert raw.config.normalized_embeddings is False
+    # mean squared norm from the statistics alone: (tr(scatter) + N |mean|^2) / N
+    assert raw.config.embedding_norm == pytest.approx(float(data.norm(dim=-1).pow(2).mean().sqrt()))
+    assert normalised.config.normalized_embeddings is True
+    assert normalised.config.embedding_norm == pytest.approx(1.0)
+
+
+def test_normalised_input_to_an_unnormalised_projector_warns_once(data, tmp_path):
+    unit = torch.nn.functional.normalize(data, dim=-1).float()
+    raw = RelativeProjector.from_statistics(data[:M], Statistics.from_embeddings(data))
+    raw.save_pretrained(tmp_path / "raw")
+    loaded = RelativeProjector.from_pretrained(tmp_path / "raw")  # the record survives a save
+    assert loaded.config.normalized_embeddings is False
+    with pytest.warns(UserWarning, match="L2-normalised .* unnormalised embeddings"):
+        loaded(unit[:4])
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loaded(unit[4:8])  # checked on the first batch only
+        raw_again = RelativeProjector.from_pretrained(tmp_path / "raw")
+        raw_again(data[:4].float())  # the right kind of input: no warning
+
+
+def test_unnormalised_input_to_a_normalised_projector_warns(data):
+    unit = torch.nn.functional.normalize(data, dim=-1)
+    normalised = RelativeProjector.from_statistics(unit[:M], Statistics.from_embeddings(unit))
+    with pytest.warns(UserWarning, match="Normalise them first"):
+        normalised(data[:4].float())
+    import warnings
+
+    cosine = RelativeProjector.from_statistics(
+        unit[:M], Statistics.from_embeddings(unit), similarity="cosine"
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cosine(data[:4].float())  # cosine ignores the input's scale: nothing to warn about

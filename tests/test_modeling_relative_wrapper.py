@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import warnings
 
@@ -246,6 +247,35 @@ def test_minilm_mean_pooling_equals_sentence_transformers(minilm_path):
     wrapper = RelativeWrapper.from_pretrained(minilm_path, make_projector(384, "mean"))
     output = wrapper.encode(sentences, batch_size=16, return_pooled=True)
     torch.testing.assert_close(output.pooled, expected, atol=ATOL, rtol=0)
+
+
+def test_sentence_transformers_output_into_the_wrappers_projector_warns(minilm_path):
+    """The user's steps: a projector fitted on MiniLM's pooling (as the wrapper pools), then
+    ``projector(st.encode(texts))``: NumPy is accepted, and the normalised rows are flagged."""
+    from sentence_transformers import SentenceTransformer
+
+    from relrep_hf.corpora import load_sentences
+
+    texts = load_sentences(600)["text"]
+    pooled = (
+        RelativeWrapper.from_pretrained(minilm_path, make_projector(384))
+        .encode(texts, batch_size=64, return_pooled=True)
+        .pooled
+    )
+    projector = RelativeProjector.from_statistics(
+        pooled[:32], Statistics.from_embeddings(pooled), pooling="mean"
+    )
+    assert projector.config.normalized_embeddings is False
+    wrapper = RelativeWrapper.from_pretrained(minilm_path, copy.deepcopy(projector))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        expected = wrapper.encode(texts[:16])  # the wrapper pools as the statistics did
+    st_output = SentenceTransformer(minilm_path, device="cpu").encode(texts[:16])
+    assert isinstance(st_output, np.ndarray)
+    with pytest.warns(UserWarning, match="sentence-transformers normalises"):
+        trapped = projector(st_output)
+    cosine = torch.nn.functional.cosine_similarity(trapped, expected, dim=-1)
+    assert float(cosine.mean()) < 0.97  # the trap is real: off the wrapper's features (0.925 here)
 
 
 def test_encode_runs_in_eval_mode_and_restores_the_mode(saved):

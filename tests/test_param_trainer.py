@@ -143,13 +143,17 @@ def test_resume_ends_where_an_uninterrupted_run_ends(spaces, tmp_path):
         tmp_path / "resumed", num_train_epochs=4, save_strategy="epoch", save_total_limit=None
     )
     ParamTrainer(args, spaces).train()
-    checkpoints = sorted(p.name for p in (tmp_path / "resumed").glob("checkpoint-*"))
-    assert checkpoints == ["checkpoint-12", "checkpoint-4", "checkpoint-8"]
+    # beside the anchor set, never inside what is published; the final state included
+    assert not list((tmp_path / "resumed").glob("*checkpoint*"))
+    root = tmp_path / "resumed-checkpoints"
+    assert args.checkpoint_dir == root
+    checkpoints = sorted(p.name for p in root.glob("checkpoint-*"))
+    assert checkpoints == ["checkpoint-12", "checkpoint-16", "checkpoint-4", "checkpoint-8"]
     # throw away the later checkpoints: as if the process died after epoch 1
-    for name in ("checkpoint-8", "checkpoint-12"):
-        for f in sorted((tmp_path / "resumed" / name).rglob("*"), reverse=True):
+    for name in ("checkpoint-8", "checkpoint-12", "checkpoint-16"):
+        for f in sorted((root / name).rglob("*"), reverse=True):
             f.unlink() if f.is_file() else f.rmdir()
-        (tmp_path / "resumed" / name).rmdir()
+        (root / name).rmdir()
     trainer = ParamTrainer(args, spaces)
     resumed = trainer.train(resume_from_checkpoint=True)
     assert trainer.log_history[-1]["step"] == 16
@@ -252,3 +256,20 @@ def test_real_minilm_spaces_zero_shot(minilm, tmp_path):
     print("MiniLM held-out R@1 per pair (both directions):", recall, "means:", means)
     assert means["PARAM-WIP"] >= 0.85
     assert means["Random-Cos"] < means["PARAM-WIP"] - 0.3
+
+
+def test_numpy_arrays_train_the_anchor_set_of_tensors(spaces, tmp_path):
+    from_tensors = ParamTrainer(small_args(tmp_path / "t"), spaces).train()
+    arrays = {name: space.numpy() for name, space in spaces.items()}
+    from_numpy = ParamTrainer(small_args(tmp_path / "n"), arrays).train()
+    torch.testing.assert_close(from_numpy.mixture, from_tensors.mixture, rtol=0, atol=0)
+
+
+def test_the_final_state_is_checkpointed_with_any_strategy(spaces, tmp_path):
+    """3 epochs of 4 steps, a checkpoint every 5 steps: 5, 10, and the final 12."""
+    args = small_args(tmp_path / "out", save_strategy="steps", save_steps=5, save_total_limit=None)
+    ParamTrainer(args, spaces).train()
+    names = sorted(p.name for p in args.checkpoint_dir.glob("checkpoint-*"))
+    assert names == ["checkpoint-10", "checkpoint-12", "checkpoint-5"]
+    published = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert not [name for name in published if "checkpoint" in name], published

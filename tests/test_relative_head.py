@@ -369,3 +369,22 @@ def test_head_of_another_anchor_set_is_refused(swap):
     narrower = RelativeHeadForClassification(RelativeHeadConfig(num_anchors=32, num_labels=5))
     with pytest.raises(ValueError, match="reads 32 relative features but the projector gives 300"):
         RelativeWrapperWithHead(wrapper, narrower)
+
+
+def test_numpy_features_and_class_names_train_the_same_head(tmp_path):
+    """sentence-transformers users hold NumPy arrays, and datasets users class names."""
+    names = {0: "red", 1: "green", 2: "blue"}
+    x, y = toy_problem(300)
+    heads = []
+    for features, labels in [(x, y), (x.numpy(), [names[int(i)] for i in y])]:
+        torch.manual_seed(5)
+        head = RelativeHeadForClassification(RelativeHeadConfig(num_anchors=12, id2label=names))
+        args = HeadTrainingArguments(
+            str(tmp_path), num_train_epochs=2, disable_tqdm=True, save_final_model=False
+        )
+        HeadTrainer(head, args, features, labels).train()
+        heads.append(head.eval())
+    assert all(torch.equal(heads[0].state_dict()[k], v) for k, v in heads[1].state_dict().items())
+    torch.testing.assert_close(heads[0](x[:4].numpy()).logits, heads[0](x[:4]).logits)
+    with pytest.raises(ValueError, match=r"class names \['purple'\] that the head does not know"):
+        HeadTrainer(heads[0], args, x[:2], ["red", "purple"])

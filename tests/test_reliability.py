@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import datasets
+import numpy as np
 import pytest
 import torch
 import tqdm
@@ -35,6 +36,8 @@ from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
 from relrep_hf import (
     AnchorSet,
+    HeadTrainer,
+    HeadTrainingArguments,
     ParamTrainer,
     ParamTrainingArguments,
     RelativeHeadConfig,
@@ -49,6 +52,7 @@ from relrep_hf import (
 )
 from relrep_hf.encoders import EncoderSpec
 from relrep_hf.extraction import extract_embeddings
+from relrep_hf.pipeline import demo_sizes
 from relrep_hf.translation import relative_inverse
 from tests import distributed_statistics, killable_save, killable_train
 
@@ -252,8 +256,10 @@ def test_saves_killed_at_random_moments_leave_a_loadable_version(kind, tmp_path)
 
 
 def complete_checkpoints(output_dir: Path) -> list[int]:
+    checkpoints = output_dir.with_name(f"{output_dir.name}-checkpoints")  # beside the output
     return sorted(
-        int(p.parent.name.split("-")[1]) for p in output_dir.glob("checkpoint-*/trainer_state.json")
+        int(p.parent.name.split("-")[1])
+        for p in checkpoints.glob("checkpoint-*/trainer_state.json")
     )
 
 
@@ -721,6 +727,20 @@ BAD_INPUTS = [
              lambda s: EncoderSpec.parse("model.Q4_K_M.gguf:last")),
     BadInput("a GGUF file other than the one the projector was built on",
              "`RelativeWrapper.from_pretrained`", gguf_file_mismatch),
+    # what a newcomer passes (NumPy, lists, the wrong folder, sizes that do not fit)
+    BadInput("a NumPy array of integers", "`RelativeProjector.forward`",
+             lambda s: s.projector(np.ones((2, 8), dtype=np.int64))),
+    BadInput("a list of rows of different lengths", "`Statistics.from_embeddings`",
+             lambda s: Statistics.from_embeddings([[0.0, 1.0], [2.0]])),
+    BadInput("class names the head does not know", "`HeadTrainer`",
+             lambda s: HeadTrainer(s.head(), HeadTrainingArguments(str(s.folder / "h")),
+                                   torch.zeros(2, 8), ["cat", "dog"])),
+    BadInput("an anchor set folder", "`RelativeProjector.from_pretrained`",
+             lambda s: RelativeProjector.from_pretrained(s.saved("anchors-for-projector"))),
+    BadInput("a projector folder", "`AnchorSet.from_pretrained`",
+             lambda s: AnchorSet.from_pretrained(s.saved("projector-for-anchors"))),
+    BadInput("demo sizes that do not fit the rows", "`relrep-hf demo` (`demo_sizes`)",
+             lambda s: demo_sizes(4192, limit=500, support_size=900)),
 ]  # fmt: skip
 
 

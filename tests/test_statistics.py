@@ -141,3 +141,24 @@ def test_symmetric_gram_is_the_exactly_symmetric_full_product(shape):
     for gram in (symmetric_gram(rows), blocked_gram(rows, block=128), blocked_gram(rows)):
         assert torch.equal(gram, gram.T)
         torch.testing.assert_close(gram, full, rtol=1e-12, atol=1e-12 * full.abs().max().item())
+
+
+def test_numpy_and_lists_give_the_statistics_of_the_tensor(data):
+    expected = Statistics.from_embeddings(data)
+    for value in (data.numpy(), data.tolist()):
+        stats = Statistics.from_embeddings(value)
+        assert stats.count == expected.count
+        torch.testing.assert_close(stats.scatter, expected.scatter, rtol=1e-12, atol=1e-9)
+    updated = Statistics.empty(data.shape[1]).update(data.numpy())
+    torch.testing.assert_close(updated.mean, expected.mean, rtol=1e-12, atol=1e-12)
+
+
+def test_fewer_rows_than_dimensions_warns():
+    import warnings
+
+    few = Statistics.from_embeddings(torch.randn(10, 16, dtype=torch.float64))
+    with pytest.warns(UserWarning, match="from 10 embeddings of dimension 16"):
+        whitening_matrix(few)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        whitening_matrix(Statistics.from_embeddings(torch.randn(40, 16, dtype=torch.float64)))

