@@ -162,7 +162,13 @@ def training_paragraphs(
 
 def corpus_id(packages: Sequence[str]) -> dict[str, str]:
     """The packages and their installed versions: what the training text depends on."""
-    return {package: importlib.metadata.version(package) for package in packages}
+    try:
+        return {package: importlib.metadata.version(package) for package in packages}
+    except importlib.metadata.PackageNotFoundError as error:
+        raise ValueError(
+            f"The training text comes from the docstrings of {list(packages)}, but {error.name!r} "
+            f"is not installed; pip install {error.name}."
+        ) from error
 
 
 # ---------------------------------------------------------------------------------------------
