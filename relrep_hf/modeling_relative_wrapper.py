@@ -41,7 +41,7 @@ from relrep_hf.extraction import (
     is_commit_hash,
     warn_truncated,
 )
-from relrep_hf.hub import check_local_path
+from relrep_hf.local_paths import check_local_path
 from relrep_hf.modeling_relative_head import (
     RelativeHeadForClassification,
     check_head_matches_projector,

@@ -25,8 +25,9 @@ from relrep_hf.file_checks import (
     read_json_file,
     safetensors_shapes,
 )
-from relrep_hf.hub import check_local_path, push_folder, resolve_folder
+from relrep_hf.hub import push_folder, resolve_folder
 from relrep_hf.io import atomic_directory
+from relrep_hf.local_paths import check_local_path
 from relrep_hf.manifest import verify_folder, write_manifest
 
 _HUB_KWARGS = ("repo_id", "token", "private", "commit_message", "revision", "create_pr")
