@@ -52,6 +52,8 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 
+from relrep_hf.local_paths import check_local_path
+
 try:  # the HTTP client of huggingface_hub 2.x, then 1.x
     from httpx2 import ConnectError, TimeoutException, TransportError
 except ImportError:  # pragma: no cover - depends on the installed huggingface_hub
@@ -159,36 +161,6 @@ def resolve_folder(
             "and try again."
         ) from error
     return Path(folder), Path(folder).name  # snapshot folders are named by commit
-
-
-def check_local_path(path_or_repo_id: str | os.PathLike) -> None:
-    """Raise a clear error when ``path_or_repo_id`` can only mean a local folder and there is no
-    folder there (instead of huggingface_hub's "Repo id must be in the form ...")."""
-    if not isinstance(path_or_repo_id, (str, os.PathLike)):
-        return
-    text = os.fspath(path_or_repo_id)
-    local = Path(text)
-    if local.is_dir():
-        return
-    if local.exists():
-        raise NotADirectoryError(
-            f"{text!r} is a file, not a folder: pass the folder that holds the artifact "
-            "(config.json and model.safetensors, or anchor_set.json)."
-        )
-    looks_local = (
-        isinstance(path_or_repo_id, os.PathLike)
-        or text.startswith((".", "/", "~"))
-        or (os.sep != "/" and os.sep in text)
-        or (os.altsep is not None and os.altsep != "/" and os.altsep in text)
-        or not _HUB_ID.match(text)
-        or text.count("/") > 1
-    )
-    if looks_local:
-        raise FileNotFoundError(
-            f"The folder {text!r} does not exist (and it is not a Hub repo id of the form "
-            "'name' or 'namespace/name'). Check the path: it is resolved from the current "
-            f"directory {os.getcwd()!r}."
-        )
 
 
 # ---------------------------------------------------------------------------------------------

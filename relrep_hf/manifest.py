@@ -76,6 +76,7 @@ def verify_folder(
     what: str = "artifact",
     source: str | None = None,
     verify: bool | None = None,
+    stacklevel: int = 3,
 ) -> bool:
     """Check every file that ``folder``'s manifest lists against its size and digest.
 
@@ -97,7 +98,7 @@ def verify_folder(
             f"The {what} at {source!r} has no {MANIFEST_NAME} (saved by an older relrep_hf): its "
             "files are not checked for corruption. Save it again to add one.",
             UserWarning,
-            stacklevel=3,
+            stacklevel=stacklevel,
         )
         return False
     listed = _read_manifest(path, what=what, source=source)

@@ -42,7 +42,7 @@ from relrep_hf.extraction import (
     warn_truncated,
 )
 from relrep_hf.gguf_encoders import gguf_mismatch, gguf_provenance, load_gguf_tokenizer
-from relrep_hf.hub import check_local_path
+from relrep_hf.local_paths import check_local_path
 from relrep_hf.modeling_relative_head import (
     RelativeHeadForClassification,
     check_head_matches_projector,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -24,8 +25,9 @@ from relrep_hf.file_checks import (
     read_json_file,
     safetensors_shapes,
 )
-from relrep_hf.hub import check_local_path, push_folder, resolve_folder
+from relrep_hf.hub import push_folder, resolve_folder
 from relrep_hf.io import atomic_directory
+from relrep_hf.local_paths import check_local_path
 from relrep_hf.manifest import verify_folder, write_manifest
 
 _HUB_KWARGS = ("repo_id", "token", "private", "commit_message", "revision", "create_pr")
@@ -111,15 +113,39 @@ class RelrepPreTrainedModel(PreTrainedModel):
             )
             kwargs["revision"] = commit  # transformers reads the very snapshot checked here
         cls._check_kind(folder, source)
-        verify_folder(
-            folder, required=(CONFIG_NAME, WEIGHTS_NAME), what=what, source=source, verify=verify
-        )
+        # The digests are computed on a second thread (hashlib releases the GIL) while the
+        # files are checked and loaded; no model is returned, and no other error raised, before
+        # the check has passed.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            digests = pool.submit(
+                verify_folder, folder, required=(CONFIG_NAME, WEIGHTS_NAME), what=what,
+                source=source, verify=verify, stacklevel=5,
+            )  # fmt: skip
+            try:
+                model, info = cls._load_checked(
+                    folder, source, pretrained_model_name_or_path, *args, **kwargs
+                )
+            except BaseException:
+                digests.result()  # a corrupted file explains the failure better: raise that
+                raise
+            digests.result()
+        missing = sorted(info["missing_keys"])
+        if missing:
+            raise OSError(
+                f"The {what} at {source!r} lacks the tensors {missing}: the file was not written "
+                f"by {cls.__name__}.save_pretrained, or it is incomplete. Save it again."
+            )
+        model.post_load()
+        return (model, info) if wants_info else model
+
+    @classmethod
+    def _load_checked(cls, folder: Path, source: str, name_or_path, *args, **kwargs):
+        """The structural checks, then transformers' load (safetensors only)."""
+        what = cls.artifact_name
         cls._check_files(folder, source)
         kwargs["use_safetensors"] = True
         try:
-            model, info = super().from_pretrained(
-                pretrained_model_name_or_path, *args, output_loading_info=True, **kwargs
-            )
+            return super().from_pretrained(name_or_path, *args, output_loading_info=True, **kwargs)
         except SafetensorError as error:
             raise OSError(
                 f"The weights of the {what} at {source!r} are corrupted or truncated ({error}). "
@@ -133,14 +159,6 @@ class RelrepPreTrainedModel(PreTrainedModel):
                 f"declares ({cls._declared_sizes(source)}). The config and the weights come from "
                 f"different saves: save the {what} again."
             ) from error
-        missing = sorted(info["missing_keys"])
-        if missing:
-            raise OSError(
-                f"The {what} at {source!r} lacks the tensors {missing}: the file was not written "
-                f"by {cls.__name__}.save_pretrained, or it is incomplete. Save it again."
-            )
-        model.post_load()
-        return (model, info) if wants_info else model
 
     def post_load(self) -> None:
         """Called after a successful `from_pretrained`."""

@@ -13,6 +13,7 @@ tracemalloc where that is missing). The number of cases run per target is printe
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -36,6 +37,8 @@ from relrep_hf.modeling_relative_head import RelativeHeadForClassification
 MIB = 1024**2
 LIMIT = 50 * MIB
 CASES: Counter[str] = Counter()
+REJECTED: Counter[str] = Counter()
+PEAK: dict[str, int] = {}  # the largest peak memory of a rejected load, per target
 FUZZ = settings(
     max_examples=30,
     deadline=None,
@@ -106,6 +109,8 @@ def check_clean(target: str, load: Callable[[], object], files: tuple[str, ...])
         assert isinstance(error, (OSError, ValueError)), f"{type(error).__name__}: {error}"
         assert any(name in str(error) for name in files), f"names no file: {error}"
         assert peak < LIMIT, f"a rejected load used {peak / MIB:.1f} MiB: {error}"
+        REJECTED[target] += 1
+        PEAK[target] = max(PEAK.get(target, 0), peak)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -144,7 +149,10 @@ def hostile(folder: Path) -> Path:
 
 
 def report(target: str, minimum: int) -> None:
-    print(f"\nfuzz cases for {target}: {CASES[target]}")
+    print(
+        f"\nfuzz cases for {target}: {CASES[target]}, {REJECTED[target]} rejected, largest peak "
+        f"of a rejected load {PEAK.get(target, 0) / MIB:.2f} MiB ({'RSS' if RSS else 'tracemalloc'})"
+    )
     assert CASES[target] >= minimum
 
 
@@ -358,3 +366,44 @@ def test_the_memory_probe_sees_a_large_allocation():
     assert error is None and peak > 150 * MIB if RSS else peak >= 0
     error, peak = run_measured(lambda: math.prod([1]))
     assert peak < LIMIT
+
+
+# ---------------------------------------------------------------------------------------------
+# No code runs: no pickle, no remote code without trust_remote_code=True
+# ---------------------------------------------------------------------------------------------
+
+
+class _Payload:
+    """Unpickling this creates a file: the proof that a pickle was loaded."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (str(self.marker), "w"))
+
+
+def test_loading_never_unpickles_nor_runs_remote_code(originals, tmp_path):
+    import pickle
+
+    from transformers import AutoModel
+
+    marker = tmp_path / "code-ran"
+    # a pickle instead of safetensors: refused before anything reads it
+    folder = fresh_copy(originals["projector"], tmp_path)
+    (folder / "model.safetensors").unlink()
+    (folder / "pytorch_model.bin").write_bytes(pickle.dumps(_Payload(marker)))
+    hostile(folder)
+    with pytest.raises(OSError, match="never from a pickle"):
+        RelativeProjector.from_pretrained(folder)
+    # remote code named by config.json's auto_map: never imported without trust_remote_code
+    folder = fresh_copy(originals["projector"], tmp_path)
+    (folder / "modeling_evil.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    config = json.loads((folder / "config.json").read_text())
+    config["auto_map"] = {"AutoModel": "modeling_evil.Evil", "AutoConfig": "modeling_evil.Cfg"}
+    (folder / "config.json").write_text(json.dumps(config))
+    hostile(folder)
+    RelativeProjector.from_pretrained(folder)  # our class: auto_map is not followed
+    with contextlib.suppress(OSError, ValueError):  # loads our class, or refuses
+        AutoModel.from_pretrained(folder)  # no trust_remote_code: transformers must not run it
+    assert not marker.exists()

@@ -168,6 +168,19 @@ head = RelativeHeadForClassification.from_pretrained(repo_id)  # verified agains
 version = int(head.config.anchor_set_revision)
 files = sorted(api.list_repo_files(repo_id))
 commits = [c.commit_id for c in api.list_repo_commits(repo_id)]
+# the test process made the Hub answer the next commit with 412, as when a push overtook it
+import torch
+from relrep_hf import RelativeHeadConfig
+from relrep_hf.hub import HubError
+torch.manual_seed(7)
+late = RelativeHeadForClassification(RelativeHeadConfig(num_anchors=4, num_labels=2))
+try:
+    late.push_to_hub(repo_id)
+except HubError as error:
+    assert "Another push changed" in str(error), error
+else:
+    raise AssertionError("a push answered 412 reported success")
+assert [c.commit_id for c in api.list_repo_commits(repo_id)] == commits
 print(json.dumps({"version": version, "files": files, "commits": commits}))
 """
 
@@ -202,6 +215,8 @@ def test_two_processes_pushing_one_repo_at_once(tmp_path):
         for pusher, (_, err) in zip(pushers, results, strict=True):
             assert pusher.returncode == 0, err[-5000:]
         outcomes = [o for out, _ in results for o in json.loads(out.strip().splitlines()[-1])]
+        hub.fail_next("POST", f"/api/models/{repo_id}/commit", status=412,
+                      message="A commit has happened since. Please refresh and try again.")  # fmt: skip
         check = subprocess.run(
             [sys.executable, "-c", textwrap.dedent(CHECKER), repo_id, str(tmp_path)],
             env=env, capture_output=True, text=True, timeout=300,
