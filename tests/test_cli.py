@@ -176,6 +176,7 @@ def test_push_a_run_folder_to_the_hub(run_dir, tmp_path):
             command, capture_output=True, text=True, timeout=300, env=hub_env(hub, tmp_path)
         )
         assert result.returncode == 0, result.stderr[-4000:]
+        assert "%|" not in result.stderr  # --quiet: no progress bar, the Hub client's included
         lines = result.stdout.strip().splitlines()
         repos = {line.split(": ")[0] for line in lines}
         heads = {p.name for p in (run_dir / "heads").iterdir()}
