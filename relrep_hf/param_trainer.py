@@ -358,8 +358,11 @@ class ParamTrainer:
         logits = torch.randn(args.num_anchors, len(self.support_indices), generator=generator)
         model = _Mixture(logits * args.init_scale, args.mixture_temperature, self.data.dims)
         optimizer_class = torch.optim.AdamW if args.optimizer == "adamw" else torch.optim.Adam
-        optimizer = optimizer_class(
-            model.parameters(), lr=args.learning_rate, weight_decay=args.weight_decay
+        optimizer = optimizer_class(  # fused: one pass over P's logits and moments
+            model.parameters(),
+            lr=args.learning_rate,
+            weight_decay=args.weight_decay,
+            fused=device.type in ("cpu", "cuda"),
         )
         model, optimizer = accelerator.prepare(model, optimizer)
         if args.report_to:
