@@ -116,23 +116,30 @@ def info_nce_pass(
     rows' gradient reaches the relative features through the normalisation,
     dR = (dU - U (U . dU)) / ||R||.
     """
-    count, rows = len(relatives), relatives[0].shape[0]
+    count, (rows, width) = len(relatives), relatives[0].shape
     raw_norms = [torch.linalg.vector_norm(r, dim=1) for r in relatives]
     inverse = [norm.clamp_min(_NORM_EPS).reciprocal_() for norm in raw_norms]
-    units = [r * inv[:, None] for r, inv in zip(relatives, inverse, strict=True)]
-    scaled = [u / temperature for u in units[:-1]]  # left operands of the pairs
+    # E_ij >= exp(-2 / tau) must stay a normal number; else shift each row and column alone
+    shared_shift = 2.0 / temperature < -math.log(torch.finfo(relatives[0].dtype).tiny)
+    shift = 1.0 / temperature if shared_shift else 0.0
+    # [U_a / tau, -shift] . [U_b, 1] = S - shift: one more column puts the shift in the GEMM
+    left, right = [], []
+    for i, (r, inv) in enumerate(zip(relatives, inverse, strict=True)):
+        right.append(r.new_empty(rows, width + 1).fill_(1.0))
+        torch.mul(r, inv[:, None], out=right[-1][:, :width])
+        if i < count - 1:  # left operands of the pairs
+            left.append(r.new_empty(rows, width + 1).fill_(-shift))
+            torch.mul(right[-1][:, :width], 1.0 / temperature, out=left[-1][:, :width])
+    units = [r[:, :width] for r in right]
     pairs = list(itertools.combinations(range(count), 2))
     grad_scale = 0.5 / (rows * temperature * len(pairs))
     grad_units = [torch.zeros_like(u) for u in units] if need_grad else None
-    # E_ij >= exp(-2 / tau) must stay a normal number; else shift each row and column alone
-    shared_shift = 2.0 / temperature < -math.log(torch.finfo(units[0].dtype).tiny)
-    total = units[0].new_zeros(())
+    total = relatives[0].new_zeros(())
     for a, b in pairs:
-        logits = scaled[a] @ units[b].T  # S [B, B]
+        logits = left[a] @ right[b].T  # S - shift [B, B]
         if shared_shift:
-            exp = logits.sub_(1.0 / temperature)
-            diagonal = exp.diagonal().clone()
-            exp = exp.exp_()
+            diagonal = logits.diagonal().clone()
+            exp = logits.exp_()
             row_sums, col_sums = exp.sum(dim=1), exp.sum(dim=0)
             total = total + 0.5 * (row_sums.log().mean() + col_sums.log().mean())
             total = total - diagonal.mean()
