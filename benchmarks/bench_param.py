@@ -5,9 +5,10 @@ The direct version whitens the anchors with a d x d product at every step
 with ``torch.cdist`` and lets autograd differentiate all of it. Ours whitens the
 support once (``P @ whitened(X_sub)`` is exact because P's rows sum to one), shares one
 GEMM across encoders, whitens rows held in memory once, computes each encoder's
-cross products once for both the coverage and the relative features, and gives the
-coverage and InfoNCE hand-written backward passes. Both start from the same logits
-and see the same batches; every step's losses of the first epoch are compared.
+cross products once for both the coverage and the relative features, and computes every
+loss term's gradient in its forward pass (`relrep_hf.fused_losses`); AdamW is fused.
+Both start from the same logits and see the same batches; every step's losses of the
+first epoch are compared.
 
 A second row times only the float32 matrix products the objective needs (a floor for
 any exact implementation on this machine), against the same direct epoch; the third

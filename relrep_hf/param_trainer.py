@@ -10,8 +10,9 @@ reduced across processes); whitening is affine and the rows of P sum to one, so 
 whitened anchors are ``P @ whitened(X_sub)`` with the whitened support computed once;
 embeddings held in memory are whitened once, not every epoch (a float32 copy: pass a
 `datasets.Dataset` to keep memory bounded); each encoder's cross products ``x_w a_w^T``
-serve both the coverage and the relative features, and coverage and InfoNCE have
-hand-written backward passes (`relrep_hf.losses`). Under ``torchrun``
+serve both the coverage and the relative features; every loss term returns its gradient
+from its forward pass (`relrep_hf.fused_losses`), and AdamW is fused. ``bf16=True`` runs
+the two products with the support in bfloat16. Under ``torchrun``
 each process takes a contiguous shard of every global batch, gradients are averaged
 by DDP, and InfoNCE sees the whole global batch through a differentiable gather, so
 two processes train the same anchors as one.
