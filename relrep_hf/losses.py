@@ -14,7 +14,6 @@ combines all of them with the weights of Table 5 (:class:`LossWeights`).
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
@@ -22,6 +21,15 @@ from dataclasses import dataclass, fields
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+from relrep_hf.fused_losses import (
+    AnchorRegularisers,
+    MultiSpaceInfoNCE,
+    SoftDistortion,
+    distortion_pass,
+    info_nce_pass,
+    regulariser_pass,
+)
 
 __all__ = [
     "LossWeights",
@@ -80,80 +88,17 @@ def _loss_dtype(*tensors: Tensor) -> torch.dtype:
 # ----------------------------------------------------------------------------- coverage
 
 
-def _distortion_pass(
-    cross: Tensor,
-    x_sq: Tensor,
-    a_sq: Tensor,
-    temperature: float,
-    chunk_size: int,
-    needs: Sequence[bool],
-) -> tuple[Tensor, list[Tensor | None]]:
-    """Mean soft k-means distortion from cross products and, on request, its gradients.
-
-    With D = ||x||^2 - 2 X A^T + ||a||^2, q = softmax_r(-D / tau) and f_i = sum_r q_ir D_ir,
-    the value is sum_i f_i / n and
-
-        df_i / dD_ir = q_ir * (1 - (D_ir - f_i) / tau) =: g_ir,
-
-    so the gradients reach ``cross`` (-2 g / n), ``x_sq`` (g.sum(1) / n) and ``a_sq``
-    (g.sum(0) / n). Rows go ``chunk_size`` at a time: the [n, m] distance and softmax
-    matrices never exist whole.
-    """
-    n = cross.shape[0]
-    need_cross, need_x_sq, need_a_sq = needs
-    grad_cross = torch.empty_like(cross) if need_cross else None
-    grad_x_sq = torch.empty_like(x_sq) if need_x_sq else None
-    grad_a_sq = torch.zeros_like(a_sq) if need_a_sq else None
-    total = cross.new_zeros(())
-    for start in range(0, n, chunk_size):
-        rows = slice(start, start + chunk_size)
-        # The expansion can dip below 0 by rounding when x_i ~ a_r; a distance cannot.
-        dist = (x_sq[rows, None] - 2.0 * cross[rows] + a_sq).clamp_(min=0.0)
-        q = torch.softmax(dist / -temperature, dim=1)
-        per_row = (q * dist).sum(dim=1)
-        total = total + per_row.sum()
-        if any(needs):
-            g = q.mul_(1.0 - (dist - per_row[:, None]) / temperature)
-            if need_cross:
-                grad_cross[rows] = g * (-2.0 / n)
-            if need_x_sq:
-                grad_x_sq[rows] = g.sum(dim=1) / n
-            if need_a_sq:
-                grad_a_sq += g.sum(dim=0) / n
-    return total / n, [grad_cross, grad_x_sq, grad_a_sq]
-
-
-class _SoftDistortion(torch.autograd.Function):
-    """`_distortion_pass` with its closed-form gradients computed in the forward loop.
-
-    Autograd through the chunk loop would keep every chunk's distance and softmax
-    matrices until backward; autograd carries these gradients on to x and the anchors.
-    """
-
-    @staticmethod
-    def forward(ctx, cross, x_sq, a_sq, temperature, chunk_size):  # type: ignore[override]
-        value, grads = _distortion_pass(
-            cross, x_sq, a_sq, temperature, chunk_size, ctx.needs_input_grad[:3]
-        )
-        ctx.save_for_backward(*grads)
-        return value
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_output):  # type: ignore[override]
-        grads = (None if g is None else g * grad_output for g in ctx.saved_tensors)
-        return (*grads, None, None)
-
-
 def _soft_distortion(
     x: Tensor, anchors: Tensor, cross: Tensor, temperature: float, chunk_size: int
 ) -> Tensor:
     """``mean_i sum_r q_ir ||x_i - a_r||^2`` given ``cross = x @ anchors.T``, which
     `param_loss` shares with the relative features."""
-    x_sq, a_sq = x.pow(2).sum(dim=1), anchors.pow(2).sum(dim=1)
+    # one pass over the rows, no [n, d] square
+    x_sq = torch.linalg.vector_norm(x, dim=1).square()
+    a_sq = torch.linalg.vector_norm(anchors, dim=1).square()
     if torch.is_grad_enabled() and any(t.requires_grad for t in (cross, x_sq, a_sq)):
-        return _SoftDistortion.apply(cross, x_sq, a_sq, float(temperature), chunk_size)
-    return _distortion_pass(cross, x_sq, a_sq, float(temperature), chunk_size, (False,) * 3)[0]
+        return SoftDistortion.apply(cross, x_sq, a_sq, float(temperature), chunk_size)
+    return distortion_pass(cross, x_sq, a_sq, float(temperature), chunk_size, need_grad=False)[0]
 
 
 def coverage_loss(
@@ -215,6 +160,16 @@ def orthogonality_loss(whitened_anchors: Tensor) -> Tensor:
     return (gram.pow(2).sum() - diagonal) / (m * (m - 1))
 
 
+def _regularisers(whitened_anchors: Tensor) -> tuple[Tensor, Tensor]:
+    """`orthogonality_loss` and `length_loss` in one pass, for `param_loss`."""
+    dtype = _loss_dtype(whitened_anchors)
+    with torch.autocast(device_type=whitened_anchors.device.type, enabled=False):
+        anchors = whitened_anchors.to(dtype)
+        if torch.is_grad_enabled() and anchors.requires_grad:
+            return AnchorRegularisers.apply(anchors)
+        return regulariser_pass(anchors)[:2]
+
+
 def length_loss(whitened_anchors: Tensor) -> Tensor:
     """Mean squared deviation of the whitened anchor norms from 1: ``mean_r (||a_w,r|| - 1)^2``."""
     _check_matrix(whitened_anchors, "whitened_anchors")
@@ -224,52 +179,6 @@ def length_loss(whitened_anchors: Tensor) -> Tensor:
 
 
 # ---------------------------------------------------------------------------- InfoNCE
-
-
-def _nce_pass(
-    unit_a: Tensor, unit_b: Tensor, temperature: float, need_grad: bool
-) -> tuple[Tensor, Tensor | None]:
-    """Symmetric InfoNCE of unit rows and, on request, its gradient w.r.t. the logits.
-
-    With S = U_a U_b^T / tau, CE(a -> b) takes log-softmax over the rows of S and
-    CE(b -> a) over its columns, so d loss / d S = (softmax_rows(S) + softmax_cols(S) - 2 I) / 2B:
-    one [B, B] matrix, no second pass and no transposed copy.
-    """
-    logits = (unit_a / temperature) @ unit_b.T  # scaling [B, m] costs less than [B, B]
-    n = logits.shape[0]
-    diagonal = logits.diagonal().clone()
-    lse_rows, lse_cols = torch.logsumexp(logits, dim=1), torch.logsumexp(logits, dim=0)
-    loss = 0.5 * ((lse_rows - diagonal).mean() + (lse_cols - diagonal).mean())
-    if not need_grad:
-        return loss, None
-    grad = torch.exp(logits - lse_rows[:, None]).add_(logits.sub_(lse_cols).exp_())
-    grad.diagonal().sub_(2.0)
-    return loss, grad.mul_(0.5 / (n * temperature))  # w.r.t. U_a U_b^T
-
-
-class _SymmetricInfoNCE(torch.autograd.Function):
-    """`_nce_pass` as an autograd function: the logits' gradient comes from the forward."""
-
-    @staticmethod
-    def forward(ctx, unit_a, unit_b, temperature):  # type: ignore[override]
-        loss, grad = _nce_pass(unit_a, unit_b, temperature, need_grad=True)
-        ctx.save_for_backward(grad, unit_a, unit_b)
-        return loss
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_output):  # type: ignore[override]
-        grad, unit_a, unit_b = ctx.saved_tensors
-        grad = grad * grad_output
-        grad_a = grad @ unit_b if ctx.needs_input_grad[0] else None
-        grad_b = grad.T @ unit_a if ctx.needs_input_grad[1] else None
-        return grad_a, grad_b, None
-
-
-def _symmetric_nce(unit_a: Tensor, unit_b: Tensor, temperature: float) -> Tensor:
-    if torch.is_grad_enabled() and (unit_a.requires_grad or unit_b.requires_grad):
-        return _SymmetricInfoNCE.apply(unit_a, unit_b, temperature)
-    return _nce_pass(unit_a, unit_b, temperature, need_grad=False)[0]
 
 
 def _check_relatives(relatives: Sequence[Tensor]) -> None:
@@ -307,9 +216,10 @@ def multi_space_info_nce(relatives: Sequence[Tensor], *, temperature: float = 0.
     _check_relatives(relatives)
     dtype = _loss_dtype(*relatives)
     with torch.autocast(device_type=relatives[0].device.type, enabled=False):
-        units = [F.normalize(r.to(dtype), dim=1) for r in relatives]
-        pairs = list(itertools.combinations(units, 2))
-        return torch.stack([_symmetric_nce(a, b, float(temperature)) for a, b in pairs]).mean()
+        relatives = [r.to(dtype) for r in relatives]
+        if torch.is_grad_enabled() and any(r.requires_grad for r in relatives):
+            return MultiSpaceInfoNCE.apply(float(temperature), *relatives)
+        return info_nce_pass(relatives, float(temperature), need_grad=False)[0]
 
 
 # ---------------------------------------------------------------------------- combined
@@ -408,10 +318,11 @@ def param_loss(
                 / x.shape[1]
             )
         relatives.append(cross if gather is None else gather(cross))
+    regularisers = [_regularisers(a) for a in anchors]  # (orthogonality, length) per encoder
     terms = {
         "coverage": mean(coverage),
-        "orthogonality": mean([orthogonality_loss(a) for a in anchors]),
-        "length": mean([length_loss(a) for a in anchors]),
+        "orthogonality": mean([o for o, _ in regularisers]),
+        "length": mean([length for _, length in regularisers]),
     }
     total = (
         weights.coverage * terms["coverage"]

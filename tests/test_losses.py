@@ -271,6 +271,27 @@ def test_info_nce_gradients_match_autograd_of_literal_formula(tau: float) -> Non
     torch.testing.assert_close(only_a, want[0] / 3.0, atol=TOL, rtol=0)
 
 
+@pytest.mark.parametrize("tau", [0.1, 0.01])
+def test_info_nce_float32_matches_float64(tau: float) -> None:
+    """tau = 0.1 shares one exp shift over the [B, B] logits; at tau = 0.01, exp(-2 / tau)
+    is below float32's range and each row and column gets its own shift: row 0 of ``ra``
+    points away from every row of ``rb``, so one shared shift would leave its sum at 0."""
+    offset = torch.zeros(64, 6, dtype=F64)
+    offset[:, 0] = 5.0
+    offset[0, 0] = -5.0
+    ra = (rand(64, 6, seed=26) + offset).requires_grad_(True)
+    rb = (rand(64, 6, seed=27) + offset.abs()).requires_grad_(True)
+    value = info_nce_loss(ra, rb, temperature=tau)
+    want = torch.autograd.grad(value, (ra, rb))
+    a32, b32 = (t.detach().float().requires_grad_(True) for t in (ra, rb))
+    value32 = info_nce_loss(a32, b32, temperature=tau)
+    got = torch.autograd.grad(value32, (a32, b32))
+    assert value32.dtype == torch.float32 and torch.isfinite(value32)
+    assert abs(value32.item() - value.item()) < 1e-5 * max(1.0, value.item())
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g.double(), w, atol=1e-6, rtol=1e-4)
+
+
 def test_info_nce_is_symmetric() -> None:
     ra, rb = rand(8, 5, seed=17), rand(8, 5, seed=18)
     assert abs(info_nce_loss(ra, rb).item() - info_nce_loss(rb, ra).item()) < TOL
@@ -380,6 +401,23 @@ def test_param_loss_gradients_match_autograd_of_literal_formulas() -> None:
     assert abs(out["loss"].item() - reference.item()) < TOL
     for g, r in zip(got, want, strict=True):
         torch.testing.assert_close(g, r, atol=1e-9, rtol=0)
+
+
+@pytest.mark.parametrize(("m", "d"), [(5, 3), (3, 5)])
+def test_param_loss_regulariser_gradients_match_autograd_with_a_zero_anchor(m: int, d: int) -> None:
+    """param_loss's one-pass orthogonality and length (both Gram shapes, a zero anchor row)
+    against autograd through the public losses."""
+    x = rand(6, d, seed=80)
+    anchors = rand(m, d, seed=81).index_fill(0, torch.tensor([1]), 0.0).requires_grad_(True)
+    w = LossWeights(coverage=0.0, orthogonality=0.3, length=1.7)
+    out = param_loss([x], [anchors], w)
+    (got,) = torch.autograd.grad(out["loss"], anchors)
+    reference = 0.3 * orthogonality_loss(anchors) + 1.7 * length_loss(anchors)
+    (want,) = torch.autograd.grad(reference, anchors)
+    assert abs(out["orthogonality"].item() - orthogonality_loss(anchors).item()) < TOL
+    assert abs(out["length"].item() - length_loss(anchors).item()) < TOL
+    torch.testing.assert_close(got, want, atol=TOL, rtol=0)
+    assert torch.isfinite(got).all()
 
 
 def test_param_loss_trains_a_mixture_matrix() -> None:

@@ -123,6 +123,32 @@ def test_every_step_follows_autograd_of_the_direct_formulas(tmp_path):
     assert direct[-1]["loss"] < direct[0]["loss"]
 
 
+def test_bf16_runs_the_support_products_in_bfloat16_close_to_float32(tmp_path):
+    """bf16=True changes the anchors' GEMM only: the losses move, by a bfloat16 rounding."""
+    from benchmarks.bench_param import _spaces
+
+    spaces = _spaces(700, 24, 3)
+    runs = {}
+    for bf16 in (False, True):
+        args = ParamTrainingArguments(
+            str(tmp_path / str(bf16)), num_anchors=12, support_size=150, num_train_epochs=1,
+            train_batch_size=128, save_strategy="no", disable_tqdm=True, logging_steps=1,
+            bf16=bf16,
+        )  # fmt: skip
+        trainer = ParamTrainer(args, spaces)
+        runs[bf16] = (trainer.train(), trainer.log_history)
+    (exact, exact_log), (low, low_log) = runs[False], runs[True]
+    deviations = [
+        abs(a[key] - b[key]) / max(1.0, abs(a[key]))
+        for a, b in zip(exact_log, low_log, strict=True)
+        for key in ("loss", "coverage", "info_nce")
+    ]
+    assert 0 < max(deviations) < 1e-2
+    assert low.training["bf16"] is True and exact.training["bf16"] is False
+    assert low.mixture.dtype == torch.float32
+    torch.testing.assert_close(low.mixture.sum(dim=1), torch.ones(12))
+
+
 def test_datasets_columns_give_the_same_anchor_set_as_tensors(spaces, tmp_path):
     dataset = datasets.Dataset.from_dict({name: space.tolist() for name, space in spaces.items()})
     dataset = dataset.add_column("text", [f"input {i}" for i in range(len(dataset))])
