@@ -53,8 +53,8 @@ class ParamTrainingArguments:
     report_to: list[str] = field(default_factory=list)
     statistics_batch_size: int = 16384
     # bfloat16 for the two products with the support (P @ whitened support and dL/dP), the
-    # bulk of a step: about 2-3x faster where bf16 matmuls are native; the losses move by
-    # about 1e-3 relative (printed by `python -m benchmarks --only bench_param`)
+    # bulk of a step: faster where bf16 matmuls are native (AVX512-BF16, AMX, GPUs); the
+    # losses move by about 1e-4 relative (printed by `python -m benchmarks --only bench_param`)
     bf16: bool = False
 
     def __post_init__(self) -> None:
