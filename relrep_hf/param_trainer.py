@@ -20,6 +20,7 @@ two processes train the same anchors as one.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -447,7 +448,13 @@ class ParamTrainer:
         if not state_file.is_file():
             raise ValueError(f"{str(checkpoint)!r} is not a complete checkpoint (no {STATE_NAME}).")
         state = json.loads(state_file.read_text())
-        saved, current = state["args"], self.args.to_dict()
+        current = self.args.to_dict()
+        defaults = {  # fields added since the checkpoint was written keep their default
+            f.name: f.default
+            for f in dataclasses.fields(self.args)
+            if f.default is not dataclasses.MISSING
+        }
+        saved = {**{k: v for k, v in defaults.items() if k in current}, **state["args"]}
         changed = sorted(
             key
             for key in set(saved) | set(current)

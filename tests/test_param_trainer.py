@@ -1,3 +1,4 @@
+import json
 import os
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import torch
 
 from relrep_hf import AnchorSet, ParamTrainer, ParamTrainingArguments, RelativeProjector, Statistics
 from relrep_hf.metrics import retrieval_metrics
+from relrep_hf.param_trainer import STATE_NAME
 from tests.distributed_param import main as distributed_main
 from tests.synthetic import affine_spaces
 
@@ -180,6 +182,11 @@ def test_resume_ends_where_an_uninterrupted_run_ends(spaces, tmp_path):
         for f in sorted((root / name).rglob("*"), reverse=True):
             f.unlink() if f.is_file() else f.rmdir()
         (root / name).rmdir()
+    # a checkpoint written before a field existed (bf16) resumes: the field had its default
+    state_file = root / "checkpoint-4" / STATE_NAME
+    state = json.loads(state_file.read_text())
+    del state["args"]["bf16"]
+    state_file.write_text(json.dumps(state))
     trainer = ParamTrainer(args, spaces)
     resumed = trainer.train(resume_from_checkpoint=True)
     assert trainer.log_history[-1]["step"] == 16
