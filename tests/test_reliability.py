@@ -80,6 +80,9 @@ def _child(target: Callable[..., object], args: tuple) -> None:
     for cls in classes:
         classes.extend(cls.__subclasses__())
         cls.set_lock(threading.RLock())
+    # The OpenMP pool of a parent that already ran parallel work does not survive fork: a
+    # child's first parallel region would wait forever for its threads. One thread needs none.
+    torch.set_num_threads(1)
     target(*args)
 
 
