@@ -23,6 +23,7 @@ from statistics import mean
 import torch
 
 from benchmarks.common import row
+from benchmarks.spaces import GROUPS, load_group
 from relrep_hf import AnchorSet, ParamTrainer, ParamTrainingArguments, RelativeProjector, Statistics
 from relrep_hf.metrics import retrieval_metrics
 from relrep_hf.shared_linear_trainer import fine_tune_shared_linear
@@ -211,64 +212,26 @@ def plot(results: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def load_groups(quick: bool) -> list:
-    """The groups of `benchmarks.spaces`; without it, MiniLM and an affine stress of it."""
-    try:
-        from benchmarks.spaces import GROUPS, load_group
-    except ImportError:
-        return _fallback_groups(quick)
-    return [load_group(name, quick=quick) for name in GROUPS]
-
-
-def _fallback_groups(quick: bool) -> list:
-    from types import SimpleNamespace
-
-    from relrep_hf.corpora import load_sentences
-    from relrep_hf.encoders import EncoderSpec, load_encoder
-    from relrep_hf.extraction import embeddings_tensor, extract_embeddings
-
-    sentences = load_sentences(QUICK["rows"] if quick else None)
-    specs = [EncoderSpec.parse(s) for s in ("minilm:mean:-1", "minilm:mean:4", "minilm:mean:2",
-                                            "minilm:cls:-1")]  # fmt: skip
-    model, tokenizer, provenance = load_encoder(specs[0])
-    spaces = {
-        spec.name: embeddings_tensor(
-            extract_embeddings(
-                model, tokenizer, sentences, pooling=spec.pooling, layer=spec.layer, **provenance
-            )
-        )
-        for spec in specs
-    }
-    base = spaces[specs[0].name].double()
-    affine = {}
-    for i in range(4):  # anisotropic scaling between random rotations, and a large shift
-        g = torch.Generator().manual_seed(1000 + i)
-        d = base.shape[1]
-        q1, q2 = (torch.linalg.qr(torch.randn(d, d, generator=g, dtype=torch.float64))[0]
-                  for _ in range(2))  # fmt: skip
-        scale = torch.logspace(-1.5, 1.5, d, dtype=torch.float64)[torch.randperm(d, generator=g)]
-        shift = 10 * torch.randn(d, generator=g, dtype=torch.float64)
-        affine[f"affine{i}"] = (base @ (q1 * scale) @ q2 + shift).float()
-    texts, labels = list(sentences["text"]), list(sentences["label"])
-    return [
-        SimpleNamespace(name="minilm", texts=texts, labels=labels, embeddings=spaces),
-        SimpleNamespace(name="affine", texts=texts, labels=labels, embeddings=affine),
-    ]
-
-
-def run(quick: bool = False) -> list[dict]:
+def run(
+    quick: bool = False, groups: list[str] | None = None, only: list[str] | None = None
+) -> list[dict]:
+    """Every group of `benchmarks.spaces` (or ``groups``), every method (or ``only``)."""
     results = []
-    for group in load_groups(quick):
-        result = run_group(group, quick)
+    for name in groups or GROUPS:
+        result = run_group(load_group(name, quick=quick), quick, only=only)
         print_table(result)
         results.append(result)
     RESULTS.mkdir(parents=True, exist_ok=True)
     name = "quality_quick" if quick else "quality"
+    if groups or only:  # a partial run does not overwrite the whole benchmark's results
+        name += "_" + "_".join(groups or ["all"])
     (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=2))
     plot(results, RESULTS / f"{name}.png")
     print(f"\nwrote {RESULTS / f'{name}.json'} and {name}.png")
     rows = []
     for result in results:
+        if not {"PARAM-WIP", "Shared linear"} <= set(result["methods"]):
+            continue
         param = at_main(result, "PARAM-WIP")
         best_method = max(result["methods"], key=lambda m: at_main(result, m)["recall@1"])
         best = at_main(result, best_method)
@@ -294,3 +257,14 @@ def run(quick: bool = False) -> list[dict]:
             )
         )
     return rows
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Part of the quality benchmark.")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--group", action="append", choices=GROUPS, help="repeatable")
+    parser.add_argument("--method", action="append", choices=list(methods(1)), help="repeatable")
+    arguments = parser.parse_args()
+    run(arguments.quick, arguments.group, arguments.method)
