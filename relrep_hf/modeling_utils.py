@@ -99,6 +99,7 @@ class RelrepPreTrainedModel(PreTrainedModel):
         model expects). Weights are read from safetensors only, never from a pickle.
         """
         wants_info = kwargs.pop("output_loading_info", False)
+        subfolder = kwargs.pop("subfolder", "") or ""
         source, what = str(pretrained_model_name_or_path), cls.artifact_name
         folder = Path(pretrained_model_name_or_path)
         if not folder.is_dir():
@@ -112,6 +113,10 @@ class RelrepPreTrainedModel(PreTrainedModel):
                 force_download=kwargs.get("force_download", False),
             )
             kwargs["revision"] = commit  # transformers reads the very snapshot checked here
+        if subfolder:  # e.g. a sentence-transformers module's folder: load the files checked
+            folder = folder / subfolder
+            source = f"{source} (subfolder {subfolder!r})"
+            pretrained_model_name_or_path = folder
         cls._check_kind(folder, source)
         # The digests are computed on a second thread (hashlib releases the GIL) while the
         # files are checked and loaded; no model is returned, and no other error raised, before

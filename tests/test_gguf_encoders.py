@@ -191,6 +191,7 @@ def test_cli_embed_and_onboard_gguf(models, arch, tmp_path):
     torch.testing.assert_close(spaces[0], spaces[1], atol=1e-5, rtol=0)
 
     fit = ["--num-anchors", str(NUM_ANCHORS), "--support-size", "48", "--num-train-epochs", "1"]
+    fit = ["--method", "param", *fit]  # the paper's anchors, as the test of onboarding needs none
     assert main(["--quiet", "fit", str(run), "--held-out", reference_entry["name"], *fit]) == 0
     saved = RelativeProjector.from_pretrained(run / "projectors" / gguf_entry["name"])
     assert saved.config.encoder_gguf_file == f"tiny-{arch}-F32.gguf"

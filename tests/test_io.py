@@ -274,10 +274,10 @@ def test_trainer_checkpoints_are_durable(spy, tmp_path):
         train_batch_size=100, save_strategy="epoch", disable_tqdm=True,
     )  # fmt: skip
     ParamTrainer(args, spaces).train()
-    checkpoint = tmp_path / "run" / "checkpoint-2"
+    checkpoint = args.checkpoint_dir / "checkpoint-2"  # beside the anchor set
     assert (checkpoint / "trainer_state.json").is_file() or any(checkpoint.iterdir())
     synced = [path for kind, path in spy if kind == "fsync"]
-    staging = str(tmp_path / "run" / ".checkpoint-2.tmp")
+    staging = str(args.checkpoint_dir / ".checkpoint-2.tmp")
     written = {str(p).replace(str(checkpoint), staging) for p in checkpoint.rglob("*")}
     assert written <= set(synced), f"not fsynced: {sorted(written - set(synced))}"
     assert synced.index(staging) > max(synced.index(p) for p in written)

@@ -55,7 +55,7 @@ def texts():
 def anchor_set(texts):
     generator = torch.Generator().manual_seed(0)
     mixture = torch.softmax(3 * torch.randn(NUM_ANCHORS, SUPPORT_SIZE, generator=generator), 1)
-    return AnchorSet(mixture, texts[:SUPPORT_SIZE], strategy="random")
+    return AnchorSet(mixture, texts[:SUPPORT_SIZE], strategy="param")  # a stochastic mixture
 
 
 def mean_pooled_minilm() -> SentenceTransformer:
