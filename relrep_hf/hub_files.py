@@ -38,6 +38,7 @@ except ImportError:  # pragma: no cover - depends on the installed huggingface_h
 
 __all__ = [
     "ARTIFACT_FILES",
+    "HEAD_METRICS_NAME",
     "LOCAL_PREFIX",
     "ArtifactKind",
     "HubError",
@@ -56,6 +57,9 @@ ArtifactKind = Literal["anchor_set", "projector", "head", "run"]
 LOCAL_PREFIX = "local:"
 """Prefix of a provenance record that names a local folder (``"local:<folder name>"``)."""
 
+HEAD_METRICS_NAME = "metrics.json"
+"""A head's evaluation, beside its weights (written by `write_head_metrics`, shown on its card)."""
+
 # The files of each artifact that are pushed (anything else in a training folder, such as
 # checkpoints, stays local). The first group is required.
 ARTIFACT_FILES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -72,7 +76,10 @@ ARTIFACT_FILES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "manifest.json",
         ),
     ),
-    "head": (("config.json", "model.safetensors"), ("README.md", "metrics.json", "manifest.json")),
+    "head": (
+        ("config.json", "model.safetensors"),
+        ("README.md", HEAD_METRICS_NAME, "manifest.json"),
+    ),
 }
 _ARTICLE = {"anchor_set": "an anchor set", "projector": "a projector", "head": "a head"}
 _MODEL_TYPES = {"relative_projector": "projector", "relative_head": "head"}

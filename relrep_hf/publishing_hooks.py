@@ -20,8 +20,9 @@ __all__ = ["Publisher", "publisher", "register_publisher"]
 class Publisher(Protocol):
     """What the publishing layer offers the artifacts."""
 
-    def write_card(self, folder: Path) -> None:
-        """Write the model card (and its images) of the artifact saved in ``folder``."""
+    def write_card(self, folder: Path) -> Path | None:
+        """Write the model card (and its images) of the artifact saved in ``folder``; its path,
+        or None when a README.md the user wrote was kept."""
 
     def push_folder(
         self, save: Callable[[Path], None], repo_id: str, **kwargs: Any

@@ -27,12 +27,7 @@ attributes of an artifact object), and artifacts reach them through `relrep_hf.p
 """
 
 from relrep_hf.cards.anchor_set_card import anchor_set_card
-from relrep_hf.cards.folders import (
-    is_generated_card,
-    write_card,
-    write_folder_card,
-    write_head_metrics,
-)
+from relrep_hf.cards.folders import is_generated_card, write_card, write_folder_card
 from relrep_hf.cards.head_card import HEAD_METRICS_NAME, head_card
 from relrep_hf.cards.heatmap import HEATMAP_NAME, write_heatmap
 from relrep_hf.cards.projector_card import projector_card
@@ -51,6 +46,5 @@ __all__ = [
     "template_dir",
     "write_card",
     "write_folder_card",
-    "write_head_metrics",
     "write_heatmap",
 ]

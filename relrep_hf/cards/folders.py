@@ -24,8 +24,6 @@ from relrep_hf.cards.heatmap import HEATMAP_NAME, write_heatmap
 from relrep_hf.cards.projector_card import projector_card
 from relrep_hf.cards.templates import MARKER
 from relrep_hf.file_checks import read_json_file
-from relrep_hf.io import atomic_write_bytes
-from relrep_hf.manifest import MANIFEST_NAME, manifest_bytes
 
 __all__ = [
     "README_NAME",
@@ -33,7 +31,6 @@ __all__ = [
     "read_anchor_set_facts",
     "write_card",
     "write_folder_card",
-    "write_head_metrics",
 ]
 
 README_NAME = "README.md"
@@ -128,38 +125,6 @@ def read_anchor_set_facts(folder: Path) -> dict[str, Any]:
                 row = json.loads(line)
                 support.append(row["text"] if set(row) == {"text"} else row)
     return anchor_set_facts({**description, "support": support})
-
-
-def write_head_metrics(
-    folder: str | os.PathLike,
-    results: Mapping[str, Mapping[str, float]],
-    *,
-    dataset: Mapping[str, Any] | None = None,
-    source_encoder: str | None = None,
-) -> Path | None:
-    """Record a saved head's evaluation beside it (``metrics.json``) and rewrite its card.
-
-    ``results`` maps each encoder the head was evaluated through (its own, and others
-    zero-shot) to metric values; ``source_encoder`` names the head's own row when it is not
-    the config's ``source_encoder_id``.
-    """
-    config = Path(folder) / "config.json"
-    if not config.is_file() or json.loads(config.read_text()).get("model_type") != "relative_head":
-        raise ValueError(
-            f"{str(folder)!r} holds no saved relative head (config.json with model_type "
-            "'relative_head'): save the head with save_pretrained first."
-        )
-    metrics: dict[str, Any] = {"results": {str(k): dict(v) for k, v in results.items()}}
-    if dataset:
-        metrics["dataset"] = dict(dataset)
-    if source_encoder:
-        metrics["source_encoder"] = source_encoder
-    text = json.dumps(metrics, indent=2) + "\n"
-    atomic_write_bytes(Path(folder) / HEAD_METRICS_NAME, text.encode())
-    card = write_folder_card(folder)
-    if (Path(folder) / MANIFEST_NAME).is_file():  # the digests of the new metrics and card
-        atomic_write_bytes(Path(folder) / MANIFEST_NAME, manifest_bytes(Path(folder)))
-    return card
 
 
 def is_generated_card(text: str) -> bool:

@@ -22,10 +22,9 @@ from huggingface_hub import EvalResult, ModelCard
 from relrep_hf.cards import sections
 from relrep_hf.cards.anchor_set_card import TAGS
 from relrep_hf.cards.templates import card_data, render
+from relrep_hf.hub_files import HEAD_METRICS_NAME
 
 __all__ = ["HEAD_METRICS_NAME", "head_card"]
-
-HEAD_METRICS_NAME = "metrics.json"
 
 
 def head_card(

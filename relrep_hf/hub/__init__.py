@@ -50,10 +50,10 @@ class RelrepPublisher:
     """What artifacts get through the hook: cards from `relrep_hf.cards`, pushes through
     `push_folder`."""
 
-    def write_card(self, folder: Path) -> None:
+    def write_card(self, folder: Path) -> Path | None:
         from relrep_hf.cards import write_folder_card
 
-        write_folder_card(folder)
+        return write_folder_card(folder)
 
     def push_folder(self, save: Callable[[Path], None], repo_id: str, **kwargs: Any) -> str:
         from relrep_hf.hub.push import push_folder
