@@ -88,10 +88,11 @@ class ParamTrainer:
         accelerator: an `accelerate.Accelerator` (one is created if not given).
 
     Example:
-        >>> import torch
+        >>> import tempfile, torch
         >>> from relrep_hf import ParamTrainer, ParamTrainingArguments
         >>> x = torch.randn(256, 8)
-        >>> args = ParamTrainingArguments("out", num_anchors=4, num_train_epochs=1,
+        >>> output_dir = tempfile.mkdtemp()  # where the anchor set is saved
+        >>> args = ParamTrainingArguments(output_dir, num_anchors=4, num_train_epochs=1,
         ...                               save_strategy="no", disable_tqdm=True)
         >>> anchor_set = ParamTrainer(args, {"a": x, "b": x @ torch.randn(8, 8)}).train()
         >>> anchor_set.mixture.shape
