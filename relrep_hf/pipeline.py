@@ -98,9 +98,7 @@ def embed(
     order = torch.randperm(len(data), generator=torch.Generator().manual_seed(seed))
     specs = [EncoderSpec.parse(spec) for spec in encoders]
     by_index: dict[int, dict[str, Any]] = {}
-    models: dict[
-        tuple[str, str | None, str | None], list[int]
-    ] = {}  # one load and one pass per model
+    models: dict[tuple[str, str | None, str | None], list[int]] = {}  # one load, one pass each
     for i, spec in enumerate(specs):
         models.setdefault((spec.model_id, spec.revision, spec.gguf_file), []).append(i)
     for indices in models.values():

@@ -9,14 +9,16 @@ feature and head is computed once. A column of the result is a `Method`: where i
 from and which similarity it uses. `retrieval_matrix` measures how well relative spaces line up
 without any classifier (the paper's Table 3).
 
+Two spaces that differ by an invertible affine map line up exactly under WIP with no shrinkage:
+
 >>> import torch
->>> spaces = {"a": torch.randn(40, 3, dtype=torch.float64)}
->>> spaces["b"] = spaces["a"] @ torch.randn(3, 3, dtype=torch.float64)
 >>> from relrep_hf import AnchorSet
->>> anchors = AnchorSet.full_support([{"index": i} for i in range(20)])
+>>> _ = torch.manual_seed(0)
+>>> a = torch.randn(40, 3, dtype=torch.float64)
+>>> spaces = {"a": a, "b": a @ torch.randn(3, 3, dtype=torch.float64) + 5.0}
+>>> anchors = AnchorSet.full_support([{"row": i} for i in range(20)], shrinkage=0.0, eps=0.0)
 >>> projectors = build_projectors(anchors, spaces, support_rows=range(20), statistics_rows=range(40))
->>> matrix = retrieval_matrix({n: p(spaces[n]) for n, p in projectors.items()})
->>> round(matrix["a->b"]["recall@1"], 6)
+>>> retrieval_matrix({n: p(spaces[n]) for n, p in projectors.items()})["a->b"]["recall@1"]
 1.0
 """
 
