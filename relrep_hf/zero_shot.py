@@ -306,14 +306,15 @@ class ZeroShotStitching:
     def _train(self, features: Tensor, labels: Tensor | None) -> RelativeHeadForClassification:
         if labels is None:
             raise ValueError("Classification needs train labels for every encoder.")
-        return train_classifier(
-            features,
-            labels,
-            num_labels=self.num_labels,
-            seed=self.seed,
-            epochs=self.head_epochs,
-            **self.head_config,
-        )
+        with torch.enable_grad():  # also when asked for from inside torch.no_grad()
+            return train_classifier(
+                features,
+                labels,
+                num_labels=self.num_labels,
+                seed=self.seed,
+                epochs=self.head_epochs,
+                **self.head_config,
+            )
 
     def f1(self, method: Method, source: str, target: str) -> float:
         """Weighted F1 of ``source``'s head on ``target``'s relative features of its test rows."""

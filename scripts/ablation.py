@@ -59,12 +59,13 @@ from relrep_hf.plots import new_figure, save
 from relrep_hf.tables import format_table, summarize_seeds
 from relrep_hf.zero_shot import EncoderData, Method, ZeroShotStitching
 
-METHODS = (
+SWEEP = (
     Method("Random-Cos", "random", "cosine"),
     Method("Random-WIP", "random", "wip"),
     Method("PARAM-Cos", "held_out", "cosine"),
     Method("PARAM-WIP", "held_out", "wip"),
 )
+METHODS = tuple(method.name for method in SWEEP)
 PARAM_SINGLE = Method("PARAM Single", "source", "wip")
 METRICS = ("Accuracy", "MRR", "MSE (normed)", "RR_std")
 TABLE4_COLUMNS = ("PARAM Single", "PARAM Multi", "Random+Cosine")
@@ -149,8 +150,9 @@ def relative_metrics(
     """Zero-shot accuracy, MRR, normalised MSE and RR_std between source and target."""
     source_test = stitching.features(method, source, source=source, target=target)[1]
     target_test = stitching.features(method, target, source=source, target=target)[1]
+    head = stitching.head(method, source, target)
     with torch.no_grad():
-        predictions = stitching.head(method, source, target)(target_test).logits.argmax(dim=-1)
+        predictions = head(target_test).logits.argmax(dim=-1)
     return {
         "Accuracy": accuracy(predictions, stitching.data[target].test_labels),
         "MRR": retrieval_metrics(target_test, source_test)["mrr"],
@@ -180,7 +182,7 @@ def run_seed(
             args=param_arguments(seed=seed, num_anchors=m, **overrides),
             head_epochs=head_epochs,
         )
-        for method in METHODS:
+        for method in SWEEP:
             scores = relative_metrics(stitching, method, sources[0], target)
             sweep.append({"Anchors": m, "Method": method.name, **scores})
         if m == max(anchor_counts):
@@ -202,7 +204,7 @@ def plot_sweep(table: Sequence[Mapping[str, Any]], path: Path) -> Path:
     figure = new_figure(10, 4)
     axes = figure.subplots(1, 2)
     for ax, metric in zip(axes, ("Accuracy", "MRR"), strict=True):
-        for method in (m.name for m in METHODS):
+        for method in METHODS:
             rows = [r for r in table if r["Method"] == method]
             ax.errorbar(
                 [r["Anchors"] for r in rows],
