@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification
 
+from relrep_hf import hub as _publishing  # noqa: F401  registers the card and push hook
 from relrep_hf.configuration_relative_head import RelativeHeadConfig
 from relrep_hf.configuration_relative_projector import RelativeProjectorConfig
 from relrep_hf.modeling_relative_head import (

@@ -22,7 +22,6 @@ import hashlib
 import json
 import math
 import os
-import re
 import shutil
 import tempfile
 import warnings
@@ -40,6 +39,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
 
+from relrep_hf.hub_files import is_commit_hash, loaded_provenance
 from relrep_hf.pooling import max_input_length, pool_model_outputs, tokenize, validate_pooling
 
 __all__ = [
@@ -61,9 +61,6 @@ PROGRESS_MIN_INPUTS = 1024
 DEFAULT_WINDOW_BATCHES = 64
 # Bumped when the layout of the extraction cache changes, so old files are never read back.
 _CACHE_FORMAT = 1
-_COMMIT_HASH = re.compile(r"^[0-9a-f]{40}$")
-_HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
-_SNAPSHOT = re.compile(r"models--(?P<repo>[^/]+)/snapshots/(?P<commit>[0-9a-f]{40})(/|$)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -261,25 +258,14 @@ def _eval_mode(*modules: nn.Module) -> Iterator[None]:
 def encoder_provenance(encoder: nn.Module) -> tuple[str, str]:
     """The encoder's Hub id and commit as far as the loaded model tells, ``""`` when unknown.
 
-    A model loaded from a Hub id carries that id (``config.name_or_path``); one loaded from the
-    Hub cache's snapshot folder carries both id and commit in its path. A local folder is not an
-    id: it gives ``("", "")``, so local paths are never recorded as base-model ids.
+    A model loaded from a Hub id carries that id (``config.name_or_path``) and the commit
+    transformers loaded (``config._commit_hash``); one loaded from the Hub cache's snapshot
+    folder carries both in its path. A local folder is not an id: it gives ``("", "")``, so
+    local paths are never recorded as base-model ids (`relrep_hf.hub_files.loaded_provenance`).
     """
     config = getattr(encoder, "config", None)
     name = str(getattr(config, "name_or_path", "") or "")
-    if not name:
-        return "", ""
-    snapshot = _SNAPSHOT.search(Path(name).as_posix())
-    if snapshot:
-        return snapshot["repo"].replace("--", "/"), snapshot["commit"]
-    if os.path.exists(name) or not _HUB_ID.match(name):
-        return "", ""
-    return name, ""
-
-
-def is_commit_hash(revision: str) -> bool:
-    """Whether ``revision`` is a full 40-character commit hash (rather than a branch or tag)."""
-    return bool(_COMMIT_HASH.match(revision or ""))
+    return loaded_provenance(name, getattr(config, "_commit_hash", None))
 
 
 def extraction_cache_key(

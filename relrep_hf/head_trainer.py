@@ -22,9 +22,8 @@ from torch.utils.data import DataLoader, TensorDataset
 from tqdm.auto import tqdm
 from transformers import get_scheduler
 
-from relrep_hf.cards import write_head_metrics
 from relrep_hf.metrics import accuracy, weighted_f1
-from relrep_hf.modeling_relative_head import RelativeHeadForClassification
+from relrep_hf.modeling_relative_head import RelativeHeadForClassification, write_head_metrics
 from relrep_hf.validation import as_embeddings, check_embeddings
 
 __all__ = ["HeadTrainOutput", "HeadTrainer", "HeadTrainingArguments"]

@@ -10,8 +10,8 @@ from typing import Any
 
 from torch import Tensor
 
-from relrep_hf.cards import write_head_metrics
 from relrep_hf.io import atomic_write_bytes
+from relrep_hf.modeling_relative_head import write_head_metrics
 from relrep_hf.plots import relative_spaces_plot, stitching_heatmap
 from relrep_hf.tables import format_table
 

@@ -18,6 +18,7 @@ from relrep_hf.metrics import accuracy
 from relrep_hf.modeling_relative_head import (
     RelativeHeadForClassification,
     check_head_matches_projector,
+    write_head_metrics,
 )
 from relrep_hf.modeling_relative_wrapper import RelativeWrapper, RelativeWrapperWithHead
 
@@ -173,6 +174,16 @@ def test_unrecorded_anchor_set_is_not_an_error():
 # ---------------------------------------------------------------------------------------------
 # Trainer
 # ---------------------------------------------------------------------------------------------
+
+
+def test_head_metrics_need_a_saved_head(tmp_path):
+    with pytest.raises(ValueError, match="holds no saved relative head"):
+        write_head_metrics(tmp_path / "missing", {"enc": {"accuracy": 0.5}})
+    assert not (tmp_path / "missing").exists()
+    config = RelativeHeadConfig(num_anchors=4, id2label={0: "negative", 1: "positive"})
+    RelativeHeadForClassification(config).save_pretrained(tmp_path / "head")
+    write_head_metrics(tmp_path / "head", {"enc": {"accuracy": 0.5}}, source_encoder="enc")
+    assert "| `enc` | trained on | 0.5000 |" in (tmp_path / "head" / "README.md").read_text()
 
 
 def train_head(
