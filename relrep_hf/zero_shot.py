@@ -221,7 +221,7 @@ class ZeroShotStitching:
         sizes = {len(d.parallel) for d in self.data.values()}
         if len(sizes) != 1:
             raise ValueError(
-                f"The parallel sets must have the same rows for every encoder: {sizes}."
+                f"The parallel sets must have the same rows for every encoder: {sorted(sizes)}."
             )
         self.args = args
         if support is None:
