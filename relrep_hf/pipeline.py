@@ -35,7 +35,6 @@ from relrep_hf.param_trainer import ParamTrainer, ParamTrainingArguments
 from relrep_hf.run_folder import (
     BUNDLED_DATASET,
     FULL_DEMO,
-    RUN_FILE,
     RunError,
     demo_sizes,
     encoder_entry,
@@ -46,7 +45,7 @@ from relrep_hf.run_folder import (
     run_labels,
     write_run,
 )
-from relrep_hf.run_report import render_report, retrieval_rows, write_heads_metrics, write_report
+from relrep_hf.run_report import render_report, write_heads_metrics, write_report
 from relrep_hf.zero_shot import (
     EncoderData,
     Method,
@@ -58,7 +57,6 @@ from relrep_hf.zero_shot import (
 __all__ = [
     "BUNDLED_DATASET",
     "FULL_DEMO",
-    "RUN_FILE",
     "RunError",
     "demo_sizes",
     "embed",
@@ -67,7 +65,6 @@ __all__ = [
     "load_dataset_for_run",
     "onboard",
     "render_report",
-    "retrieval_rows",
 ]
 
 logger = logging.getLogger(__name__)
