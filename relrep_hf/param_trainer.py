@@ -35,6 +35,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from relrep_hf.anchor_set import AnchorSet
+from relrep_hf.anchor_strategies import sample_support_rows
 from relrep_hf.losses import param_loss
 from relrep_hf.metrics import retrieval_metrics
 from relrep_hf.param_arguments import ParamTrainingArguments
@@ -122,8 +123,7 @@ class ParamTrainer:
             size = n if args.support_size is None else args.support_size
             if size > n:
                 raise ValueError(f"support_size={size} exceeds the {n} embedded inputs.")
-            generator = torch.Generator().manual_seed(args.seed)
-            support_indices = torch.randperm(n, generator=generator)[:size].sort().values
+            support_indices = sample_support_rows(n, size, args.seed)
         self.support_indices = torch.as_tensor(support_indices, dtype=torch.long)
         if len(self.support_indices) < args.num_anchors:
             raise ValueError(

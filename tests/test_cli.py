@@ -26,7 +26,12 @@ def printed_by(argv: list[str]) -> str:
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
+    from relrep_hf.pipeline import embed
+
     run_dir = tmp_path_factory.mktemp("run")
+    # One forward pass for every spec of this module, the one onboarded later included: the
+    # commands below find their embeddings in the run's cache.
+    embed(run_dir, [*ENCODERS, "minilm:mean:5"], limit=500, test_size=150, show_progress=False)
     printed = printed_by(
         [
             "--quiet",

@@ -54,6 +54,7 @@ from relrep_hf.encoders import EncoderSpec
 from relrep_hf.extraction import extract_embeddings
 from relrep_hf.pipeline import demo_sizes
 from relrep_hf.translation import relative_inverse
+from relrep_hf.zero_shot import EncoderData, ZeroShotStitching
 from tests import distributed_statistics, killable_save, killable_train
 
 REPO = Path(__file__).resolve().parents[1]
@@ -743,6 +744,14 @@ BAD_INPUTS = [
     BadInput("class names the head does not know", "`HeadTrainer`",
              lambda s: HeadTrainer(s.head(), HeadTrainingArguments(str(s.folder / "h")),
                                    torch.zeros(2, 8), ["cat", "dog"])),
+    BadInput("parallel sets of different lengths", "`ZeroShotStitching`",
+             lambda s: ZeroShotStitching({n: EncoderData(x, None, x, None, parallel=x[:50 + i])
+                                          for i, (n, x) in enumerate(s.spaces.items())},
+                                         support=range(8))),
+    BadInput("an unknown test encoder", "`ZeroShotStitching.classification`",
+             lambda s: ZeroShotStitching({n: EncoderData(x, None, x, None, parallel=x)
+                                          for n, x in s.spaces.items()},
+                                         support=range(8)).classification(targets=["e9"])),
     BadInput("an anchor set folder", "`RelativeProjector.from_pretrained`",
              lambda s: RelativeProjector.from_pretrained(s.saved("anchors-for-projector"))),
     BadInput("a projector folder", "`AnchorSet.from_pretrained`",

@@ -17,6 +17,7 @@ from huggingface_hub import EvalResult
 
 from relrep_hf import hub_files
 from relrep_hf.corpora import BUNDLED_SENTENCES_ID
+from relrep_hf.tables import markdown_table, metric_label
 
 
 def metric_type(name: str) -> str:
@@ -33,14 +34,6 @@ def metric_args(name: str) -> dict[str, Any] | None:
     if name.endswith("_f1"):
         return {"average": name[: -len("_f1")]}
     return None
-
-
-def metric_label(name: str) -> str:
-    labels = {"mrr": "MRR", "f1": "F1", "accuracy": "Accuracy", "weighted_f1": "Weighted F1"}
-    labels |= {"macro_f1": "Macro F1", "micro_f1": "Micro F1"}
-    if name.startswith("recall@"):
-        return f"Recall@{name[7:]}"
-    return labels.get(name, name)
 
 
 def metric_names(rows: Any) -> list[str]:
@@ -190,13 +183,6 @@ def key_value_table(
     return markdown_table(
         header, [[key, f"`{plain_text(value)}`"] for key, value in values.items()]
     )
-
-
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    def line(cells: Sequence[str]) -> str:
-        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
-
-    return "\n".join([line(header), line(["---"] * len(header)), *(line(r) for r in rows)])
 
 
 def repo_link(repo_id: str, revision: str, unknown: str) -> str:
