@@ -155,7 +155,7 @@ def test_no_circle():
         path.append(module)
         for other in sorted(graph[module]):
             if state.get(other) == 1:
-                circle = path[path.index(other) :] + [other]
+                circle = [*path[path.index(other) :], other]
                 pytest.fail("circle of imports: " + " -> ".join(circle))
             if other not in state:
                 visit(other)
