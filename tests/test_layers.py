@@ -48,6 +48,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "anchor_set_files",
         "configuration_relative_head",
         "configuration_relative_projector",
+        "configuration_utils",
         "modeling_relative_head",
         "modeling_relative_projector",
         "modeling_utils",
