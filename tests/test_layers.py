@@ -114,7 +114,7 @@ def _imports(path: Path, modules: set[str] = frozenset()) -> set[str]:
                 continue
             for target in targets:
                 parts = target.split(".")
-                if parts[0] == "relrep_hf" and len(parts) > 1:
+                if parts[0] == "relrep_hf" and len(parts) > 1 and parts[1] in modules:
                     names.add(parts[1])
     return names
 
