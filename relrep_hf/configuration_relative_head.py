@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from transformers import PreTrainedConfig
 from transformers.activations import ACT2FN
 
+from relrep_hf.configuration_utils import RelrepConfig
 
-class RelativeHeadConfig(PreTrainedConfig):
+
+class RelativeHeadConfig(RelrepConfig):
     r"""Configuration of a classification head on relative features.
 
     A head reads the ``m`` relative features of any encoder whose projector uses the same anchor
@@ -43,6 +44,7 @@ class RelativeHeadConfig(PreTrainedConfig):
     """
 
     model_type = "relative_head"
+    artifact_name = "head"
 
     def __init__(
         self,

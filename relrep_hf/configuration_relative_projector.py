@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from transformers import PreTrainedConfig
-
+from relrep_hf.configuration_utils import RelrepConfig
 from relrep_hf.similarities import get_similarity
 from relrep_hf.statistics import DEFAULT_EPS, DEFAULT_SHRINKAGE
 
 
-class RelativeProjectorConfig(PreTrainedConfig):
+class RelativeProjectorConfig(RelrepConfig):
     r"""Configuration of one encoder's relative projector.
 
     Args:
@@ -38,6 +37,7 @@ class RelativeProjectorConfig(PreTrainedConfig):
     """
 
     model_type = "relative_projector"
+    artifact_name = "projector"
 
     def __init__(
         self,

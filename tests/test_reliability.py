@@ -647,6 +647,11 @@ BAD_INPUTS = [
              lambda s: RelativeHeadForClassification.from_pretrained(
                  resized(s.saved_head("head-huge") / "config.json", num_labels=10**9),
                  verify=False)),
+    BadInput("config.json of a newer format_version, verify=False",
+             "`RelativeProjector.from_pretrained`",
+             lambda s: RelativeProjector.from_pretrained(
+                 resized(s.saved("projector-newer") / "config.json", format_version=99),
+                 verify=False)),
     BadInput("a projector's config.json given to the head class, verify=False",
              "`RelativeHeadForClassification.from_pretrained`",
              lambda s: RelativeHeadForClassification.from_pretrained(
