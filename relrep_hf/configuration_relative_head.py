@@ -7,6 +7,7 @@ from typing import Any
 from transformers.activations import ACT2FN
 
 from relrep_hf.configuration_utils import RelrepConfig
+from relrep_hf.defaults import DEFAULT_NUM_ANCHORS
 
 
 class RelativeHeadConfig(RelrepConfig):
@@ -48,7 +49,7 @@ class RelativeHeadConfig(RelrepConfig):
 
     def __init__(
         self,
-        num_anchors: int = 300,
+        num_anchors: int = DEFAULT_NUM_ANCHORS,
         hidden_sizes: list[int] | None = None,
         activation: str = "gelu",
         dropout: float = 0.1,

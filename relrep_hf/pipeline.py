@@ -27,7 +27,14 @@ import torch
 from torch import Tensor
 
 from relrep_hf.anchor_set import AnchorSet
-from relrep_hf.defaults import DEFAULT_ENCODERS, DEFAULT_METHOD, METHODS
+from relrep_hf.defaults import (
+    DEFAULT_EMBED_BATCH_SIZE,
+    DEFAULT_ENCODERS,
+    DEFAULT_HEAD_EPOCHS,
+    DEFAULT_METHOD,
+    DEFAULT_TEST_SIZE,
+    METHODS,
+)
 from relrep_hf.encoders import EncoderSpec, extraction_id, load_encoder, resolve_pooling
 from relrep_hf.extraction import embeddings_tensor, extract_embedding_views, extract_embeddings
 from relrep_hf.modeling_relative_projector import RelativeProjector
@@ -79,9 +86,9 @@ def embed(
     column: str = "text",
     label_column: str | None = "label",
     limit: int | None = None,
-    test_size: int = 1000,
+    test_size: int = DEFAULT_TEST_SIZE,
     seed: int = 0,
-    batch_size: int = 64,
+    batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
     show_progress: bool | None = None,
 ) -> dict[str, Any]:
     """Embed the dataset with every encoder into ``run_dir/embeddings`` and write run.json.
@@ -258,7 +265,7 @@ def onboard(
     run_dir: str | os.PathLike,
     encoder: str,
     *,
-    batch_size: int = 64,
+    batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
     show_progress: bool | None = None,
 ) -> RelativeProjector:
     """A projector for a new encoder: embed the run's rows with it, estimate its statistics on
@@ -322,7 +329,9 @@ def _closed_form(
     )
 
 
-def evaluate(run_dir: str | os.PathLike, *, head_epochs: int = 30) -> dict[str, Any]:
+def evaluate(
+    run_dir: str | os.PathLike, *, head_epochs: int = DEFAULT_HEAD_EPOCHS
+) -> dict[str, Any]:
     """Zero-shot retrieval (every ordered pair) and classification (a head per source encoder
     evaluated on every encoder), the saved projectors against Random-Cos (and, for PARAM, the
     shared linear closed form); report, tables and figures."""

@@ -19,6 +19,13 @@ import torch
 from torch import Tensor
 
 from relrep_hf.corpora import BUNDLED_SENTENCES_ID
+from relrep_hf.defaults import (
+    DEFAULT_HEAD_EPOCHS,
+    DEFAULT_NUM_ANCHORS,
+    DEFAULT_NUM_TRAIN_EPOCHS,
+    DEFAULT_SUPPORT_SIZE,
+    DEFAULT_TEST_SIZE,
+)
 from relrep_hf.encoders import EncoderSpec
 from relrep_hf.extraction import embeddings_tensor
 from relrep_hf.io import atomic_write_bytes
@@ -51,11 +58,11 @@ def write_run(run_dir: Path, run: dict[str, Any]) -> None:
 # The main job at full size on the 4,192 bundled sentences; `demo_sizes` scales it down.
 FULL_DEMO = {
     "rows": 4192,
-    "test_size": 1000,
-    "support_size": 2000,
-    "num_anchors": 300,
-    "num_train_epochs": 95,
-    "head_epochs": 30,
+    "test_size": DEFAULT_TEST_SIZE,
+    "support_size": DEFAULT_SUPPORT_SIZE,
+    "num_anchors": DEFAULT_NUM_ANCHORS,
+    "num_train_epochs": DEFAULT_NUM_TRAIN_EPOCHS,
+    "head_epochs": DEFAULT_HEAD_EPOCHS,
 }
 QUICK_DEMO_ROWS = 1000  # --quick: about a minute on a quiet laptop CPU
 # Sizes scaled with the rows, and their floors (below them the tables say nothing). Epochs are

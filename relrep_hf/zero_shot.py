@@ -35,6 +35,7 @@ from torch import Tensor
 from relrep_hf.anchor_set import AnchorSet
 from relrep_hf.anchor_strategies import sample_support_rows
 from relrep_hf.configuration_relative_head import RelativeHeadConfig
+from relrep_hf.defaults import DEFAULT_HEAD_EPOCHS
 from relrep_hf.head_trainer import HeadTrainer, HeadTrainingArguments
 from relrep_hf.metrics import retrieval_metrics, weighted_f1
 from relrep_hf.modeling_relative_head import RelativeHeadForClassification
@@ -92,7 +93,7 @@ def train_classifier(
     *,
     num_labels: int,
     seed: int = 0,
-    epochs: int = 30,
+    epochs: int = DEFAULT_HEAD_EPOCHS,
     **config: Any,
 ) -> RelativeHeadForClassification:
     """A linear head (LayerNorm + Linear) on features, trained with `HeadTrainer`."""
@@ -210,7 +211,7 @@ class ZeroShotStitching:
         args: ParamTrainingArguments | None = None,
         support: Tensor | Sequence[int] | None = None,
         seed: int | None = None,
-        head_epochs: int = 30,
+        head_epochs: int = DEFAULT_HEAD_EPOCHS,
         num_labels: int | None = None,
         head_config: Mapping[str, Any] | None = None,
         progress: Callable[[str], None] | None = None,
@@ -369,7 +370,7 @@ def zero_shot_classification(
     test_rows: Tensor,
     args: ParamTrainingArguments,
     test_encoders: Sequence[str] | None = None,
-    head_epochs: int = 30,
+    head_epochs: int = DEFAULT_HEAD_EPOCHS,
 ) -> list[dict[str, Any]]:
     """Algorithm 1 on one dataset embedded by every encoder: the rows of the paper's Table 1.
 
