@@ -41,6 +41,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "shared_linear",
         "similarities",
         "statistics",
+        "tables",
     ),
     "encoding": ("corpora", "encoders", "encoding", "gguf_encoders", "pooling"),
     "artifacts": (
@@ -59,6 +60,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "extraction",
         "head_trainer",
         "modeling_relative_wrapper",
+        "param_checkpoints",
+        "param_data",
         "param_trainer",
         "plots",
         "sentence_transformers_module",
@@ -67,7 +70,14 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "zero_shot",
     ),
     "publishing": ("cards", "hub", "provenance"),
-    "entry points": ("__init__", "cli", "pipeline"),
+    "entry points": (
+        "__init__",
+        "auto_registration",
+        "cli",
+        "pipeline",
+        "run_folder",
+        "run_report",
+    ),
 }
 
 
