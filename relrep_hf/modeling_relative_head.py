@@ -19,6 +19,7 @@ from transformers.activations import ACT2FN
 from transformers.modeling_outputs import SequenceClassifierOutput
 
 from relrep_hf.configuration_relative_head import RelativeHeadConfig
+from relrep_hf.mixing import check_same_anchor_set
 from relrep_hf.modeling_utils import RelrepPreTrainedModel
 from relrep_hf.validation import EmbeddingsLike, as_embeddings
 
@@ -138,43 +139,6 @@ class RelativeHeadForClassification(RelrepPreTrainedModel):
 def check_head_matches_projector(
     head_config: PreTrainedConfig, projector_config: PreTrainedConfig
 ) -> None:
-    """Raise a ValueError unless the head can read the projector's relative features.
-
-    They must have the same number of anchors, and, where both record them, the same anchor set
-    fingerprint (its content: local and Hub anchor sets alike), anchor set id, anchor set
-    revision and similarity. Unrecorded ("") provenance is not an error.
-    """
-    head_m, projector_m = head_config.num_anchors, projector_config.num_anchors
-    if head_m != projector_m:
-        raise ValueError(
-            f"The head reads {head_m} relative features but the projector gives {projector_m}: "
-            f"they were built from different anchor sets. Use a projector of the head's anchor "
-            f"set ({head_config.anchor_set_id or 'unrecorded'})."
-        )
-    head_print = getattr(head_config, "anchor_set_fingerprint", "") or ""
-    projector_print = getattr(projector_config, "anchor_set_fingerprint", "") or ""
-    if head_print and projector_print and head_print != projector_print:
-        raise ValueError(
-            f"The head was trained on the features of anchor set {head_print} (fingerprint) but "
-            f"the projector was built from anchor set {projector_print}: with the same number of "
-            "anchors their features still mean different things. Build the encoder's projector "
-            "from the head's anchor set (RelativeProjector.from_anchor_set)."
-        )
-    for field, what in [
-        ("anchor_set_id", "anchor set"),
-        ("anchor_set_revision", "anchor set revision"),
-        ("similarity", "similarity"),
-    ]:
-        head_value = getattr(head_config, field, "") or ""
-        projector_value = getattr(projector_config, field, "") or ""
-        if (
-            field == "anchor_set_revision"
-            and head_config.anchor_set_id != projector_config.anchor_set_id
-        ):
-            continue
-        if head_value and projector_value and head_value != projector_value:
-            raise ValueError(
-                f"The head was trained with {what} {head_value!r} but the projector uses "
-                f"{projector_value!r}: its features mean nothing to the head. Build the "
-                f"encoder's projector from {head_value!r} (RelativeProjector.from_anchor_set)."
-            )
+    """Raise a ValueError unless the head can read the projector's relative features: the one
+    rule of `relrep_hf.mixing.check_same_anchor_set` (anchor count, similarity, fingerprint)."""
+    check_same_anchor_set(head_config, projector_config, names=("head", "projector"))

@@ -34,7 +34,7 @@ from transformers import (
     ViTModel,
 )
 
-from relrep_hf.pooling import (
+from relrep_hf.encoding import (
     POOLINGS,
     base_model_for_hidden_states,
     hidden_states,
