@@ -76,7 +76,7 @@ def translate(
     ``target(inverse)(source(x))``: project onto the shared anchors with the source
     projector, invert with the target's. ``target`` may be a prebuilt inverse.
     """
-    check_same_anchor_set(source, target)
+    check_same_anchor_set(source, target, names=("source projector", "target"))
     if isinstance(target, RelativeProjector):
         target = relative_inverse(target, ridge=ridge, target_norm=target_norm)
     return target(source(x))
@@ -87,7 +87,7 @@ def translation_map(
 ) -> AffineMap:
     """:func:`translate` for ``wip``/``inner`` fused into one ``[d_s, d_t]`` affine map:
     ``x -> x (W_src W_inv) + (b_src W_inv + b_inv)``."""
-    check_same_anchor_set(source, target)
+    check_same_anchor_set(source, target, names=("source projector", "target"))
     if isinstance(target, RelativeProjector):
         target = relative_inverse(target, ridge=ridge)
     return AffineMap(source.weight, source.bias).then(target.as_affine_map())
@@ -109,7 +109,7 @@ class LatentTranslator(nn.Module):
         target_norm: float | Statistics | None = None,
     ):
         super().__init__()
-        check_same_anchor_set(source, target)
+        check_same_anchor_set(source, target, names=("source projector", "target"))
         if isinstance(target, RelativeProjector):
             target = relative_inverse(target, ridge=ridge, target_norm=target_norm)
         self.source = source
