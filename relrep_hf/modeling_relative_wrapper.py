@@ -2,8 +2,10 @@
 
 The wrapper is to a projector what a PEFT model is to an adapter: it holds any transformers
 model (the encoder, loaded with `AutoModel`) and the small projector that belongs to it, checks
-that they belong together (embedding size, pooling, layer, encoder id and revision), forwards
-unknown attributes to the encoder, and saves only the projector.
+that they belong together (embedding size, pooling, layer, encoder id and revision: see
+`relrep_hf.wrapper_checks`), encodes through the library's one encoding loop
+(`relrep_hf.encoding`), forwards unknown attributes to the encoder, and saves only the
+projector.
 
 Read top to bottom: the output class, the wrapper (load, checks, forward, encode, save), and
 `RelativeWrapperWithHead`, which runs a head on the wrapper's relative features.
