@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from huggingface_hub import try_to_load_from_cache
@@ -22,15 +21,13 @@ from transformers import AutoImageProcessor, AutoModel, AutoTokenizer
 
 from relrep_hf.encoding import Pooling, input_modality, is_causal_decoder, validate_pooling
 from relrep_hf.gguf_encoders import gguf_provenance, load_gguf_tokenizer, split_gguf_path
+from relrep_hf.hub_files import is_commit_hash, loaded_provenance
 
 BUNDLED_MINILM = "minilm"
 MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 _SPEC = re.compile(
     r"^(?P<id>[^@:]+)(?:@(?P<revision>[^:]+))?(?::(?P<pooling>[a-z]*))?(?::(?P<layer>-?\d+))?$"
 )
-_COMMIT_HASH = re.compile(r"^[0-9a-f]{40}$")
-_HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
-_SNAPSHOT = re.compile(r"models--(?P<repo>[^/]+)/snapshots/(?P<commit>[0-9a-f]{40})(/|$)")
 
 
 @dataclass(frozen=True)
@@ -120,25 +117,14 @@ def resolve_pooling(spec: EncoderSpec, model: nn.Module) -> EncoderSpec:
 def encoder_provenance(encoder: nn.Module) -> tuple[str, str]:
     """The encoder's Hub id and commit as far as the loaded model tells, ``""`` when unknown.
 
-    A model loaded from a Hub id carries that id (``config.name_or_path``); one loaded from the
-    Hub cache's snapshot folder carries both id and commit in its path. A local folder is not an
-    id: it gives ``("", "")``, so local paths are never recorded as base-model ids.
+    A model loaded from a Hub id carries that id (``config.name_or_path``) and the commit
+    transformers loaded (``config._commit_hash``); one loaded from the Hub cache's snapshot
+    folder carries both in its path. A local folder is not an id: it gives ``("", "")``, so
+    local paths are never recorded as base-model ids (`relrep_hf.hub_files.loaded_provenance`).
     """
     config = getattr(encoder, "config", None)
     name = str(getattr(config, "name_or_path", "") or "")
-    if not name:
-        return "", ""
-    snapshot = _SNAPSHOT.search(Path(name).as_posix())
-    if snapshot:
-        return snapshot["repo"].replace("--", "/"), snapshot["commit"]
-    if os.path.exists(name) or not _HUB_ID.match(name):
-        return "", ""
-    return name, ""
-
-
-def is_commit_hash(revision: str) -> bool:
-    """Whether ``revision`` is a full 40-character commit hash (rather than a branch or tag)."""
-    return bool(_COMMIT_HASH.match(revision or ""))
+    return loaded_provenance(name, getattr(config, "_commit_hash", None))
 
 
 def cached_commit(repo_id: str, revision: str | None, cache_dir: Any) -> str | None:

@@ -31,7 +31,7 @@ from datasets.arrow_writer import ArrowWriter
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from relrep_hf.encoders import encoder_provenance, is_commit_hash
+from relrep_hf.encoders import encoder_provenance
 from relrep_hf.encoding import (
     PROGRESS_MIN_INPUTS,
     Pooling,
@@ -43,6 +43,7 @@ from relrep_hf.encoding import (
     validate_pooling,
     warn_truncated,
 )
+from relrep_hf.hub_files import is_commit_hash
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

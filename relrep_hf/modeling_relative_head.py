@@ -8,7 +8,11 @@ its config and checked against a projector by `check_head_matches_projector`.
 
 from __future__ import annotations
 
+import json
 import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -19,31 +23,39 @@ from transformers.activations import ACT2FN
 from transformers.modeling_outputs import SequenceClassifierOutput
 
 from relrep_hf.configuration_relative_head import RelativeHeadConfig
+from relrep_hf.hub_files import HEAD_METRICS_NAME
+from relrep_hf.io import atomic_write_bytes
+from relrep_hf.manifest import MANIFEST_NAME, manifest_bytes
 from relrep_hf.mixing import check_same_anchor_set
 from relrep_hf.modeling_utils import RelrepPreTrainedModel
+from relrep_hf.publishing_hooks import publisher
 from relrep_hf.validation import EmbeddingsLike, as_embeddings
 
-__all__ = ["RelativeHeadForClassification", "check_head_matches_projector"]
+__all__ = [
+    "HEAD_METRICS_NAME",
+    "RelativeHeadForClassification",
+    "check_head_matches_projector",
+    "write_head_metrics",
+]
 
 
 class RelativeHeadForClassification(RelrepPreTrainedModel):
     r"""A linear probe or MLP on relative features ``[..., m]``, with a classification loss.
 
-        The layers are: LayerNorm over the m features (``normalize_input``), then for each width in
-        ``hidden_sizes`` a Linear, the activation and dropout, then the Linear classifier.
+    The layers are: LayerNorm over the m features (``normalize_input``), then for each width in
+    ``hidden_sizes`` a Linear, the activation and dropout, then the Linear classifier.
 
-        Args:
-            config (`RelativeHeadConfig`): sizes, labels and the anchor set of the features.
+    Args:
+        config (`RelativeHeadConfig`): sizes, labels and the anchor set of the features.
 
-        Example:
-            >>> import torch
-            >>> from relrep_hf.configuration_relative_head import RelativeHeadConfig
-    from relrep_hf.modeling_utils import RelrepPreTrainedModel
-            >>> from relrep_hf.modeling_relative_head import RelativeHeadForClassification
-            >>> head = RelativeHeadForClassification(RelativeHeadConfig(num_anchors=16, num_labels=3))
-            >>> out = head(torch.randn(4, 16), labels=torch.tensor([0, 2, 1, 0]))
-            >>> out.logits.shape, out.loss.ndim
-            (torch.Size([4, 3]), 0)
+    Example:
+        >>> import torch
+        >>> from relrep_hf.configuration_relative_head import RelativeHeadConfig
+        >>> from relrep_hf.modeling_relative_head import RelativeHeadForClassification
+        >>> head = RelativeHeadForClassification(RelativeHeadConfig(num_anchors=16, num_labels=3))
+        >>> out = head(torch.randn(4, 16), labels=torch.tensor([0, 2, 1, 0]))
+        >>> out.logits.shape, out.loss.ndim
+        (torch.Size([4, 3]), 0)
     """
 
     config_class = RelativeHeadConfig
@@ -142,3 +154,36 @@ def check_head_matches_projector(
     """Raise a ValueError unless the head can read the projector's relative features: the one
     rule of `relrep_hf.mixing.check_same_anchor_set` (anchor count, similarity, fingerprint)."""
     check_same_anchor_set(head_config, projector_config, names=("head", "projector"))
+
+
+def write_head_metrics(
+    folder: str | os.PathLike,
+    results: Mapping[str, Mapping[str, float]],
+    *,
+    dataset: Mapping[str, Any] | None = None,
+    source_encoder: str | None = None,
+) -> Path | None:
+    """Record a saved head's evaluation beside it (``metrics.json``) and rewrite its card.
+
+    ``results`` maps each encoder the head was evaluated through (its own, and others
+    zero-shot) to metric values; ``source_encoder`` names the head's own row when it is not
+    the config's ``source_encoder_id``. The card is written by the publishing layer
+    (`relrep_hf.publishing_hooks`); returns its path.
+    """
+    config = Path(folder) / "config.json"
+    if not config.is_file() or json.loads(config.read_text()).get("model_type") != "relative_head":
+        raise ValueError(
+            f"{str(folder)!r} holds no saved relative head (config.json with model_type "
+            "'relative_head'): save the head with save_pretrained first."
+        )
+    metrics: dict[str, Any] = {"results": {str(k): dict(v) for k, v in results.items()}}
+    if dataset:
+        metrics["dataset"] = dict(dataset)
+    if source_encoder:
+        metrics["source_encoder"] = source_encoder
+    text = json.dumps(metrics, indent=2) + "\n"
+    atomic_write_bytes(Path(folder) / HEAD_METRICS_NAME, text.encode())
+    card = publisher().write_card(Path(folder))
+    if (Path(folder) / MANIFEST_NAME).is_file():  # the digests of the new metrics and card
+        atomic_write_bytes(Path(folder) / MANIFEST_NAME, manifest_bytes(Path(folder)))
+    return card

@@ -27,12 +27,12 @@ import torch
 from torch import Tensor
 
 from relrep_hf.anchor_set import AnchorSet
-from relrep_hf.cards import write_head_metrics
 from relrep_hf.corpora import BUNDLED_SENTENCES_ID
 from relrep_hf.defaults import DEFAULT_ENCODERS, DEFAULT_METHOD, METHODS
 from relrep_hf.encoders import EncoderSpec, extraction_id, load_encoder, resolve_pooling
 from relrep_hf.extraction import embeddings_tensor, extract_embedding_views, extract_embeddings
 from relrep_hf.io import atomic_write_bytes
+from relrep_hf.modeling_relative_head import write_head_metrics
 from relrep_hf.modeling_relative_projector import RelativeProjector
 from relrep_hf.param_trainer import ParamTrainer, ParamTrainingArguments
 from relrep_hf.plots import relative_spaces_plot, stitching_heatmap

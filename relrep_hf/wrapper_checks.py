@@ -16,8 +16,8 @@ from torch import nn
 from transformers import PreTrainedConfig, PreTrainedTokenizerBase
 from transformers.image_processing_utils import BaseImageProcessor
 
-from relrep_hf.encoders import is_commit_hash
 from relrep_hf.encoding import InputModality, Pooling, embedding_config, validate_pooling
+from relrep_hf.hub_files import is_commit_hash
 
 __all__ = [
     "check_encoder_identity",

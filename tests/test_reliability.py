@@ -559,6 +559,11 @@ BAD_INPUTS = [
              lambda s: s.trainer(support_size=500)),
     BadInput("unknown optimizer", "`ParamTrainingArguments`",
              lambda s: ParamTrainingArguments("out", optimizer="sgd")),
+    BadInput("training shrinkage outside [0, 1] (also `relrep-hf fit --shrinkage`)",
+             "`ParamTrainingArguments`",
+             lambda s: ParamTrainingArguments("out", shrinkage=1.5)),
+    BadInput("support_size of 0", "`ParamTrainingArguments`",
+             lambda s: ParamTrainingArguments("out", support_size=0)),
     # anchor sets, projectors and heads that do not belong together
     BadInput("support embeddings of another anchor set (K differs)",
              "`RelativeProjector.from_anchor_set`",
