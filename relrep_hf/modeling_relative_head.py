@@ -26,6 +26,7 @@ from relrep_hf.configuration_relative_head import RelativeHeadConfig
 from relrep_hf.hub_files import HEAD_METRICS_NAME
 from relrep_hf.io import atomic_write_bytes
 from relrep_hf.manifest import MANIFEST_NAME, manifest_bytes
+from relrep_hf.mixing import check_same_anchor_set
 from relrep_hf.modeling_utils import RelrepPreTrainedModel
 from relrep_hf.publishing_hooks import publisher
 from relrep_hf.validation import EmbeddingsLike, as_embeddings
@@ -41,25 +42,20 @@ __all__ = [
 class RelativeHeadForClassification(RelrepPreTrainedModel):
     r"""A linear probe or MLP on relative features ``[..., m]``, with a classification loss.
 
-            The layers are: LayerNorm over the m features (``normalize_input``), then for each width in
-            ``hidden_sizes`` a Linear, the activation and dropout, then the Linear classifier.
+    The layers are: LayerNorm over the m features (``normalize_input``), then for each width in
+    ``hidden_sizes`` a Linear, the activation and dropout, then the Linear classifier.
 
-            Args:
-                config (`RelativeHeadConfig`): sizes, labels and the anchor set of the features.
+    Args:
+        config (`RelativeHeadConfig`): sizes, labels and the anchor set of the features.
 
-            Example:
-                >>> import torch
-                >>> from relrep_hf.configuration_relative_head import RelativeHeadConfig
-        from relrep_hf.hub_files import HEAD_METRICS_NAME
-    from relrep_hf.io import atomic_write_bytes
-    from relrep_hf.manifest import MANIFEST_NAME, manifest_bytes
-    from relrep_hf.modeling_utils import RelrepPreTrainedModel
-    from relrep_hf.publishing_hooks import publisher
-                >>> from relrep_hf.modeling_relative_head import RelativeHeadForClassification
-                >>> head = RelativeHeadForClassification(RelativeHeadConfig(num_anchors=16, num_labels=3))
-                >>> out = head(torch.randn(4, 16), labels=torch.tensor([0, 2, 1, 0]))
-                >>> out.logits.shape, out.loss.ndim
-                (torch.Size([4, 3]), 0)
+    Example:
+        >>> import torch
+        >>> from relrep_hf.configuration_relative_head import RelativeHeadConfig
+        >>> from relrep_hf.modeling_relative_head import RelativeHeadForClassification
+        >>> head = RelativeHeadForClassification(RelativeHeadConfig(num_anchors=16, num_labels=3))
+        >>> out = head(torch.randn(4, 16), labels=torch.tensor([0, 2, 1, 0]))
+        >>> out.logits.shape, out.loss.ndim
+        (torch.Size([4, 3]), 0)
     """
 
     config_class = RelativeHeadConfig
@@ -155,46 +151,9 @@ class RelativeHeadForClassification(RelrepPreTrainedModel):
 def check_head_matches_projector(
     head_config: PreTrainedConfig, projector_config: PreTrainedConfig
 ) -> None:
-    """Raise a ValueError unless the head can read the projector's relative features.
-
-    They must have the same number of anchors, and, where both record them, the same anchor set
-    fingerprint (its content: local and Hub anchor sets alike), anchor set id, anchor set
-    revision and similarity. Unrecorded ("") provenance is not an error.
-    """
-    head_m, projector_m = head_config.num_anchors, projector_config.num_anchors
-    if head_m != projector_m:
-        raise ValueError(
-            f"The head reads {head_m} relative features but the projector gives {projector_m}: "
-            f"they were built from different anchor sets. Use a projector of the head's anchor "
-            f"set ({head_config.anchor_set_id or 'unrecorded'})."
-        )
-    head_print = getattr(head_config, "anchor_set_fingerprint", "") or ""
-    projector_print = getattr(projector_config, "anchor_set_fingerprint", "") or ""
-    if head_print and projector_print and head_print != projector_print:
-        raise ValueError(
-            f"The head was trained on the features of anchor set {head_print} (fingerprint) but "
-            f"the projector was built from anchor set {projector_print}: with the same number of "
-            "anchors their features still mean different things. Build the encoder's projector "
-            "from the head's anchor set (RelativeProjector.from_anchor_set)."
-        )
-    for field, what in [
-        ("anchor_set_id", "anchor set"),
-        ("anchor_set_revision", "anchor set revision"),
-        ("similarity", "similarity"),
-    ]:
-        head_value = getattr(head_config, field, "") or ""
-        projector_value = getattr(projector_config, field, "") or ""
-        if (
-            field == "anchor_set_revision"
-            and head_config.anchor_set_id != projector_config.anchor_set_id
-        ):
-            continue
-        if head_value and projector_value and head_value != projector_value:
-            raise ValueError(
-                f"The head was trained with {what} {head_value!r} but the projector uses "
-                f"{projector_value!r}: its features mean nothing to the head. Build the "
-                f"encoder's projector from {head_value!r} (RelativeProjector.from_anchor_set)."
-            )
+    """Raise a ValueError unless the head can read the projector's relative features: the one
+    rule of `relrep_hf.mixing.check_same_anchor_set` (anchor count, similarity, fingerprint)."""
+    check_same_anchor_set(head_config, projector_config, names=("head", "projector"))
 
 
 def write_head_metrics(

@@ -32,7 +32,7 @@ from sentence_transformers.base.modules import Module
 from torch import Tensor
 
 from relrep_hf.anchor_set import AnchorSet
-from relrep_hf.extraction import encoder_provenance
+from relrep_hf.encoders import encoder_provenance
 from relrep_hf.modeling_relative_projector import RelativeProjector
 from relrep_hf.statistics import Statistics
 

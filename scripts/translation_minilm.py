@@ -30,8 +30,8 @@ from sklearn.linear_model import LogisticRegression
 from torch import Tensor
 from transformers import AutoModel, AutoTokenizer
 
+from relrep_hf.encoding import max_input_length, pool, tokenize
 from relrep_hf.modeling_relative_projector import RelativeProjector
-from relrep_hf.pooling import max_input_length, pool, tokenize
 from relrep_hf.statistics import Statistics
 from relrep_hf.tables import markdown_table
 from relrep_hf.translation import (

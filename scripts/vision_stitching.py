@@ -76,8 +76,7 @@ from common import (
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
-from relrep_hf.extraction import encode_in_order
-from relrep_hf.pooling import pool_model_output
+from relrep_hf.encoding import encode_in_order, pool_model_output
 from relrep_hf.tables import format_table
 from relrep_hf.zero_shot import EncoderData
 

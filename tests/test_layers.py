@@ -59,6 +59,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "training, extraction, evaluation": (
         "extraction",
         "head_trainer",
+        "inverse",
         "modeling_relative_wrapper",
         "param_checkpoints",
         "param_data",
@@ -67,6 +68,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "sentence_transformers_module",
         "shared_linear_trainer",
         "translation",
+        "wrapper_checks",
         "zero_shot",
     ),
     "publishing": ("cards", "hub", "provenance"),

@@ -136,7 +136,7 @@ def test_round_trip_is_bit_exact(tmp_path):
         (
             {"num_anchors": 8},
             {"num_anchors": 12},
-            "reads 8 relative features but the projector gives 12",
+            "The head has 8 anchors but the projector has 12",
         ),
         (
             {"anchor_set_id": "org/a"},
@@ -306,7 +306,7 @@ def test_head_of_another_anchor_set_is_refused(swap):
     with pytest.raises(ValueError, match="anchor set 'org/other-anchors' but the projector uses"):
         wrapper.with_head(other)
     narrower = RelativeHeadForClassification(RelativeHeadConfig(num_anchors=32, num_labels=5))
-    with pytest.raises(ValueError, match="reads 32 relative features but the projector gives 300"):
+    with pytest.raises(ValueError, match="The head has 32 anchors but the projector has 300"):
         RelativeWrapperWithHead(wrapper, narrower)
 
 

@@ -1,46 +1,48 @@
-"""Mask-aware pooling and hidden-state extraction for any Hugging Face model.
+"""Encoding: inputs -> tokenized batches -> one layer's hidden states -> one pooled vector per input.
 
 Relative representations are built from one vector per input. This module turns a model's
-token-level hidden states into that vector, and it does so the same way whatever the padding
-side: the real tokens of each row are found from the attention mask only (never from
-``pad_token_id``, which decoders often share with their end-of-sequence token).
+token-level hidden states into that vector, the same way whatever the padding side: the real
+tokens of each row are found from the attention mask only (never from ``pad_token_id``, which
+decoders often share with their end-of-sequence token). `encode_in_order` is the one encoding
+loop of the library (`RelativeWrapper.encode` and `extract_embeddings` both run it): it sorts
+texts by token length, tokenizes each batch at the model's real input limit, runs a forward
+under ``torch.inference_mode()`` in eval mode, and puts every row back at its input's position.
 
-Read top to bottom: pooling of hidden states, picking the module that gives hidden states,
-running it, and tokenizing at the model's real length limit.
+Read top to bottom: pooling, the module that gives hidden states and running it, tokenizing,
+the encoding loop, private helpers.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
 from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
-from transformers import BatchEncoding, PreTrainedConfig
+from tqdm.auto import tqdm
+from transformers import BatchEncoding, PreTrainedConfig, PreTrainedTokenizerBase
 
 Pooling = Literal["last", "cls", "mean"]
 POOLINGS: tuple[str, ...] = ("last", "cls", "mean")
 
 Modality = Literal["text", "image", "multimodal"]
+InputModality = Literal["text", "image"]
 
+# Inputs at or above this count get a progress bar unless `show_progress` says otherwise.
+PROGRESS_MIN_INPUTS = 1024
 # Tokenizers without a known limit report a huge sentinel (int(1e30)); no real model reads more
 # than this many tokens, so anything above it means "unknown".
 _MAX_SANE_LENGTH = 10**8
 
 # Config attributes that hold the number of positions a model can embed, by model family.
-_POSITION_LIMIT_ATTRIBUTES = (
-    "max_position_embeddings",
-    "n_positions",
-    "n_ctx",
-    "max_sequence_length",
-    "max_seq_len",
-    "max_seq_length",
-    "seq_length",
-)
+_POSITION_LIMIT_ATTRIBUTES = ("max_position_embeddings", "n_positions", "n_ctx",
+                              "max_sequence_length", "max_seq_len", "max_seq_length", "seq_length")  # fmt: skip
 
 
-def validate_pooling(pooling: str) -> str:
+def validate_pooling(pooling: str) -> Pooling:
     """Return ``pooling`` unchanged if it names a pooling, else raise a ValueError listing them."""
     if not isinstance(pooling, str) or pooling not in POOLINGS:
         valid = ", ".join(repr(name) for name in POOLINGS)
@@ -48,7 +50,7 @@ def validate_pooling(pooling: str) -> str:
     return pooling
 
 
-def pool(hidden_states: Tensor, attention_mask: Tensor | None, pooling: str) -> Tensor:
+def pool(hidden_states: Tensor, attention_mask: Tensor | None, pooling: Pooling) -> Tensor:
     """Pool token vectors ``[B, T, d]`` into one vector per row ``[B, d]``.
 
     ``last`` is the last real token and ``cls`` the first real token of each row, whatever the
@@ -129,29 +131,21 @@ def base_model_for_hidden_states(model: nn.Module, modality: Modality = "text") 
 
 
 def hidden_states(model: nn.Module, inputs: Mapping[str, Any], layer: int = -1) -> Tensor:
-    """Run ``model`` on ``inputs`` and return the hidden states of one layer, ``[B, T, d]``.
-
-    See `layer_hidden_states`, which reads several layers from the same forward pass.
-    """
+    """The hidden states ``[B, T, d]`` of one layer (see `layer_hidden_states`)."""
     return layer_hidden_states(model, inputs, [layer])[0]
 
 
 def layer_hidden_states(
     model: nn.Module, inputs: Mapping[str, Any], layers: Sequence[int]
 ) -> list[Tensor]:
-    """Run ``model`` once on ``inputs`` and return the hidden states of each of ``layers``.
+    """Run ``model`` once on ``inputs``; the hidden states ``[B, T, d]`` of each of ``layers``.
 
-    ``layer`` indexes transformers' ``hidden_states`` tuple: 0 is the embedding output, 1 the
-    first layer's output, and -1 (the default) the model's final output, ``last_hidden_state``.
-    The two differ only for models whose tuple ends before a final layer norm (ViT, CLIP,
-    SigLIP, DINOv2); there the last index gives the normalized output that the model's own
-    heads use. For ``layer=-1`` the other layers are not requested, which saves their memory.
-
-    Only the inputs the module's forward accepts are passed, so a tokenizer's extra keys or a
-    seq2seq model's decoder inputs are ignored. For causal decoders fed left-padded batches,
-    ``position_ids`` are derived from the attention mask (as ``generate`` does): models with
-    absolute positions such as GPT-2 would otherwise shift each row's positions by its padding.
-    Gradients and train/eval mode are left to the caller.
+    A layer indexes transformers' ``hidden_states`` tuple (0: embeddings); -1 is the final
+    output, ``last_hidden_state`` (after the final layer norm of ViT, CLIP, DINOv2, ...), and
+    alone it does not request the other layers. Only inputs the forward accepts are passed. For
+    causal decoders fed left-padded batches, ``position_ids`` come from the attention mask (as
+    in ``generate``), or GPT-2 would shift each row's positions by its padding. Gradients and
+    train/eval mode are left to the caller.
     """
     for layer in layers:
         if isinstance(layer, bool) or not isinstance(layer, int):
@@ -220,24 +214,18 @@ def layer_hidden_states(
 
 
 def pool_model_output(
-    model: nn.Module, inputs: Mapping[str, Any], pooling: str, layer: int = -1
+    model: nn.Module, inputs: Mapping[str, Any], pooling: Pooling, layer: int = -1
 ) -> Tensor:
-    """Hidden states of ``layer`` pooled with the inputs' attention mask, ``[B, d]``.
-
-    Inputs without an attention mask (e.g. ``pixel_values`` alone) count every token or patch
-    as real: ``cls`` is token 0, ``mean`` all patches, ``last`` the last patch.
-    """
+    """Hidden states of ``layer`` pooled with the inputs' attention mask, ``[B, d]``; without a
+    mask (``pixel_values`` alone) every token or patch counts as real."""
     return pool_model_outputs(model, inputs, [(pooling, layer)])[0]
 
 
 def pool_model_outputs(
-    model: nn.Module, inputs: Mapping[str, Any], views: Sequence[tuple[str, int]]
+    model: nn.Module, inputs: Mapping[str, Any], views: Sequence[tuple[Pooling, int]]
 ) -> tuple[Tensor, ...]:
-    """One ``[B, d]`` tensor per ``(pooling, layer)`` view, all from one forward pass.
-
-    Several layers and poolings of one model are different spaces, and one pass with every
-    hidden state gives them all (the main job embeds four views of MiniLM this way).
-    """
+    """One ``[B, d]`` tensor per ``(pooling, layer)`` view (each a space of its own), all from
+    one forward pass."""
     for pooling, _ in views:
         validate_pooling(pooling)
     layers = sorted({layer for _, layer in views})
@@ -271,13 +259,10 @@ def max_input_length(tokenizer: Any, model: nn.Module | PreTrainedConfig) -> int
 def tokenize(
     tokenizer: Any, texts: Sequence[str], max_length: int
 ) -> tuple[BatchEncoding, list[int]]:
-    """Tokenize ``texts`` into padded ``pt`` tensors, truncating at ``max_length`` tokens.
-
-    Returns the batch and the indices of the texts that were truncated, so callers can warn.
-    Padding follows ``tokenizer.padding_side`` and is done here rather than by the tokenizer,
-    so tokenizers without a pad token (GPT-2) work without being changed: their pad positions
-    hold the eos token id (0 if there is none either), which the attention mask hides. The
-    user's tokenizer object is never modified.
+    """``texts`` as padded ``pt`` tensors truncated at ``max_length`` tokens, and the indices
+    of the truncated texts. Padding (on ``tokenizer.padding_side``) is done here, so tokenizers
+    without a pad token (GPT-2) work unchanged: pads hold the eos id (else 0), hidden by the
+    mask. The tokenizer object is never modified.
     """
     if isinstance(texts, str) or not texts:
         raise ValueError(
@@ -306,6 +291,203 @@ def tokenize(
             for i, row in zip(truncated, short[key], strict=True):
                 rows[i] = row
     return _pad(tokenizer, encoded), truncated
+
+
+def input_modality(encoder: nn.Module) -> InputModality:
+    """``"image"`` for models that read ``pixel_values`` (ViT, DINOv2, ...), else ``"text"``."""
+    return "image" if getattr(encoder, "main_input_name", None) == "pixel_values" else "text"
+
+
+def encode_in_order(
+    encoder: nn.Module,
+    preprocessor: Any,
+    inputs: Iterable[Any],
+    forward: Callable[[Mapping[str, Tensor]], tuple[Tensor, ...]],
+    *,
+    batch_size: int = 32,
+    max_length: int | None = None,
+    eval_modules: Sequence[nn.Module] = (),
+    progress: Any = None,
+    show_progress: bool | None = None,
+    warn: bool = True,
+    output_device: torch.device | str | None = None,
+    output_dtype: torch.dtype | None = None,
+) -> tuple[tuple[Tensor, ...], list[int]]:
+    """Run ``forward`` over ``inputs`` in length-sorted batches; outputs in input order.
+
+    Args:
+        encoder: the model; it sets the modality, the device batches go to and the dtype of
+            floating inputs (``pixel_values``).
+        preprocessor: the encoder's tokenizer, or its image processor for image models.
+        inputs: a non-empty list (or other iterable) of strings, or of PIL images.
+        forward: called on each batch (on the encoder's device); returns a tuple of tensors
+            whose first dimension is the batch.
+        batch_size: inputs per forward.
+        max_length: tokens to truncate texts at; default `max_input_length`.
+        eval_modules: modules besides ``encoder`` to hold in eval mode during the run.
+        progress: a bar (``update(n)``) told of every batch; default a bar of its own, shown
+            when ``show_progress`` (default: for 1024 inputs or more).
+        warn: one `warn_truncated` warning for the inputs that were truncated.
+        output_device, output_dtype: of the returned tensors (default: as ``forward`` gives).
+
+    Returns:
+        The outputs ``[N, ...]`` in the order of ``inputs``, and the (sorted) indices of the
+        inputs that were truncated.
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}.")
+    modality = input_modality(encoder)
+    items = _check_inputs(inputs, modality)
+    order = list(range(len(items)))
+    if modality == "text":
+        if not isinstance(preprocessor, PreTrainedTokenizerBase):
+            raise ValueError(
+                f"{type(encoder).__name__} reads text, but the preprocessor is a "
+                f"{type(preprocessor).__name__}. Pass the model's tokenizer "
+                f"(AutoTokenizer.from_pretrained(...))."
+            )
+        if max_length is None:
+            max_length = max_input_length(preprocessor, encoder)
+        lengths = _token_lengths(preprocessor, items)
+        # Longest first: a batch that does not fit in memory fails at once, not at the end.
+        order.sort(key=lambda i: -lengths[i])
+    show = len(items) >= PROGRESS_MIN_INPUTS if show_progress is None else show_progress
+    bar = tqdm(total=len(items), desc="Encoding", disable=not show) if progress is None else None
+    device, dtype = device_and_dtype(encoder)
+    outputs: list[Tensor] = []
+    truncated: list[int] = []
+    with (
+        bar if bar is not None else nullcontext(progress) as progress,
+        torch.inference_mode(),
+        _eval_mode(encoder, *eval_modules),
+    ):
+        for start in range(0, len(order), batch_size):
+            positions = order[start : start + batch_size]
+            batch_items = [items[i] for i in positions]
+            if modality == "text":
+                batch, cut = tokenize(preprocessor, batch_items, max_length)
+                truncated.extend(positions[i] for i in cut)
+            else:
+                batch = preprocessor(images=batch_items, return_tensors="pt")
+            batch = {key: _to_model(value, device, dtype) for key, value in batch.items()}
+            results = forward(batch)
+            if not outputs:
+                outputs = [
+                    torch.empty(
+                        (len(items), *r.shape[1:]),
+                        dtype=output_dtype or r.dtype,
+                        device=output_device or r.device,
+                    )
+                    for r in results
+                ]
+            for output, result in zip(outputs, results, strict=True):
+                index = torch.tensor(positions, device=output.device)
+                output[index] = result.to(device=output.device, dtype=output.dtype)
+            progress.update(len(positions))
+    if warn:
+        warn_truncated(truncated, len(items), max_length or 0, stacklevel=5)
+    return tuple(outputs), sorted(truncated)
+
+
+def warn_truncated(
+    truncated: Sequence[int], total: int, max_length: int, stacklevel: int = 3
+) -> None:
+    """One warning for all the inputs that were truncated, e.g. "3 of 100 inputs were ..."."""
+    if not truncated:
+        return
+    shown = ", ".join(str(i) for i in list(truncated)[:5])
+    more = ", ..." if len(truncated) > 5 else ""
+    warnings.warn(
+        f"{len(truncated)} of {total} inputs were longer than {max_length} tokens and were "
+        f"truncated (inputs {shown}{more}). Their embeddings describe the first {max_length} "
+        f"tokens only; split long texts to embed all of them.",
+        UserWarning,
+        stacklevel=stacklevel,
+    )
+
+
+def device_and_dtype(model: nn.Module) -> tuple[torch.device, torch.dtype | None]:
+    """The device inputs go to and the floating dtype of the model's first parameter."""
+    for parameter in model.parameters():
+        return parameter.device, parameter.dtype if parameter.is_floating_point() else None
+    return torch.device("cpu"), None
+
+
+def embedding_config(encoder: nn.Module, modality: InputModality) -> PreTrainedConfig | None:
+    """The config of the part of ``encoder`` whose hidden states are pooled (its text config)."""
+    module = base_model_for_hidden_states(encoder, modality)
+    config = getattr(module, "config", None) or getattr(encoder, "config", None)
+    return _text_config(config) if config is not None and modality == "text" else config
+
+
+# ---------------------------------------------------------------------------------------------
+# Private helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_inputs(inputs: Iterable[Any], modality: InputModality) -> list[Any]:
+    """``inputs`` as a list, or a ValueError naming the first input that cannot be encoded."""
+    kind = "strings" if modality == "text" else "PIL images"
+    if isinstance(inputs, (str, bytes, Mapping, Tensor)) or not isinstance(inputs, Iterable):
+        raise ValueError(
+            f"Expected a list of {kind}, got {type(inputs).__name__}. Wrap a single input in a "
+            f"list: encode([x])."
+        )
+    items = list(inputs)
+    if not items:
+        raise ValueError(f"Expected a non-empty list of {kind}, got an empty list.")
+    if modality == "text":
+        wrong = next(((i, x) for i, x in enumerate(items) if not isinstance(x, str)), None)
+        if wrong:
+            raise ValueError(
+                f"Input {wrong[0]} is a {type(wrong[1]).__name__}, not a string: a text model "
+                f"encodes lists of strings. Convert or drop it ({wrong[1]!r:.60})."
+            )
+        return items
+    from PIL import Image
+
+    wrong = next(((i, x) for i, x in enumerate(items) if not isinstance(x, Image.Image)), None)
+    if wrong:
+        raise ValueError(
+            f"Input {wrong[0]} is a {type(wrong[1]).__name__}, not a PIL image: an image model "
+            f"encodes lists of PIL images (open files with PIL.Image.open)."
+        )
+    return items
+
+
+def _token_lengths(tokenizer: PreTrainedTokenizerBase, texts: list[str]) -> list[int]:
+    """Tokens per text, special tokens included, before truncation; empty results are errors."""
+    ids = tokenizer(texts, padding=False, truncation=False, verbose=False)["input_ids"]
+    lengths = [len(row) for row in ids]
+    empty = [i for i, n in enumerate(lengths) if n == 0]
+    if empty:
+        raise ValueError(
+            f"Inputs {empty[:5]} tokenize to no tokens at all (empty strings?), so there is "
+            f"nothing to pool. Drop them before encoding."
+        )
+    return lengths
+
+
+def _to_model(value: Any, device: torch.device, dtype: torch.dtype | None) -> Any:
+    """A batch tensor on the model's device; floating ones (pixels) in the model's dtype."""
+    if not isinstance(value, Tensor):
+        return value
+    if value.is_floating_point() and dtype is not None:
+        return value.to(device=device, dtype=dtype)
+    return value.to(device)
+
+
+@contextmanager
+def _eval_mode(*modules: nn.Module) -> Iterator[None]:
+    """Every submodule in eval mode (no dropout) for the block; each one's mode restored after."""
+    modes = [(module, module.training) for root in modules for module in root.modules()]
+    for module, _ in modes:
+        module.training = False
+    try:
+        yield
+    finally:
+        for module, training in modes:
+            module.training = training
 
 
 def _pad(tokenizer: Any, encoded: dict[str, list[list[int]]]) -> BatchEncoding:
