@@ -53,7 +53,8 @@ class RelativeProjection(Module):
 
     Example:
         >>> from sentence_transformers import SentenceTransformer  # doctest: +SKIP
-        >>> model = SentenceTransformer(modules=[transformer, pooling, RelativeProjection(projector)])
+        >>> modules = [transformer, pooling, RelativeProjection(projector)]  # doctest: +SKIP
+        >>> model = SentenceTransformer(modules=modules)  # doctest: +SKIP
         >>> model.encode(["A first sentence."]).shape  # doctest: +SKIP
         (1, 300)
     """
