@@ -25,6 +25,10 @@ _TRANSFORMERS_KEYS = frozenset(
 ) - {"self"}
 
 
+class NewerFormatError(ValueError):
+    """A config.json written by a newer relrep_hf than this one."""
+
+
 class RelrepConfig(PreTrainedConfig):
     """A `PreTrainedConfig` that checks ``format_version`` and warns about unknown keys."""
 
@@ -37,7 +41,7 @@ class RelrepConfig(PreTrainedConfig):
                 f"{format_version!r}, not an integer: it is corrupted. Save it again."
             )
         if format_version > FORMAT_VERSION:
-            raise ValueError(
+            raise NewerFormatError(
                 f"The {self.artifact_name}'s config.json has format_version {format_version}, "
                 f"newer than this relrep_hf reads ({FORMAT_VERSION}): upgrade relrep_hf "
                 "(pip install -U relrep_hf)."

@@ -17,6 +17,7 @@ import torch
 from safetensors import SafetensorError
 from transformers import PreTrainedModel
 
+from relrep_hf.configuration_utils import NewerFormatError
 from relrep_hf.file_checks import (
     ArtifactFileError,
     check_sizes,
@@ -213,6 +214,10 @@ class RelrepPreTrainedModel(PreTrainedModel):
             config = cls.config_class.from_dict(raw)
             with torch.device("meta"):  # shapes only: nothing is allocated
                 expected = {k: tuple(v.shape) for k, v in cls(config).state_dict().items()}
+        except NewerFormatError as error:  # not corrupted: the fix is an upgrade
+            raise ArtifactFileError(
+                f"{CONFIG_NAME} of the {what} at {source!r}: {error}"
+            ) from error
         except Exception as error:  # whatever the config's values make the constructors raise
             raise ArtifactFileError(
                 f"{CONFIG_NAME} of the {what} at {source!r} is invalid ({type(error).__name__}: "
