@@ -377,6 +377,12 @@ class AnchorSet:
         for name, space in fit_embeddings.items():
             check_embeddings(space, name=f"{name!r} fit embeddings")
             rows = space if fit_rows is None else space[torch.as_tensor(fit_rows)]
+            if shrinkage == 0 and len(rows) <= rows.shape[1]:
+                raise ValueError(
+                    f"Exact whitening (shrinkage=0) of {name!r} needs more fit rows than its "
+                    f"{rows.shape[1]} dimensions, got {len(rows)}: fit on more rows, or pass "
+                    "shrinkage > 0 (the paper's 0.15)."
+                )
             make = feature_gram if normalization == "row" else feature_factor
             parts.append(
                 make(
