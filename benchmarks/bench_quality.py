@@ -213,11 +213,11 @@ def print_table(result: dict) -> None:
         f"m={result['num_anchors']} (full support: m=K); mean over ordered pairs into the "
         f"held-out encoder, held out: {', '.join(result['held_out'])}"
     )
-    print(f"  {'method':<30} {'R@1':>6} {'R@5':>6} {'MRR':>6} {'fit s':>8}")
+    print(f"  {'method':<40} {'R@1':>6} {'R@5':>6} {'MRR':>6} {'fit s':>8}")
     for method in result["methods"]:
         r = at_main(result, method)
         print(
-            f"  {method:<30} {r['recall@1']:>6.3f} {r['recall@5']:>6.3f} {r['mrr']:>6.3f} "
+            f"  {method:<40} {r['recall@1']:>6.3f} {r['recall@5']:>6.3f} {r['mrr']:>6.3f} "
             f"{r['fit_seconds']:>8.2f}"
         )
 
