@@ -120,7 +120,7 @@ def feature_factor(
     """``F [K, d]`` (float64) with ``F @ F.T == R.T @ R``, the features' Gram matrix.
 
     ``R.T @ R = S (L G L) S.T`` with ``S`` the whitened support and ``G`` the scatter of the
-    rows about the statistics' mean, so ``F = S (L G L)^(1/2)``: the closed form is then one SVD
+    rows about the statistics' mean (the statistics may come from other rows), so ``F = S (L G L)^(1/2)``: the closed form is then one SVD
     of the encoders' factors side by side (``[K, sum d_i]``), whatever K, never a ``[K, K]``
     eigenproblem. Row normalisation has no such factor (use `feature_gram`).
     """
@@ -131,12 +131,8 @@ def feature_factor(
     check_embeddings(support_embeddings, dim=statistics.dim, name="support embeddings")
     whitening = whitening_matrix(statistics, shrinkage=shrinkage, eps=eps)
     s = whiten(support_embeddings.to(torch.float64), mean=statistics.mean, whitening=whitening)
-    if statistics.count == len(embeddings):
-        scatter = statistics.scatter.to(torch.float64)
-    else:
-        centred = embeddings.to(torch.float64) - statistics.mean
-        scatter = centred.T @ centred
-    inner = whitening @ scatter @ whitening
+    centred = embeddings.to(torch.float64) - statistics.mean  # O(N d^2): any statistics
+    inner = whitening @ (centred.T @ centred) @ whitening
     eigenvalues, eigenvectors = torch.linalg.eigh((inner + inner.T) / 2)
     factor = s @ (eigenvectors * eigenvalues.clamp_min(0.0).sqrt())
     if normalization == "encoder":  # ||R||_F^2 / (N K) is the mean square entry

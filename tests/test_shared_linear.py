@@ -20,6 +20,7 @@ from relrep_hf.modeling_relative_head import (
     check_head_matches_projector,
 )
 from relrep_hf.shared_linear import (
+    feature_factor,
     feature_gram,
     full_support_features,
     normalize_features,
@@ -323,6 +324,24 @@ def test_feature_gram_shortcut_equals_the_features_gram(spaces, normalization):
     r = normalize_features(full_support_features(x, x[SUPPORT_ROWS], stats), normalization)
     gram = feature_gram(x, x[SUPPORT_ROWS], stats, normalization=normalization)
     torch.testing.assert_close(gram, r.T @ r, rtol=1e-9, atol=1e-9 * gram.abs().max().item())
+
+
+@pytest.mark.parametrize("normalization", ["none", "encoder"])
+@pytest.mark.parametrize("own_statistics", [True, False])
+def test_feature_factor_is_a_square_root_of_the_features_gram(
+    spaces, normalization, own_statistics
+):
+    x = spaces["e1"][:600]
+    stats = Statistics.from_embeddings(x if own_statistics else spaces["e1"][200:])
+    r = normalize_features(
+        full_support_features(x, x[SUPPORT_ROWS], stats, shrinkage=0.0), normalization
+    )
+    factor = feature_factor(x, x[SUPPORT_ROWS], stats, shrinkage=0.0, normalization=normalization)
+    assert factor.shape == (K, 12)
+    gram = r.T @ r
+    torch.testing.assert_close(factor @ factor.T, gram, rtol=1e-8, atol=1e-8 * gram.abs().max())
+    with pytest.raises(ValueError, match="use feature_gram"):
+        feature_factor(x, x[SUPPORT_ROWS], stats, normalization="row")
 
 
 def test_fine_tuning_lowers_the_info_nce_and_keeps_the_kind(spaces):
