@@ -22,6 +22,7 @@ MODULES = [
     "bench_extraction",
     "bench_cli",
     "bench_quality",
+    "bench_zero_shot",
 ]
 
 

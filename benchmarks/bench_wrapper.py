@@ -13,8 +13,8 @@ import transformers
 
 from benchmarks.common import interleaved_medians, row
 from relrep_hf import RelativeProjector, Statistics
+from relrep_hf.encoding import max_input_length, pool, tokenize
 from relrep_hf.modeling_relative_wrapper import RelativeWrapper
-from relrep_hf.pooling import max_input_length, pool, tokenize
 
 BATCH_SIZE = 32
 NUM_ANCHORS = 300

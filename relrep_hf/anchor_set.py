@@ -37,12 +37,12 @@ from relrep_hf.anchor_set_files import (
     read_anchor_set_files,
 )
 from relrep_hf.anchor_strategies import farthest_point_mixture, kmeans_mixture, random_mixture
-from relrep_hf.cards import write_card
 from relrep_hf.file_checks import ArtifactFileError
-from relrep_hf.hub import artifact_kind, push_folder, resolve_folder
+from relrep_hf.hub_files import artifact_kind, resolve_folder
 from relrep_hf.io import atomic_directory
 from relrep_hf.manifest import verify_folder, write_manifest
 from relrep_hf.mixing import STRATEGY_MIXING, check_mixture, fingerprint, mixed_anchors
+from relrep_hf.publishing_hooks import publisher
 from relrep_hf.shared_linear import (
     SHARED_LINEAR_SHRINKAGE,
     Normalization,
@@ -195,7 +195,7 @@ class AnchorSet:
             for item in self.support:
                 row = {"text": item} if isinstance(item, str) else item
                 file.write(json.dumps(row, ensure_ascii=False) + "\n")
-        write_card(self, folder)
+        publisher().write_card(folder)  # the publishing layer's card, from the files above
         write_manifest(folder)
 
     @classmethod
@@ -280,8 +280,9 @@ class AnchorSet:
         revision: str | None = None,
         commit_message: str = "Upload anchor set with relrep_hf",
     ) -> str:
-        """Push the anchor set as one commit; returns the commit sha."""
-        return push_folder(
+        """Push the anchor set as one commit (through `relrep_hf.publishing_hooks`); returns the
+        commit sha."""
+        return publisher().push_folder(
             self._write,
             repo_id,
             private=private,

@@ -42,6 +42,16 @@ def joint_whitened(support_embeddings: Tensor | Sequence[Tensor]) -> Tensor:
     return torch.cat(whitened, dim=1)
 
 
+def sample_support_rows(num_rows: int, size: int | None, seed: int) -> Tensor:
+    """The sorted rows (of ``num_rows`` parallel inputs) that form a support set of ``size``
+    points drawn with ``seed``; every row for ``size=None`` or ``size >= num_rows``. Anchor sets
+    that share a seed mix the same support inputs and differ only in how they mix them."""
+    if size is None or size >= num_rows:
+        return torch.arange(num_rows)
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randperm(num_rows, generator=generator)[:size].sort().values
+
+
 def random_mixture(support_size: int, num_anchors: int, *, seed: int = 0) -> Tensor:
     """One-hot rows on ``num_anchors`` distinct support points drawn at random."""
     _check_sizes(support_size, num_anchors)

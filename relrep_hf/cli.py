@@ -23,42 +23,47 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from relrep_hf import __version__
 from relrep_hf.corpora import BUNDLED_SENTENCES_ID
-from relrep_hf.defaults import DEFAULT_ENCODERS, DEFAULT_METHOD, METHODS
+from relrep_hf.defaults import (
+    DEFAULT_EMBED_BATCH_SIZE,
+    DEFAULT_ENCODERS,
+    DEFAULT_HEAD_EPOCHS,
+    DEFAULT_METHOD,
+    DEFAULT_NUM_ANCHORS,
+    DEFAULT_SUPPORT_SIZE,
+    DEFAULT_TEST_SIZE,
+    METHODS,
+)
 from relrep_hf.param_arguments import ParamTrainingArguments
 
-TRAINING_FLAGS = {
-    "num_anchors": "number of anchors m",
-    "support_size": "support points K drawn from the training rows",
-    "num_train_epochs": "epochs over the training rows",
-    "train_batch_size": "global batch size",
-    "learning_rate": "AdamW learning rate",
-    "mixture_temperature": "softmax temperature T of the mixture",
-    "seed": "random seed",
-    "shrinkage": "covariance shrinkage lambda of the whitened inner product",
-}
+# the demo's sizes that follow --limit: None until `pipeline.demo_sizes` scales them
+SCALED = ("num_anchors", "support_size")
 
 
-def _add_training_flags(
-    parser: argparse.ArgumentParser, scaled: Sequence[str] = (), **defaults
-) -> None:
-    """The PARAM flags; those in ``scaled`` default to None (the demo scales them)."""
-    fields = {f.name: f for f in dataclasses.fields(ParamTrainingArguments)}
-    group = parser.add_argument_group("PARAM training (defaults: the paper's Table 5)")
-    for name, help_text in TRAINING_FLAGS.items():
-        default = defaults.get(name, fields[name].default)
-        kind = float if isinstance(fields[name].default, float) else int
-        shown = (
-            f"{default}" if name not in scaled else f"{default} on all rows, scaled with --limit"
-        )
-        group.add_argument(
-            f"--{name.replace('_', '-')}",
-            type=kind,
-            default=None if name in scaled else default,
-            help=f"{help_text} (default: {shown})",
-        )
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each option's default, unless it has none or its help already says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.nargs == 0 or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _training_flags() -> argparse.ArgumentParser:
+    """Every `ParamTrainingArguments` field as a flag, by `transformers.HfArgumentParser` (a
+    parent parser: ``output_dir`` is left out, the run folder decides it)."""
+    from transformers import HfArgumentParser  # light: no torch
+
+    class TrainingFlags(HfArgumentParser):
+        @staticmethod
+        def _parse_dataclass_field(parser: argparse.ArgumentParser, field: Any) -> None:
+            if field.name != "output_dir":
+                HfArgumentParser._parse_dataclass_field(parser, field)
+
+    return TrainingFlags(ParamTrainingArguments, add_help=False)
 
 
 def _add_method_flag(parser: argparse.ArgumentParser) -> None:
@@ -67,15 +72,15 @@ def _add_method_flag(parser: argparse.ArgumentParser) -> None:
         choices=METHODS,
         default=DEFAULT_METHOD,
         help="how the anchor set is fitted: the shared linear closed form (the quality "
-        "benchmark's winner), the paper's PARAM, or full support (default: "
-        f"{DEFAULT_METHOD})",
+        "benchmark's winner), the paper's PARAM, or full support",
     )
 
 
 def _training_args(args: argparse.Namespace) -> ParamTrainingArguments:
-    return ParamTrainingArguments(
-        "unused", disable_tqdm=args.quiet, **{name: getattr(args, name) for name in TRAINING_FLAGS}
-    )
+    names = [f.name for f in dataclasses.fields(ParamTrainingArguments) if f.name != "output_dir"]
+    values = {name: getattr(args, name) for name in names}
+    values["disable_tqdm"] = values["disable_tqdm"] or args.quiet
+    return ParamTrainingArguments("unused", **values)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -97,7 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--quiet", action="store_true", default=argparse.SUPPRESS, help="no progress bars"
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    add_command = functools.partial(commands.add_parser, parents=[common])
+    add_command = functools.partial(
+        commands.add_parser, parents=[common], formatter_class=_HelpFormatter
+    )
 
     embed = add_command("embed", help="embed a dataset with several encoders into a run folder")
     embed.add_argument("run_dir", type=Path, help="the run folder to create or update")
@@ -113,22 +120,24 @@ def build_parser() -> argparse.ArgumentParser:
     embed.add_argument(
         "--dataset",
         default=BUNDLED_SENTENCES_ID,
-        help="Hub id or local path of a datasets dataset (default: the embedded English sentences)",
+        help="Hub id or local path of a datasets dataset (default: the bundled English sentences)",
     )
-    embed.add_argument("--split", default="train", help="dataset split (default: train)")
-    embed.add_argument("--column", default="text", help="input column (default: text)")
-    embed.add_argument(
-        "--label-column", default="label", help="label column for classification (default: label)"
-    )
+    embed.add_argument("--split", default="train", help="dataset split")
+    embed.add_argument("--column", default="text", help="input column")
+    embed.add_argument("--label-column", default="label", help="label column for classification")
     embed.add_argument("--limit", type=int, default=None, help="use only the first N rows")
     embed.add_argument(
-        "--test-size", type=int, default=1000, help="held-out evaluation rows (default: 1000)"
+        "--test-size", type=int, default=DEFAULT_TEST_SIZE, help="held-out evaluation rows"
     )
     embed.add_argument(
-        "--batch-size", type=int, default=64, help="inputs per forward (default: 64)"
+        "--batch-size", type=int, default=DEFAULT_EMBED_BATCH_SIZE, help="inputs per forward"
     )
 
-    fit = add_command("fit", help="fit PARAM anchors and one projector per encoder")
+    fit = add_command(
+        "fit",
+        help="fit an anchor set and one projector per encoder",
+        parents=[common, _training_flags()],
+    )
     fit.add_argument("run_dir", type=Path)
     fit.add_argument(
         "--held-out",
@@ -137,7 +146,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="encoder kept out of PARAM training (repeatable; default: the last one)",
     )
     _add_method_flag(fit)
-    _add_training_flags(fit)
 
     onboard = add_command("onboard", help="a projector for a new encoder, with no training")
     onboard.add_argument("run_dir", type=Path)
@@ -153,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("run_dir", type=Path)
     evaluate.add_argument(
-        "--head-epochs", type=int, default=30, help="epochs of each classifier (default: 30)"
+        "--head-epochs", type=int, default=DEFAULT_HEAD_EPOCHS, help="epochs of each classifier"
     )
 
     push = add_command(
@@ -170,8 +178,14 @@ def build_parser() -> argparse.ArgumentParser:
     push.add_argument("--token", default=None, help="Hub token (default: the logged-in one)")
 
     demo = add_command(
-        "demo", help="the main job: embed, fit, evaluate on the embedded default, offline"
+        "demo",
+        help="the main job: embed, fit, evaluate on the bundled sentences, offline",
+        parents=[common, _training_flags()],
+        epilog=f"On all rows: {DEFAULT_TEST_SIZE} test rows, --support-size "
+        f"{DEFAULT_SUPPORT_SIZE}, --num-anchors {DEFAULT_NUM_ANCHORS}; --limit and --quick "
+        "scale them with the rows.",
     )
+    demo.set_defaults(**dict.fromkeys(SCALED))
     demo.add_argument(
         "run_dir",
         type=Path,
@@ -202,15 +216,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--test-size",
         type=int,
         default=None,
-        help="held-out evaluation rows (default: 1000 on all rows, scaled with --limit)",
+        help=f"held-out evaluation rows (default: {DEFAULT_TEST_SIZE} on all rows, scaled with "
+        "--limit)",
     )
     demo.add_argument(
         "--head-epochs",
         type=int,
         default=None,
-        help="epochs of each classifier (default: 30)",
+        help=f"epochs of each classifier (default: {DEFAULT_HEAD_EPOCHS})",
     )
-    _add_training_flags(demo, scaled=("num_anchors", "support_size"), support_size=2000)
     return parser
 
 

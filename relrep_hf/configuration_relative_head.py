@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from transformers import PreTrainedConfig
 from transformers.activations import ACT2FN
 
+from relrep_hf.configuration_utils import RelrepConfig
+from relrep_hf.defaults import DEFAULT_NUM_ANCHORS
 
-class RelativeHeadConfig(PreTrainedConfig):
+
+class RelativeHeadConfig(RelrepConfig):
     r"""Configuration of a classification head on relative features.
 
     A head reads the ``m`` relative features of any encoder whose projector uses the same anchor
@@ -43,10 +45,11 @@ class RelativeHeadConfig(PreTrainedConfig):
     """
 
     model_type = "relative_head"
+    artifact_name = "head"
 
     def __init__(
         self,
-        num_anchors: int = 300,
+        num_anchors: int = DEFAULT_NUM_ANCHORS,
         hidden_sizes: list[int] | None = None,
         activation: str = "gelu",
         dropout: float = 0.1,

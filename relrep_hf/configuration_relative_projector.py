@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
-from transformers import PreTrainedConfig
-
+from relrep_hf.configuration_utils import RelrepConfig
+from relrep_hf.defaults import (
+    DEFAULT_EPS,
+    DEFAULT_NUM_ANCHORS,
+    DEFAULT_SHRINKAGE,
+    check_similarity_settings,
+)
 from relrep_hf.similarities import get_similarity
-from relrep_hf.statistics import DEFAULT_EPS, DEFAULT_SHRINKAGE
 
 
-class RelativeProjectorConfig(PreTrainedConfig):
+class RelativeProjectorConfig(RelrepConfig):
     r"""Configuration of one encoder's relative projector.
 
     Args:
         hidden_size (`int`): dimension d of the encoder's embeddings.
         num_anchors (`int`): number m of anchors, the size of the relative features.
         similarity (`str`, defaults to `"wip"`): one of `relrep_hf.similarities.SIMILARITIES`.
-        shrinkage (`float`, defaults to 0.15): lambda of the shrunk covariance (paper, App. B).
-        eps (`float`, defaults to 5e-8): the ridge added to the shrunk covariance.
+        shrinkage (`float`, defaults to `DEFAULT_SHRINKAGE`, 0.15): lambda of the shrunk covariance (paper, App. B).
+        eps (`float`, defaults to `DEFAULT_EPS`, 5e-8): the ridge added to the shrunk covariance.
         statistics_count (`int`): number of embeddings the whitening statistics were estimated on.
         embedding_norm (`float`): root mean square row norm of those embeddings (0 unknown).
         normalized_embeddings (`bool`, *optional*): whether those embeddings were L2-normalised
@@ -38,11 +42,12 @@ class RelativeProjectorConfig(PreTrainedConfig):
     """
 
     model_type = "relative_projector"
+    artifact_name = "projector"
 
     def __init__(
         self,
         hidden_size: int = 768,
-        num_anchors: int = 300,
+        num_anchors: int = DEFAULT_NUM_ANCHORS,
         similarity: str = "wip",
         shrinkage: float = DEFAULT_SHRINKAGE,
         eps: float = DEFAULT_EPS,
@@ -65,8 +70,7 @@ class RelativeProjectorConfig(PreTrainedConfig):
             raise ValueError(
                 f"hidden_size and num_anchors must be positive, got {hidden_size} and {num_anchors}."
             )
-        if not 0.0 <= shrinkage <= 1.0 or eps < 0:
-            raise ValueError(f"Need 0 <= shrinkage <= 1 and eps >= 0, got {shrinkage} and {eps}.")
+        check_similarity_settings(shrinkage, eps)
         self.hidden_size = hidden_size
         self.num_anchors = num_anchors
         self.similarity = similarity

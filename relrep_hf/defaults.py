@@ -1,9 +1,44 @@
-"""The pipeline's defaults, defined once and light to import (the CLI's ``--help`` reads them)."""
+"""Every default of the library, defined once and light to import (the CLI's ``--help`` reads
+them). The PARAM values are the paper's Table 5; the pipeline's are the demo's sizes."""
 
 from __future__ import annotations
 
+# ---- the whitened inner product (paper, Appendix B / Table 5)
+DEFAULT_SHRINKAGE = 0.15  # lambda of the shrunk covariance
+DEFAULT_EPS = 5e-8  # ridge added to the shrunk covariance
+
+# ---- PARAM training (Table 5)
+DEFAULT_NUM_ANCHORS = 300  # m
+DEFAULT_MIXTURE_TEMPERATURE = 2.9  # T in P = softmax(logits / T)
+DEFAULT_NUM_TRAIN_EPOCHS = 95
+DEFAULT_LEARNING_RATE = 0.03
+DEFAULT_TRAIN_BATCH_SIZE = 1024  # the global batch
+DEFAULT_COVERAGE_CHUNK_SIZE = 16384
+
+# ---- the loss weights and temperatures (Table 5)
+DEFAULT_INFO_NCE_WEIGHT = 0.70
+DEFAULT_COVERAGE_WEIGHT = 11.3
+DEFAULT_ORTHOGONALITY_WEIGHT = 0.27
+DEFAULT_LENGTH_WEIGHT = 1.2
+DEFAULT_INFO_NCE_TEMPERATURE = 0.10
+DEFAULT_COVERAGE_TEMPERATURE = 2.7
+
+# ---- the pipeline (``relrep-hf``)
 # the bundled MiniLM at four layer/pooling settings; the last is held out of fitting
 DEFAULT_ENCODERS = ("minilm:mean:-1", "minilm:mean:4", "minilm:mean:2", "minilm:cls:-1")
 # how an anchor set is fitted; the default is the winner of benchmarks/bench_quality.py
 METHODS = ("shared_linear", "param", "full_support")
 DEFAULT_METHOD = "shared_linear"
+DEFAULT_EMBED_BATCH_SIZE = 64  # inputs per encoder forward
+DEFAULT_TEST_SIZE = 1000  # held-out evaluation rows
+DEFAULT_SUPPORT_SIZE = 2000  # K drawn from the training rows
+DEFAULT_HEAD_EPOCHS = 30  # epochs of each evaluation classifier
+
+
+def check_similarity_settings(shrinkage: float, eps: float) -> None:
+    """The one check of the whitened inner product's settings: ``0 <= shrinkage <= 1`` and
+    ``eps >= 0`` (raises ValueError naming both)."""
+    if not 0.0 <= shrinkage <= 1.0 or not eps >= 0:
+        raise ValueError(
+            f"Need 0 <= shrinkage <= 1 and eps >= 0, got shrinkage={shrinkage} and eps={eps}."
+        )

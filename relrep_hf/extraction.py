@@ -1,19 +1,14 @@
-"""Embedding extraction: the one encoding path of the library, and whole datasets to Arrow.
+"""Embedding extraction: whole datasets to Arrow files, cached on disk, sharded with accelerate.
 
-`encode_in_order` is what `RelativeWrapper.encode` and `extract_embeddings` both run: it checks
-the inputs, sorts texts by token length so that a batch holds texts of similar length (little
-padding), tokenizes each batch at the model's real input limit (never a config's generation
-``max_length``), runs a forward under ``torch.inference_mode()`` with the model in eval mode,
-and puts every output row back at its input's position.
+`extract_embedding_views` runs the library's one encoding loop (`encoding.encode_in_order`, the
+one `RelativeWrapper.encode` runs) over a `datasets.Dataset`, shards it across the processes of
+an `accelerate.Accelerator`, and writes the pooled embeddings incrementally to an Arrow file per
+``(pooling, layer)`` view, so the number of rows can exceed memory. Each file is keyed by what
+determines its content (encoder, revision, pooling, layer, dataset fingerprint, column): a
+second call with the same key reads it back without running the encoder. `extract_embeddings`
+is the one-view case.
 
-`extract_embeddings` runs that path over a `datasets.Dataset`, shards it across the processes of
-an `accelerate.Accelerator`, and writes the pooled embeddings incrementally to an Arrow file, so
-the number of rows can exceed memory. The file is keyed by what determines its content (encoder,
-revision, pooling, layer, dataset fingerprint, column): a second call with the same key reads it
-back without running the encoder.
-
-Read top to bottom: inputs and modality, the encoding core, provenance and cache keys, dataset
-extraction.
+Read top to bottom: cache keys, dataset extraction, reading embeddings back.
 """
 
 from __future__ import annotations
@@ -22,14 +17,11 @@ import hashlib
 import json
 import math
 import os
-import re
 import shutil
 import tempfile
-import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import datasets
 import numpy as np
@@ -38,248 +30,36 @@ import torch
 from datasets.arrow_writer import ArrowWriter
 from torch import Tensor, nn
 from tqdm.auto import tqdm
-from transformers import PreTrainedTokenizerBase
 
-from relrep_hf.pooling import max_input_length, pool_model_outputs, tokenize, validate_pooling
+from relrep_hf.encoders import encoder_provenance
+from relrep_hf.encoding import (
+    PROGRESS_MIN_INPUTS,
+    Pooling,
+    device_and_dtype,
+    encode_in_order,
+    input_modality,
+    max_input_length,
+    pool_model_outputs,
+    validate_pooling,
+    warn_truncated,
+)
+from relrep_hf.hub_files import is_commit_hash
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
+    "ExtractionOptions",
     "embeddings_tensor",
-    "encode_in_order",
-    "encoder_provenance",
     "extract_embedding_views",
     "extract_embeddings",
     "extraction_cache_key",
-    "input_modality",
-    "warn_truncated",
 ]
 
-InputModality = Literal["text", "image"]
-
-# Inputs at or above this count get a progress bar unless `show_progress` says otherwise.
-PROGRESS_MIN_INPUTS = 1024
 # Rows of a dataset encoded (and length-sorted) together; each process holds one window at a time.
 DEFAULT_WINDOW_BATCHES = 64
 # Bumped when the layout of the extraction cache changes, so old files are never read back.
 _CACHE_FORMAT = 1
-_COMMIT_HASH = re.compile(r"^[0-9a-f]{40}$")
-_HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
-_SNAPSHOT = re.compile(r"models--(?P<repo>[^/]+)/snapshots/(?P<commit>[0-9a-f]{40})(/|$)")
-
-
-# ---------------------------------------------------------------------------------------------
-# Inputs and modality
-# ---------------------------------------------------------------------------------------------
-
-
-def input_modality(encoder: nn.Module) -> InputModality:
-    """``"image"`` for models that read ``pixel_values`` (ViT, DINOv2, ...), else ``"text"``."""
-    return "image" if getattr(encoder, "main_input_name", None) == "pixel_values" else "text"
-
-
-def _check_inputs(inputs: Iterable[Any], modality: InputModality) -> list[Any]:
-    """``inputs`` as a list, or a ValueError naming the first input that cannot be encoded."""
-    kind = "strings" if modality == "text" else "PIL images"
-    if isinstance(inputs, (str, bytes, Mapping, Tensor)) or not isinstance(inputs, Iterable):
-        raise ValueError(
-            f"Expected a list of {kind}, got {type(inputs).__name__}. Wrap a single input in a "
-            f"list: encode([x])."
-        )
-    items = list(inputs)
-    if not items:
-        raise ValueError(f"Expected a non-empty list of {kind}, got an empty list.")
-    if modality == "text":
-        for i, item in enumerate(items):
-            if not isinstance(item, str):
-                raise ValueError(
-                    f"Input {i} is a {type(item).__name__}, not a string: a text model encodes "
-                    f"lists of strings. Convert or drop it ({item!r:.60})."
-                )
-    else:
-        from PIL import Image
-
-        for i, item in enumerate(items):
-            if not isinstance(item, Image.Image):
-                raise ValueError(
-                    f"Input {i} is a {type(item).__name__}, not a PIL image: an image model "
-                    f"encodes lists of PIL images (open files with PIL.Image.open)."
-                )
-    return items
-
-
-# ---------------------------------------------------------------------------------------------
-# The encoding core
-# ---------------------------------------------------------------------------------------------
-
-
-def encode_in_order(
-    encoder: nn.Module,
-    preprocessor: Any,
-    inputs: Iterable[Any],
-    forward: Callable[[Mapping[str, Tensor]], tuple[Tensor, ...]],
-    *,
-    batch_size: int = 32,
-    max_length: int | None = None,
-    eval_modules: Sequence[nn.Module] = (),
-    progress: Any = None,
-    output_device: torch.device | str | None = None,
-    output_dtype: torch.dtype | None = None,
-) -> tuple[tuple[Tensor, ...], list[int]]:
-    """Run ``forward`` over ``inputs`` in length-sorted batches; outputs in input order.
-
-    Args:
-        encoder: the model; it sets the modality (texts or images), the device the batches are
-            moved to, and the dtype of floating inputs (``pixel_values``).
-        preprocessor: the encoder's tokenizer, or its image processor for image models.
-        inputs: a non-empty list (or other iterable) of strings, or of PIL images.
-        forward: called on each tokenized batch (on the encoder's device), returns a tuple of
-            tensors whose first dimension is the batch.
-        batch_size: inputs per forward.
-        max_length: tokens to truncate texts at; default `pooling.max_input_length`.
-        eval_modules: modules besides ``encoder`` to hold in eval mode during the run.
-        progress: an object with ``update(n)`` (a tqdm bar), told of every finished batch.
-        output_device, output_dtype: where the returned tensors live (default: as ``forward``
-            returns them).
-
-    Returns:
-        The outputs ``[N, ...]`` in the order of ``inputs``, and the (sorted) indices of the
-        inputs that were truncated (see `warn_truncated`).
-    """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}.")
-    modality = input_modality(encoder)
-    items = _check_inputs(inputs, modality)
-    if modality == "text":
-        if not isinstance(preprocessor, PreTrainedTokenizerBase):
-            raise ValueError(
-                f"{type(encoder).__name__} reads text, but the preprocessor is a "
-                f"{type(preprocessor).__name__}. Pass the model's tokenizer "
-                f"(AutoTokenizer.from_pretrained(...))."
-            )
-        if max_length is None:
-            max_length = max_input_length(preprocessor, encoder)
-        lengths = _token_lengths(preprocessor, items)
-        # Longest first: a batch that does not fit in memory fails at once, not at the end.
-        order = sorted(range(len(items)), key=lambda i: -lengths[i])
-    else:
-        order = list(range(len(items)))
-
-    device, dtype = _device_and_dtype(encoder)
-    outputs: list[Tensor] = []
-    truncated: list[int] = []
-    with torch.inference_mode(), _eval_mode(encoder, *eval_modules):
-        for start in range(0, len(order), batch_size):
-            positions = order[start : start + batch_size]
-            batch_items = [items[i] for i in positions]
-            if modality == "text":
-                batch, cut = tokenize(preprocessor, batch_items, max_length)
-                truncated.extend(positions[i] for i in cut)
-            else:
-                batch = preprocessor(images=batch_items, return_tensors="pt")
-            batch = {key: _to_model(value, device, dtype) for key, value in batch.items()}
-            results = forward(batch)
-            if not outputs:
-                outputs = [
-                    torch.empty(
-                        (len(items), *r.shape[1:]),
-                        dtype=output_dtype or r.dtype,
-                        device=output_device or r.device,
-                    )
-                    for r in results
-                ]
-            for output, result in zip(outputs, results, strict=True):
-                index = torch.tensor(positions, device=output.device)
-                output[index] = result.to(device=output.device, dtype=output.dtype)
-            if progress is not None:
-                progress.update(len(positions))
-    return tuple(outputs), sorted(truncated)
-
-
-def warn_truncated(
-    truncated: Sequence[int], total: int, max_length: int, stacklevel: int = 3
-) -> None:
-    """One warning for all the inputs that were truncated, e.g. "3 of 100 inputs were ..."."""
-    if not truncated:
-        return
-    shown = ", ".join(str(i) for i in list(truncated)[:5])
-    more = ", ..." if len(truncated) > 5 else ""
-    warnings.warn(
-        f"{len(truncated)} of {total} inputs were longer than {max_length} tokens and were "
-        f"truncated (inputs {shown}{more}). Their embeddings describe the first {max_length} "
-        f"tokens only; split long texts to embed all of them.",
-        UserWarning,
-        stacklevel=stacklevel,
-    )
-
-
-def _token_lengths(tokenizer: PreTrainedTokenizerBase, texts: list[str]) -> list[int]:
-    """Tokens per text, special tokens included, before truncation; empty results are errors."""
-    ids = tokenizer(texts, padding=False, truncation=False, verbose=False)["input_ids"]
-    lengths = [len(row) for row in ids]
-    empty = [i for i, n in enumerate(lengths) if n == 0]
-    if empty:
-        raise ValueError(
-            f"Inputs {empty[:5]} tokenize to no tokens at all (empty strings?), so there is "
-            f"nothing to pool. Drop them before encoding."
-        )
-    return lengths
-
-
-def _device_and_dtype(model: nn.Module) -> tuple[torch.device, torch.dtype | None]:
-    """The device inputs go to and the floating dtype of the model's first parameter."""
-    for parameter in model.parameters():
-        return parameter.device, parameter.dtype if parameter.is_floating_point() else None
-    return torch.device("cpu"), None
-
-
-def _to_model(value: Any, device: torch.device, dtype: torch.dtype | None) -> Any:
-    """A batch tensor on the model's device; floating ones (pixels) in the model's dtype."""
-    if not isinstance(value, Tensor):
-        return value
-    if value.is_floating_point() and dtype is not None:
-        return value.to(device=device, dtype=dtype)
-    return value.to(device)
-
-
-@contextmanager
-def _eval_mode(*modules: nn.Module) -> Iterator[None]:
-    """Every submodule in eval mode (no dropout) for the block; each one's mode restored after."""
-    modes = [(module, module.training) for root in modules for module in root.modules()]
-    for module, _ in modes:
-        module.training = False
-    try:
-        yield
-    finally:
-        for module, training in modes:
-            module.training = training
-
-
-# ---------------------------------------------------------------------------------------------
-# Provenance and cache keys
-# ---------------------------------------------------------------------------------------------
-
-
-def encoder_provenance(encoder: nn.Module) -> tuple[str, str]:
-    """The encoder's Hub id and commit as far as the loaded model tells, ``""`` when unknown.
-
-    A model loaded from a Hub id carries that id (``config.name_or_path``); one loaded from the
-    Hub cache's snapshot folder carries both id and commit in its path. A local folder is not an
-    id: it gives ``("", "")``, so local paths are never recorded as base-model ids.
-    """
-    config = getattr(encoder, "config", None)
-    name = str(getattr(config, "name_or_path", "") or "")
-    if not name:
-        return "", ""
-    snapshot = _SNAPSHOT.search(Path(name).as_posix())
-    if snapshot:
-        return snapshot["repo"].replace("--", "/"), snapshot["commit"]
-    if os.path.exists(name) or not _HUB_ID.match(name):
-        return "", ""
-    return name, ""
-
-
-def is_commit_hash(revision: str) -> bool:
-    """Whether ``revision`` is a full 40-character commit hash (rather than a branch or tag)."""
-    return bool(_COMMIT_HASH.match(revision or ""))
 
 
 def extraction_cache_key(
@@ -287,7 +67,7 @@ def extraction_cache_key(
     dataset: datasets.Dataset,
     *,
     column: str,
-    pooling: str,
+    pooling: Pooling,
     layer: int,
     max_length: int | None,
     encoder_id: str | None = None,
@@ -308,7 +88,7 @@ def extraction_cache_key(
         "encoder_id": encoder_id,
         "encoder_revision": encoder_revision,
         "encoder_class": type(encoder).__name__,
-        "dtype": str(_device_and_dtype(encoder)[1]),
+        "dtype": str(device_and_dtype(encoder)[1]),
         "pooling": pooling,
         "layer": layer,
         "max_length": max_length,
@@ -337,53 +117,36 @@ def _weights_hash(model: nn.Module) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+class ExtractionOptions(TypedDict, total=False):
+    """The options of `extract_embedding_views` besides the views (see its Args)."""
+
+    column: str
+    batch_size: int
+    cache_dir: str | os.PathLike | None
+    accelerator: Any
+    encoder_id: str | None
+    encoder_revision: str | None
+    max_length: int | None
+    window_size: int | None
+    show_progress: bool | None
+
+
 def extract_embeddings(
     encoder: nn.Module,
     tokenizer: Any,
     dataset: datasets.Dataset,
     *,
-    column: str = "text",
-    pooling: str,
+    pooling: Pooling,
     layer: int = -1,
-    batch_size: int = 64,
-    cache_dir: str | os.PathLike | None = None,
-    accelerator: Any = None,
-    encoder_id: str | None = None,
-    encoder_revision: str | None = None,
-    max_length: int | None = None,
-    window_size: int | None = None,
-    show_progress: bool | None = None,
+    **options: Unpack[ExtractionOptions],
 ) -> datasets.Dataset:
     """Pooled embeddings of a dataset column, as an Arrow-backed dataset cached on disk.
 
-    One view (pooling, layer) of `extract_embedding_views`, which reads several from one pass.
-
-    The rows are encoded exactly as `RelativeWrapper.encode` encodes them (same batching,
-    tokenization and pooling). With an `accelerate.Accelerator`, windows of rows go round-robin
-    to its processes; each step gathers one window per process in input order and only the main
-    process writes, batch by batch, so memory holds one window per process whatever the dataset
-    size. ``cache_dir`` must be visible to every process.
-
-    Args:
-        encoder: any transformers model (`pooling.pool_model_output` picks the part to run).
-        tokenizer: its tokenizer (or image processor, for an image column).
-        dataset: the rows; ``dataset[column]`` holds strings (or PIL images).
-        column: the column to encode.
-        pooling: ``"mean"``, ``"cls"`` or ``"last"``.
-        layer: the hidden layer to pool (transformers' ``hidden_states`` index; -1 is the last).
-        batch_size: inputs per forward.
-        cache_dir: where the embeddings are written (default: the `datasets` cache, under
-            ``relrep_hf``); a folder ``relrep-embeddings-<key>`` per cache key.
-        accelerator: shards the work across its processes; ``None`` runs in this process.
-        encoder_id, encoder_revision: the encoder's Hub id and commit for the cache key, when
-            the loaded model does not tell them (see `encoder_provenance`).
-        max_length: tokens to truncate at; default `pooling.max_input_length`.
-        window_size: rows sorted and encoded together (default ``64 * batch_size``).
-        show_progress: a progress bar on the main process; default for 1024 rows or more.
+    The one-view case of `extract_embedding_views`, which documents the options.
 
     Returns:
-        ``dataset`` with an ``embedding`` column (float32, fixed length d) appended, rows in
-        input order; `embeddings_tensor` gives them as one ``[N, d]`` tensor.
+        ``dataset`` with an ``embedding`` column (float32, fixed length d), rows in input order;
+        `embeddings_tensor` gives them as one ``[N, d]`` tensor.
 
     Example:
         >>> from relrep_hf.corpora import load_sentences
@@ -393,19 +156,7 @@ def extract_embeddings(
         torch.Size([256, 384])
     """
     return extract_embedding_views(
-        encoder,
-        tokenizer,
-        dataset,
-        views=[(pooling, layer)],
-        column=column,
-        batch_size=batch_size,
-        cache_dir=cache_dir,
-        accelerator=accelerator,
-        encoder_id=encoder_id,
-        encoder_revision=encoder_revision,
-        max_length=max_length,
-        window_size=window_size,
-        show_progress=show_progress,
+        encoder, tokenizer, dataset, views=[(pooling, layer)], **options
     )[0]
 
 
@@ -414,7 +165,7 @@ def extract_embedding_views(
     tokenizer: Any,
     dataset: datasets.Dataset,
     *,
-    views: Sequence[tuple[str, int]],
+    views: Sequence[tuple[Pooling, int]],
     column: str = "text",
     batch_size: int = 64,
     cache_dir: str | os.PathLike | None = None,
@@ -425,11 +176,36 @@ def extract_embedding_views(
     window_size: int | None = None,
     show_progress: bool | None = None,
 ) -> list[datasets.Dataset]:
-    """`extract_embeddings` for several ``(pooling, layer)`` views of one encoder, in one pass.
+    """Pooled embeddings of a dataset column for each ``(pooling, layer)`` view, in one pass.
 
-    Each view has its own cache folder (the same one `extract_embeddings` uses); the views not
-    cached yet are extracted together, one forward per batch serving all of them. The progress
-    bar moves per batch and names the encoder and the views.
+    The rows are encoded exactly as `RelativeWrapper.encode` encodes them (same batching,
+    tokenization and pooling). Each view has its own cache folder; the views not cached yet are
+    extracted together, one forward per batch serving all of them. With an
+    `accelerate.Accelerator`, windows of rows go round-robin to its processes; each step gathers
+    one window per process in input order and only the main process writes, batch by batch, so
+    memory holds one window per process whatever the dataset size.
+
+    Args:
+        encoder: any transformers model (`encoding.pool_model_output` picks the part to run).
+        tokenizer: its tokenizer (or image processor, for an image column).
+        dataset: the rows; ``dataset[column]`` holds strings (or PIL images).
+        views: ``(pooling, layer)`` pairs: ``"mean"``, ``"cls"`` or ``"last"``, and the hidden
+            layer to pool (transformers' ``hidden_states`` index; -1 is the last).
+        column: the column to encode.
+        batch_size: inputs per forward.
+        cache_dir: where the embeddings are written (default: the `datasets` cache, under
+            ``relrep_hf``), a folder ``relrep-embeddings-<key>`` per view; visible to every
+            process.
+        accelerator: shards the work across its processes; ``None`` runs in this process.
+        encoder_id, encoder_revision: the encoder's Hub id and commit for the cache key, when
+            the loaded model does not tell them (see `encoders.encoder_provenance`).
+        max_length: tokens to truncate at; default `encoding.max_input_length`.
+        window_size: rows sorted and encoded together (default ``64 * batch_size``).
+        show_progress: a progress bar (per batch, naming the encoder and the views) on the
+            main process; default for 1024 rows or more.
+
+    Returns:
+        Per view, ``dataset`` with an ``embedding`` column (float32, fixed length d) appended.
     """
     views = [(pooling, layer) for pooling, layer in views]
     if not views:
@@ -553,7 +329,7 @@ def _extract_to_folders(
     *,
     outputs: list[tuple[Path, dict[str, Any]]],
     column: str,
-    views: list[tuple[str, int]],
+    views: list[tuple[Pooling, int]],
     batch_size: int,
     max_length: int | None,
     window_size: int,
@@ -591,6 +367,8 @@ def _extract_to_folders(
                     output_device="cpu",
                     output_dtype=torch.float32,
                     progress=progress if is_main else None,  # moves per batch
+                    show_progress=False,
+                    warn=False,  # one warning for the whole dataset, below
                 )
                 local = (index, [p.numpy() for p in pooled], [start + i for i in cut])
             if world > 1:

@@ -17,16 +17,15 @@ revision: the same repo holds files of several quantisations, which embed differ
 from __future__ import annotations
 
 import os
-import re
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 from transformers.utils import cached_file
 
+from relrep_hf.hub_files import snapshot_record
+
 GGUF_SUFFIX = ".gguf"
-_SNAPSHOT = re.compile(r"/snapshots/(?P<commit>[0-9a-f]{40})/")  # a file in the Hub cache
 
 
 def split_gguf_path(model_id: str) -> tuple[str, str | None]:
@@ -88,9 +87,9 @@ def gguf_provenance(
     ``encoder_revision`` (the commit) when the file came from the Hub cache."""
     path = gguf_local_path(source, gguf_file, revision, **hub_kwargs)
     provenance = {"encoder_gguf_file": gguf_file, "encoder_quantization": gguf_quantization(path)}
-    snapshot = _SNAPSHOT.search(Path(path).as_posix())
-    if snapshot:
-        provenance["encoder_revision"] = snapshot["commit"]
+    snapshot = snapshot_record(path)  # a file in the Hub cache: (repo id, commit)
+    if snapshot is not None:
+        provenance["encoder_revision"] = snapshot[1]
     return provenance
 
 

@@ -1,35 +1,31 @@
-"""Training heads on relative features, with accelerate, in the conventions of HF `Trainer`.
+"""Training heads on relative features with `transformers.Trainer`.
 
 Relative features are small (``[N, m]`` floats), so they are trained on as tensors in memory:
 extract them once (`RelativeWrapper.encode` or `extract_embeddings` + the projector), then
-`HeadTrainer(model, args, train_relative, train_labels).train()`. The run is deterministic for a
-seed: the seed is set at the start of `train`, and the shuffling has its own seeded generator.
+`HeadTrainer(model, args, train_relative, train_labels).train()`. The head returns a
+`SequenceClassifierOutput`, so `Trainer` drives it as it would any sequence classifier; accuracy
+and weighted F1 come from ``compute_metrics``. The run is deterministic for a seed.
 """
 
 from __future__ import annotations
 
-import logging
 import os
+import tempfile
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 import torch
-from accelerate import Accelerator
-from accelerate.utils import set_seed
 from torch import Tensor
-from torch.utils.data import DataLoader, TensorDataset
-from tqdm.auto import tqdm
-from transformers import get_scheduler
+from torch.utils.data import Dataset
+from transformers import EvalPrediction, Trainer, TrainingArguments
+from transformers.trainer_callback import PrinterCallback
 
-from relrep_hf.cards import write_head_metrics
 from relrep_hf.metrics import accuracy, weighted_f1
-from relrep_hf.modeling_relative_head import RelativeHeadForClassification
+from relrep_hf.modeling_relative_head import RelativeHeadForClassification, write_head_metrics
 from relrep_hf.validation import as_embeddings, check_embeddings
 
 __all__ = ["HeadTrainOutput", "HeadTrainer", "HeadTrainingArguments"]
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -109,7 +105,7 @@ class HeadTrainOutput:
 
 
 class HeadTrainer:
-    r"""Train a `RelativeHeadForClassification` on relative features, driven by accelerate.
+    r"""Train a `RelativeHeadForClassification` on relative features with `transformers.Trainer`.
 
     Args:
         model: the head to train (trained in place, like `transformers.Trainer` does).
@@ -117,7 +113,6 @@ class HeadTrainer:
         train_relative: training features ``[N, m]`` (tensor or array).
         train_labels: class indices ``[N]`` (float ``[N, C]`` for multi-label heads).
         eval_relative, eval_labels: evaluation features and labels (optional).
-        accelerator: an `accelerate.Accelerator` to use (default: a new one).
 
     Example:
         >>> import torch
@@ -141,8 +136,6 @@ class HeadTrainer:
         train_labels: Tensor | np.ndarray | list[int],
         eval_relative: Tensor | np.ndarray | None = None,
         eval_labels: Tensor | np.ndarray | list[int] | None = None,
-        *,
-        accelerator: Accelerator | None = None,
     ):
         if not isinstance(args, HeadTrainingArguments):
             raise ValueError(f"args must be HeadTrainingArguments, got {type(args).__name__}.")
@@ -150,16 +143,11 @@ class HeadTrainer:
             raise ValueError("Pass both eval_relative and eval_labels, or neither.")
         self.model = model
         self.args = args
-        self.train_relative, self.train_labels = self._as_tensors(
-            train_relative, train_labels, "train"
-        )
-        self.eval_relative = self.eval_labels = None
+        self.train_dataset = _Features(*self._as_tensors(train_relative, train_labels, "train"))
+        self.eval_dataset = None
         if eval_relative is not None:
-            self.eval_relative, self.eval_labels = self._as_tensors(
-                eval_relative, eval_labels, "eval"
-            )
-        self.accelerator = accelerator if accelerator is not None else Accelerator()
-        self.log_history: list[dict[str, float]] = []
+            self.eval_dataset = _Features(*self._as_tensors(eval_relative, eval_labels, "eval"))
+        self.trainer: Trainer | None = None
         self.eval_metrics: dict[str, float] = {}
 
     def _as_tensors(self, relative: Any, labels: Any, split: str) -> tuple[Tensor, Tensor]:
@@ -223,105 +211,61 @@ class HeadTrainer:
 
     # ---------------------------------------------------------------------------- train
 
+    def _trainer(self) -> Trainer:
+        """The `transformers.Trainer` that runs this head's training and evaluation."""
+        if self.trainer is None:
+            args = self.args
+            self.trainer = Trainer(
+                model=self.model,
+                args=TrainingArguments(
+                    # Trainer writes nothing there (no checkpoints, no reports); save_model saves
+                    output_dir=os.path.join(tempfile.gettempdir(), "relrep_hf_head_trainer"),
+                    num_train_epochs=args.num_train_epochs,
+                    learning_rate=args.learning_rate,
+                    per_device_train_batch_size=args.per_device_train_batch_size,
+                    per_device_eval_batch_size=args.per_device_eval_batch_size,
+                    weight_decay=args.weight_decay,
+                    warmup_steps=args.warmup_ratio,  # a float below 1 is a ratio of the steps
+                    lr_scheduler_type="constant_with_warmup"
+                    if args.lr_scheduler_type == "constant"
+                    else args.lr_scheduler_type,
+                    max_grad_norm=args.max_grad_norm or 0.0,  # 0: no clipping
+                    seed=args.seed,
+                    logging_steps=args.logging_steps,
+                    eval_strategy=args.eval_strategy if self.eval_dataset is not None else "no",
+                    save_strategy="no",
+                    report_to="none",
+                    disable_tqdm=args.disable_tqdm,
+                    label_names=["labels"],
+                    dataloader_pin_memory=False,
+                ),
+                train_dataset=self.train_dataset,
+                eval_dataset=self.eval_dataset,
+                compute_metrics=_compute_metrics,
+            )
+            self.trainer.remove_callback(PrinterCallback)  # logs go to the logger, not stdout
+        return self.trainer
+
+    @property
+    def log_history(self) -> list[dict[str, float]]:
+        """Training losses every ``logging_steps`` and the evaluations, as `Trainer` logs them."""
+        return self.trainer.state.log_history if self.trainer is not None else []
+
     def train(self) -> HeadTrainOutput:
         """Train for ``num_train_epochs``; evaluate after each epoch when eval data is given."""
-        args, accelerator = self.args, self.accelerator
-        set_seed(args.seed)
-        generator = torch.Generator().manual_seed(args.seed)
-        loader = DataLoader(
-            TensorDataset(self.train_relative, self.train_labels),
-            batch_size=args.per_device_train_batch_size,
-            shuffle=True,
-            generator=generator,
-        )
-        optimizer = torch.optim.AdamW(
-            self._parameter_groups(), lr=args.learning_rate, weight_decay=args.weight_decay
-        )
-        # Counted on the whole (unsharded) loader: accelerate steps a prepared scheduler once per
-        # process at each optimizer step.
-        scheduler_steps = len(loader) * args.num_train_epochs
-        scheduler = get_scheduler(
-            "constant_with_warmup"
-            if args.lr_scheduler_type == "constant"
-            else args.lr_scheduler_type,
-            optimizer,
-            num_warmup_steps=int(args.warmup_ratio * scheduler_steps),
-            **(
-                {}
-                if args.lr_scheduler_type == "constant"
-                else {"num_training_steps": scheduler_steps}
-            ),
-        )
-        model, optimizer, loader, scheduler = accelerator.prepare(
-            self.model, optimizer, loader, scheduler
-        )
-        progress = tqdm(
-            total=len(loader) * args.num_train_epochs,
-            desc="Training head",
-            disable=args.disable_tqdm or not accelerator.is_local_main_process,
-        )
-        step, loss_sum, loss_count, window_sum, window_count = 0, 0.0, 0, 0.0, 0
-        metrics: dict[str, float] = {}
-        try:
-            for epoch in range(args.num_train_epochs):
-                model.train()
-                for relative, labels in loader:
-                    loss = model(relative, labels=labels).loss
-                    accelerator.backward(loss)
-                    if args.max_grad_norm is not None:
-                        accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
-                    optimizer.step()
-                    scheduler.step()
-                    optimizer.zero_grad()
-                    step += 1
-                    value = float(accelerator.gather(loss.detach()).mean())
-                    loss_sum, loss_count = loss_sum + value, loss_count + 1
-                    window_sum, window_count = window_sum + value, window_count + 1
-                    progress.update(1)
-                    if step % args.logging_steps == 0:
-                        self._log(
-                            {
-                                "loss": window_sum / window_count,
-                                "learning_rate": scheduler.get_last_lr()[0],
-                                "epoch": epoch + 1,
-                                "step": step,
-                            }
-                        )
-                        window_sum, window_count = 0.0, 0
-                if args.eval_strategy == "epoch" and self.eval_relative is not None:
-                    metrics = self.evaluate()
-                    self._log({**metrics, "epoch": epoch + 1, "step": step})
-        finally:
-            progress.close()
-        self.model = accelerator.unwrap_model(model)
+        trainer = self._trainer()
+        output = trainer.train()
+        self.model = trainer.model
         self.model.eval()
-        training_loss = loss_sum / max(loss_count, 1)
-        self._log({"train_loss": training_loss, "step": step})
-        if args.save_final_model:
+        evaluations = [entry for entry in self.log_history if "eval_loss" in entry]
+        metrics = _scores(evaluations[-1], "eval") if evaluations else {}
+        if metrics:
+            self.eval_metrics = metrics
+        if self.args.save_final_model:
             self.save_model()
-        return HeadTrainOutput(global_step=step, training_loss=training_loss, metrics=metrics)
-
-    def _parameter_groups(self) -> list[dict[str, Any]]:
-        """Weight decay on the linear weights only (not biases, not the LayerNorm)."""
-        decay, no_decay = [], []
-        for name, parameter in self.model.named_parameters():
-            if not parameter.requires_grad:
-                continue
-            is_linear_weight = name.endswith("weight") and parameter.ndim == 2
-            (decay if is_linear_weight else no_decay).append(parameter)
-        return [
-            {"params": decay, "weight_decay": self.args.weight_decay},
-            {"params": no_decay, "weight_decay": 0.0},
-        ]
-
-    def _log(self, entry: dict[str, float]) -> None:
-        self.log_history.append(entry)
-        if self.accelerator.is_main_process:
-            logger.info(
-                ", ".join(
-                    f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in entry.items()
-                )
-            )
+        return HeadTrainOutput(
+            global_step=output.global_step, training_loss=output.training_loss, metrics=metrics
+        )
 
     # ------------------------------------------------------------------------- evaluate
 
@@ -329,15 +273,8 @@ class HeadTrainer:
     def predict_logits(self, relative: Tensor | np.ndarray) -> Tensor:
         """The head's logits ``[N, C]`` (CPU, float32) for features ``[N, m]``, in eval mode."""
         relative = as_embeddings(relative, name="relative").to(torch.float32)
-        model = self.accelerator.unwrap_model(self.model)
-        was_training = model.training
-        model.eval()
-        try:
-            device = next(model.parameters()).device
-            batches = relative.split(self.args.per_device_eval_batch_size)
-            return torch.cat([model(batch.to(device)).logits.float().cpu() for batch in batches])
-        finally:
-            model.train(was_training)
+        predictions = self._trainer().predict(_Features(relative)).predictions
+        return torch.from_numpy(np.asarray(predictions)).float()
 
     def evaluate(
         self, relative: Tensor | np.ndarray | None = None, labels: Any = None, prefix: str = "eval"
@@ -345,20 +282,14 @@ class HeadTrainer:
         """Loss, accuracy and weighted F1 on the given features (default: the eval split)."""
         eval_split = relative is None
         if eval_split:
-            if self.eval_relative is None:
+            if self.eval_dataset is None:
                 raise ValueError(
                     "No evaluation features: pass relative and labels, or eval_relative to the trainer."
                 )
-            relative, labels = self.eval_relative, self.eval_labels
+            dataset = self.eval_dataset
         else:
-            relative, labels = self._as_tensors(relative, labels, prefix)
-        logits = self.predict_logits(relative)
-        model = self.accelerator.unwrap_model(self.model)
-        metrics = {f"{prefix}_loss": float(model._loss(logits, labels))}
-        if not labels.is_floating_point():
-            predictions = logits.argmax(dim=-1)
-            metrics[f"{prefix}_accuracy"] = accuracy(predictions, labels)
-            metrics[f"{prefix}_weighted_f1"] = weighted_f1(predictions, labels)
+            dataset = _Features(*self._as_tensors(relative, labels, prefix))
+        metrics = _scores(self._trainer().evaluate(dataset, metric_key_prefix=prefix), prefix)
         if eval_split:  # what save_model records beside the head
             self.eval_metrics = metrics
         return metrics
@@ -369,9 +300,10 @@ class HeadTrainer:
         After an evaluation on the eval split, its accuracy and weighted F1 are written beside
         the head (``metrics.json``) and shown in its model card.
         """
-        self.accelerator.wait_for_everyone()
-        if self.accelerator.is_main_process:
-            model = self.accelerator.unwrap_model(self.model)
+        trainer = self._trainer()
+        trainer.accelerator.wait_for_everyone()
+        if trainer.is_world_process_zero():
+            model = trainer.accelerator.unwrap_model(self.model)
             folder = output_dir or self.args.output_dir
             model.save_pretrained(folder)
             scores = {
@@ -382,3 +314,36 @@ class HeadTrainer:
             if scores:
                 encoder = model.config.source_encoder_id or "training encoder"
                 write_head_metrics(folder, {encoder: scores}, source_encoder=encoder)
+
+
+class _Features(Dataset):
+    """Rows of relative features (and labels) as `Trainer` batches: ``{"relative", "labels"}``."""
+
+    def __init__(self, relative: Tensor, labels: Tensor | None = None):
+        self.relative, self.labels = relative, labels
+
+    def __len__(self) -> int:
+        return len(self.relative)
+
+    def __getitem__(self, index: int) -> dict[str, Tensor]:
+        if self.labels is None:
+            return {"relative": self.relative[index]}
+        return {"relative": self.relative[index], "labels": self.labels[index]}
+
+
+def _compute_metrics(prediction: EvalPrediction) -> dict[str, float]:
+    """Accuracy and weighted F1 of class predictions (none for multi-hot or regression labels)."""
+    labels = np.asarray(prediction.label_ids)
+    if np.issubdtype(labels.dtype, np.floating):
+        return {}
+    predicted = np.asarray(prediction.predictions).argmax(axis=-1)
+    return {"accuracy": accuracy(predicted, labels), "weighted_f1": weighted_f1(predicted, labels)}
+
+
+def _scores(logged: dict[str, float], prefix: str) -> dict[str, float]:
+    """Loss, accuracy and weighted F1 of an evaluation, without `Trainer`'s timings."""
+    return {
+        f"{prefix}_{name}": float(logged[f"{prefix}_{name}"])
+        for name in ("loss", "accuracy", "weighted_f1")
+        if f"{prefix}_{name}" in logged
+    }

@@ -22,6 +22,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from relrep_hf.defaults import (
+    DEFAULT_COVERAGE_CHUNK_SIZE,
+    DEFAULT_COVERAGE_TEMPERATURE,
+    DEFAULT_COVERAGE_WEIGHT,
+    DEFAULT_INFO_NCE_TEMPERATURE,
+    DEFAULT_INFO_NCE_WEIGHT,
+    DEFAULT_LENGTH_WEIGHT,
+    DEFAULT_ORTHOGONALITY_WEIGHT,
+)
 from relrep_hf.fused_losses import (
     AnchorRegularisers,
     MultiSpaceInfoNCE,
@@ -40,9 +49,6 @@ __all__ = [
     "orthogonality_loss",
     "param_loss",
 ]
-
-DEFAULT_COVERAGE_CHUNK_SIZE = 16384  # paper, Table 5
-
 
 # --------------------------------------------------------------------------- validation
 
@@ -105,7 +111,7 @@ def coverage_loss(
     whitened_x: Tensor,
     whitened_anchors: Tensor,
     *,
-    temperature: float = 2.7,
+    temperature: float = DEFAULT_COVERAGE_TEMPERATURE,
     chunk_size: int = DEFAULT_COVERAGE_CHUNK_SIZE,
 ) -> Tensor:
     """Soft k-means distortion of ``whitened_x [n, d]`` around ``whitened_anchors [m, d]``.
@@ -195,7 +201,9 @@ def _check_relatives(relatives: Sequence[Tensor]) -> None:
         raise ValueError("InfoNCE needs at least one sample per batch, got an empty batch.")
 
 
-def info_nce_loss(relative_a: Tensor, relative_b: Tensor, *, temperature: float = 0.10) -> Tensor:
+def info_nce_loss(
+    relative_a: Tensor, relative_b: Tensor, *, temperature: float = DEFAULT_INFO_NCE_TEMPERATURE
+) -> Tensor:
     """Symmetric InfoNCE between parallel relative batches ``[B, m]`` of two spaces.
 
     Cosine logits ``r_a_hat r_b_hat^T / tau``; the positive for row i is row i of the other
@@ -204,7 +212,9 @@ def info_nce_loss(relative_a: Tensor, relative_b: Tensor, *, temperature: float 
     return multi_space_info_nce([relative_a, relative_b], temperature=temperature)
 
 
-def multi_space_info_nce(relatives: Sequence[Tensor], *, temperature: float = 0.10) -> Tensor:
+def multi_space_info_nce(
+    relatives: Sequence[Tensor], *, temperature: float = DEFAULT_INFO_NCE_TEMPERATURE
+) -> Tensor:
     """:func:`info_nce_loss` averaged over all unordered pairs ``i < j`` of 2+ spaces."""
     _check_positive(temperature, "temperature")
     relatives = list(relatives)
@@ -229,12 +239,12 @@ def multi_space_info_nce(relatives: Sequence[Tensor], *, temperature: float = 0.
 class LossWeights:
     """Weights and temperatures of the PARAM objective; defaults from the paper's Table 5."""
 
-    info_nce: float = 0.70
-    coverage: float = 11.3
-    orthogonality: float = 0.27
-    length: float = 1.2
-    info_nce_temperature: float = 0.10
-    coverage_temperature: float = 2.7
+    info_nce: float = DEFAULT_INFO_NCE_WEIGHT
+    coverage: float = DEFAULT_COVERAGE_WEIGHT
+    orthogonality: float = DEFAULT_ORTHOGONALITY_WEIGHT
+    length: float = DEFAULT_LENGTH_WEIGHT
+    info_nce_temperature: float = DEFAULT_INFO_NCE_TEMPERATURE
+    coverage_temperature: float = DEFAULT_COVERAGE_TEMPERATURE
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -92,3 +92,59 @@ def fingerprint(
     digest.update(json.dumps(list(support), sort_keys=True, ensure_ascii=False).encode())
     digest.update(json.dumps(settings, sort_keys=True).encode())
     return digest.hexdigest()[:32]
+
+
+def check_same_anchor_set(a: Any, b: Any, *, names: tuple[str, str] = ("source", "target")) -> None:
+    """Raise a ValueError unless ``a`` and ``b`` read relative features of one anchor set.
+
+    The one rule for every pair of artifacts (projector, head, inverse): ``a`` and ``b`` are
+    artifacts with a ``config``, configs, or anything with the same fields. They must have the same ``num_anchors``
+    and ``similarity``; and the same anchor set: where both record a ``anchor_set_fingerprint``
+    (the content hash, see `fingerprint`), that decides, for local and Hub anchor sets alike;
+    otherwise the same ``anchor_set_id`` and, for the same id, ``anchor_set_revision``, where
+    both record them. What is not recorded ("") cannot be checked and is accepted. ``names``
+    name ``a`` and ``b`` in the message, e.g. ``("head", "projector")``.
+    """
+    first, second = names
+    a, b = getattr(a, "config", a), getattr(b, "config", b)
+
+    def field(config: Any, name: str) -> Any:
+        return getattr(config, name, "") or ""
+
+    m_a, m_b = field(a, "num_anchors"), field(b, "num_anchors")
+    if m_a != m_b:
+        raise ValueError(
+            f"The {first} has {m_a} anchors but the {second} has {m_b}: they come from "
+            "different anchor sets. Build both from the same anchor set."
+        )
+    sim_a, sim_b = field(a, "similarity"), field(b, "similarity")
+    if sim_a and sim_b and sim_a != sim_b:
+        raise ValueError(
+            f"The {first} uses similarity {sim_a!r} but the {second} uses {sim_b!r}: their "
+            "relative features are not comparable. Build both with the same similarity."
+        )
+    print_a, print_b = field(a, "anchor_set_fingerprint"), field(b, "anchor_set_fingerprint")
+    if print_a and print_b:
+        if print_a != print_b:
+            raise ValueError(
+                f"The {first} was built on anchor set {print_a} (fingerprint) but the {second} "
+                f"on anchor set {print_b}: with the same number of anchors their features still "
+                "mean different things. Build both from the same anchor set "
+                "(RelativeProjector.from_anchor_set)."
+            )
+        return
+    id_a, id_b = field(a, "anchor_set_id"), field(b, "anchor_set_id")
+    rev_a, rev_b = field(a, "anchor_set_revision"), field(b, "anchor_set_revision")
+    if id_a and id_b and id_a != id_b:
+        raise ValueError(
+            f"The {first} uses anchor set {id_a!r} but the {second} uses {id_b!r}: relative "
+            "features only carry over between artifacts built on the same anchor set (row r of "
+            f"both anchors is the same input). Build the {second} from {id_a!r} "
+            "(RelativeProjector.from_anchor_set)."
+        )
+    if id_a == id_b and rev_a and rev_b and rev_a != rev_b:
+        raise ValueError(
+            f"The {first} uses anchor set revision {rev_a!r} ({id_a}@{rev_a}) but the {second} "
+            f"uses {rev_b!r} ({id_b}@{rev_b}): the anchors of two revisions differ. Build both "
+            "from the same revision."
+        )

@@ -8,7 +8,11 @@ its config and checked against a projector by `check_head_matches_projector`.
 
 from __future__ import annotations
 
+import json
 import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -19,30 +23,39 @@ from transformers.activations import ACT2FN
 from transformers.modeling_outputs import SequenceClassifierOutput
 
 from relrep_hf.configuration_relative_head import RelativeHeadConfig
+from relrep_hf.hub_files import HEAD_METRICS_NAME
+from relrep_hf.io import atomic_write_bytes
+from relrep_hf.manifest import MANIFEST_NAME, manifest_bytes
+from relrep_hf.mixing import check_same_anchor_set
 from relrep_hf.modeling_utils import RelrepPreTrainedModel
+from relrep_hf.publishing_hooks import publisher
 from relrep_hf.validation import EmbeddingsLike, as_embeddings
 
-__all__ = ["RelativeHeadForClassification", "check_head_matches_projector"]
+__all__ = [
+    "HEAD_METRICS_NAME",
+    "RelativeHeadForClassification",
+    "check_head_matches_projector",
+    "write_head_metrics",
+]
 
 
 class RelativeHeadForClassification(RelrepPreTrainedModel):
     r"""A linear probe or MLP on relative features ``[..., m]``, with a classification loss.
 
-        The layers are: LayerNorm over the m features (``normalize_input``), then for each width in
-        ``hidden_sizes`` a Linear, the activation and dropout, then the Linear classifier.
+    The layers are: LayerNorm over the m features (``normalize_input``), then for each width in
+    ``hidden_sizes`` a Linear, the activation and dropout, then the Linear classifier.
 
-        Args:
-            config (`RelativeHeadConfig`): sizes, labels and the anchor set of the features.
+    Args:
+        config (`RelativeHeadConfig`): sizes, labels and the anchor set of the features.
 
-        Example:
-            >>> import torch
-            >>> from relrep_hf.configuration_relative_head import RelativeHeadConfig
-    from relrep_hf.modeling_utils import RelrepPreTrainedModel
-            >>> from relrep_hf.modeling_relative_head import RelativeHeadForClassification
-            >>> head = RelativeHeadForClassification(RelativeHeadConfig(num_anchors=16, num_labels=3))
-            >>> out = head(torch.randn(4, 16), labels=torch.tensor([0, 2, 1, 0]))
-            >>> out.logits.shape, out.loss.ndim
-            (torch.Size([4, 3]), 0)
+    Example:
+        >>> import torch
+        >>> from relrep_hf.configuration_relative_head import RelativeHeadConfig
+        >>> from relrep_hf.modeling_relative_head import RelativeHeadForClassification
+        >>> head = RelativeHeadForClassification(RelativeHeadConfig(num_anchors=16, num_labels=3))
+        >>> out = head(torch.randn(4, 16), labels=torch.tensor([0, 2, 1, 0]))
+        >>> out.logits.shape, out.loss.ndim
+        (torch.Size([4, 3]), 0)
     """
 
     config_class = RelativeHeadConfig
@@ -138,43 +151,39 @@ class RelativeHeadForClassification(RelrepPreTrainedModel):
 def check_head_matches_projector(
     head_config: PreTrainedConfig, projector_config: PreTrainedConfig
 ) -> None:
-    """Raise a ValueError unless the head can read the projector's relative features.
+    """Raise a ValueError unless the head can read the projector's relative features: the one
+    rule of `relrep_hf.mixing.check_same_anchor_set` (anchor count, similarity, fingerprint)."""
+    check_same_anchor_set(head_config, projector_config, names=("head", "projector"))
 
-    They must have the same number of anchors, and, where both record them, the same anchor set
-    fingerprint (its content: local and Hub anchor sets alike), anchor set id, anchor set
-    revision and similarity. Unrecorded ("") provenance is not an error.
+
+def write_head_metrics(
+    folder: str | os.PathLike,
+    results: Mapping[str, Mapping[str, float]],
+    *,
+    dataset: Mapping[str, Any] | None = None,
+    source_encoder: str | None = None,
+) -> Path | None:
+    """Record a saved head's evaluation beside it (``metrics.json``) and rewrite its card.
+
+    ``results`` maps each encoder the head was evaluated through (its own, and others
+    zero-shot) to metric values; ``source_encoder`` names the head's own row when it is not
+    the config's ``source_encoder_id``. The card is written by the publishing layer
+    (`relrep_hf.publishing_hooks`); returns its path.
     """
-    head_m, projector_m = head_config.num_anchors, projector_config.num_anchors
-    if head_m != projector_m:
+    config = Path(folder) / "config.json"
+    if not config.is_file() or json.loads(config.read_text()).get("model_type") != "relative_head":
         raise ValueError(
-            f"The head reads {head_m} relative features but the projector gives {projector_m}: "
-            f"they were built from different anchor sets. Use a projector of the head's anchor "
-            f"set ({head_config.anchor_set_id or 'unrecorded'})."
+            f"{str(folder)!r} holds no saved relative head (config.json with model_type "
+            "'relative_head'): save the head with save_pretrained first."
         )
-    head_print = getattr(head_config, "anchor_set_fingerprint", "") or ""
-    projector_print = getattr(projector_config, "anchor_set_fingerprint", "") or ""
-    if head_print and projector_print and head_print != projector_print:
-        raise ValueError(
-            f"The head was trained on the features of anchor set {head_print} (fingerprint) but "
-            f"the projector was built from anchor set {projector_print}: with the same number of "
-            "anchors their features still mean different things. Build the encoder's projector "
-            "from the head's anchor set (RelativeProjector.from_anchor_set)."
-        )
-    for field, what in [
-        ("anchor_set_id", "anchor set"),
-        ("anchor_set_revision", "anchor set revision"),
-        ("similarity", "similarity"),
-    ]:
-        head_value = getattr(head_config, field, "") or ""
-        projector_value = getattr(projector_config, field, "") or ""
-        if (
-            field == "anchor_set_revision"
-            and head_config.anchor_set_id != projector_config.anchor_set_id
-        ):
-            continue
-        if head_value and projector_value and head_value != projector_value:
-            raise ValueError(
-                f"The head was trained with {what} {head_value!r} but the projector uses "
-                f"{projector_value!r}: its features mean nothing to the head. Build the "
-                f"encoder's projector from {head_value!r} (RelativeProjector.from_anchor_set)."
-            )
+    metrics: dict[str, Any] = {"results": {str(k): dict(v) for k, v in results.items()}}
+    if dataset:
+        metrics["dataset"] = dict(dataset)
+    if source_encoder:
+        metrics["source_encoder"] = source_encoder
+    text = json.dumps(metrics, indent=2) + "\n"
+    atomic_write_bytes(Path(folder) / HEAD_METRICS_NAME, text.encode())
+    card = publisher().write_card(Path(folder))
+    if (Path(folder) / MANIFEST_NAME).is_file():  # the digests of the new metrics and card
+        atomic_write_bytes(Path(folder) / MANIFEST_NAME, manifest_bytes(Path(folder)))
+    return card

@@ -28,9 +28,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor, nn
 
-from relrep_hf.cards import write_card
 from relrep_hf.configuration_relative_projector import RelativeProjectorConfig
-from relrep_hf.hub import artifact_kind
+from relrep_hf.hub_files import artifact_kind
 from relrep_hf.modeling_utils import RelrepPreTrainedModel
 from relrep_hf.remote_code import write_remote_code
 from relrep_hf.similarities import apply_prepared, get_similarity, prepare_anchors
@@ -279,9 +278,8 @@ class RelativeProjector(RelrepPreTrainedModel):
         )
 
     def _write_extras(self, folder: Path) -> None:
-        """The model card, and the standalone code that ``trust_remote_code=True`` loads."""
+        """The standalone code that ``trust_remote_code=True`` loads."""
         write_remote_code(folder)
-        write_card(self, folder)
 
     def post_load(self) -> None:
         self.requires_grad_(False)  # the loader recreates parameters as trainable

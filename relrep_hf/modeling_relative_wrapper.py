@@ -2,8 +2,10 @@
 
 The wrapper is to a projector what a PEFT model is to an adapter: it holds any transformers
 model (the encoder, loaded with `AutoModel`) and the small projector that belongs to it, checks
-that they belong together (embedding size, pooling, layer, encoder id and revision), forwards
-unknown attributes to the encoder, and saves only the projector.
+that they belong together (embedding size, pooling, layer, encoder id and revision: see
+`relrep_hf.wrapper_checks`), encodes through the library's one encoding loop
+(`relrep_hf.encoding`), forwards unknown attributes to the encoder, and saves only the
+projector.
 
 Read top to bottom: the output class, the wrapper (load, checks, forward, encode, save), and
 `RelativeWrapperWithHead`, which runs a head on the wrapper's relative features.
@@ -13,34 +15,19 @@ from __future__ import annotations
 
 import copy
 import os
-import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
-from huggingface_hub import try_to_load_from_cache
 from torch import Tensor, nn
-from tqdm.auto import tqdm
-from transformers import (
-    AutoImageProcessor,
-    AutoModel,
-    AutoTokenizer,
-    PreTrainedConfig,
-    PreTrainedTokenizerBase,
-)
+from transformers import AutoModel, PreTrainedTokenizerBase
 from transformers.image_processing_utils import BaseImageProcessor
 from transformers.modeling_outputs import SequenceClassifierOutput
 from transformers.utils import ModelOutput
 
-from relrep_hf.extraction import (
-    PROGRESS_MIN_INPUTS,
-    encode_in_order,
-    encoder_provenance,
-    input_modality,
-    is_commit_hash,
-    warn_truncated,
-)
+from relrep_hf.encoders import cached_commit, encoder_provenance, load_preprocessor
+from relrep_hf.encoding import Pooling, encode_in_order, input_modality, pool_model_output
 from relrep_hf.gguf_encoders import gguf_mismatch, gguf_provenance, load_gguf_tokenizer
 from relrep_hf.local_paths import check_local_path
 from relrep_hf.modeling_relative_head import (
@@ -48,11 +35,12 @@ from relrep_hf.modeling_relative_head import (
     check_head_matches_projector,
 )
 from relrep_hf.modeling_relative_projector import RelativeProjector
-from relrep_hf.pooling import (
-    base_model_for_hidden_states,
-    max_input_length,
-    pool_model_output,
-    validate_pooling,
+from relrep_hf.wrapper_checks import (
+    check_encoder_identity,
+    check_hidden_size,
+    check_preprocessor,
+    mismatch,
+    resolve_pooling_and_layer,
 )
 
 __all__ = ["RelativeWrapper", "RelativeWrapperOutput", "RelativeWrapperWithHead"]
@@ -84,14 +72,14 @@ class RelativeWrapper(nn.Module):
 
     Args:
         encoder (`nn.Module`): any transformers model (a `*ForCausalLM` pools its base model,
-            an encoder-decoder its encoder, see `relrep_hf.pooling`).
+            an encoder-decoder its encoder, see `relrep_hf.encoding`).
         projector (`RelativeProjector`): the encoder's projector.
         preprocessor: the encoder's tokenizer, or its image processor for an image model.
         pooling (`str`, *optional*): ``"mean"``, ``"cls"`` or ``"last"``; default the projector's.
         layer (`int`, *optional*): hidden layer to pool; default the projector's.
         strict (`bool`, defaults to `True`): mismatches are errors (``False``: warnings).
         encoder_id, encoder_revision (`str`, *optional*): the encoder's Hub id and commit when
-            the model does not tell them (see `relrep_hf.extraction.encoder_provenance`).
+            the model does not tell them (see `relrep_hf.encoders.encoder_provenance`).
 
     Example:
         >>> from relrep_hf.modeling_relative_wrapper import RelativeWrapper
@@ -108,7 +96,7 @@ class RelativeWrapper(nn.Module):
         projector: RelativeProjector,
         preprocessor: Any,
         *,
-        pooling: str | None = None,
+        pooling: Pooling | None = None,
         layer: int | None = None,
         strict: bool = True,
         encoder_id: str | None = None,
@@ -121,15 +109,15 @@ class RelativeWrapper(nn.Module):
                 f"RelativeProjector.from_pretrained(path)."
             )
         modality = input_modality(encoder)
-        _check_preprocessor(encoder, preprocessor, modality)
+        check_preprocessor(encoder, preprocessor, modality)
         known_id, known_revision = encoder_provenance(encoder)
         self.encoder_id = encoder_id or known_id
         self.encoder_revision = encoder_revision or known_revision
-        _check_hidden_size(encoder, projector, modality)
-        self.pooling, self.layer = _resolve_pooling_and_layer(
-            encoder, projector, pooling, layer, modality, strict
+        check_hidden_size(encoder, projector.config, modality)
+        self.pooling, self.layer = resolve_pooling_and_layer(
+            encoder, projector.config, pooling, layer, modality, strict
         )
-        _check_encoder_identity(projector.config, self.encoder_id, self.encoder_revision, strict)
+        check_encoder_identity(projector.config, self.encoder_id, self.encoder_revision, strict)
         self.encoder = encoder
         self.projector = projector
         self.preprocessor = preprocessor
@@ -144,7 +132,7 @@ class RelativeWrapper(nn.Module):
         encoder: str | os.PathLike | nn.Module,
         projector: str | os.PathLike | RelativeProjector,
         *,
-        pooling: str | None = None,
+        pooling: Pooling | None = None,
         layer: int | None = None,
         strict: bool = True,
         dtype: torch.dtype | str | None = None,
@@ -187,7 +175,7 @@ class RelativeWrapper(nn.Module):
             source = str(encoder)
             load_kwargs = {**hub_kwargs, **({"gguf_file": gguf_file} if gguf_file else {})}
             model = AutoModel.from_pretrained(source, revision=revision, dtype=dtype, **load_kwargs)
-            encoder_revision = _cached_commit(source, revision, hub_kwargs.get("cache_dir"))
+            encoder_revision = cached_commit(source, revision, hub_kwargs.get("cache_dir"))
             if gguf_file:
                 gguf = gguf_provenance(source, gguf_file, revision, **hub_kwargs)
                 encoder_revision = gguf.pop("encoder_revision", None) or encoder_revision
@@ -203,7 +191,7 @@ class RelativeWrapper(nn.Module):
             )
         preprocessor = tokenizer if tokenizer is not None else image_processor
         if preprocessor is None:
-            preprocessor = _load_preprocessor(
+            preprocessor = load_preprocessor(
                 model,
                 source,
                 revision if isinstance(encoder, (str, os.PathLike)) else None,
@@ -220,7 +208,7 @@ class RelativeWrapper(nn.Module):
         config = getattr(projector, "config", None)  # a wrong projector type fails in __init__
         message = gguf_mismatch(config, gguf) if loaded_by_id else None
         if message:
-            _mismatch(message, strict)
+            mismatch(message, strict)
         wrapper = cls(
             model,
             projector,
@@ -305,20 +293,17 @@ class RelativeWrapper(nn.Module):
         """
         if convert_to not in ("torch", "numpy"):
             raise ValueError(f"Invalid convert_to {convert_to!r}. Valid: 'torch', 'numpy'.")
-        max_length = None
-        if self.modality == "text":
-            max_length = max_input_length(self.preprocessor, self.encoder)
 
         def forward(batch: dict[str, Tensor]) -> tuple[Tensor, ...]:
             output = self(**batch)
             return (output.relative, output.pooled) if return_pooled else (output.relative,)
 
-        outputs, truncated = self._run(
-            inputs, forward, batch_size, show_progress, max_length, dtype, device
-        )
-        warn_truncated(truncated, len(outputs[0]), max_length or 0)
-        if convert_to == "numpy":
-            outputs = tuple(_to_numpy(output) for output in outputs)
+        outputs = self._run(inputs, forward, batch_size, show_progress, dtype, device)
+        if convert_to == "numpy":  # NumPy has no bfloat16
+            outputs = tuple(
+                (t.float() if t.dtype in (torch.bfloat16, torch.float16) else t).cpu().numpy()
+                for t in outputs
+            )
         if return_pooled:
             return RelativeWrapperOutput(relative=outputs[0], pooled=outputs[1])
         return outputs[0]
@@ -329,27 +314,22 @@ class RelativeWrapper(nn.Module):
         forward: Callable[[Mapping[str, Tensor]], tuple[Tensor, ...]],
         batch_size: int,
         show_progress: bool | None,
-        max_length: int | None,
         dtype: torch.dtype | None,
         device: torch.device | str | None,
         eval_modules: Sequence[nn.Module] = (),
-    ) -> tuple[tuple[Tensor, ...], list[int]]:
-        """`extraction.encode_in_order` with a progress bar, as `encode` and the head use it."""
-        count = len(inputs) if hasattr(inputs, "__len__") else None
-        show = (count or 0) >= PROGRESS_MIN_INPUTS if show_progress is None else show_progress
-        with tqdm(total=count, desc="Encoding", disable=not show) as progress:
-            return encode_in_order(
-                self.encoder,
-                self.preprocessor,
-                inputs,
-                forward,
-                batch_size=batch_size,
-                max_length=max_length,
-                eval_modules=(self.projector, *eval_modules),
-                progress=progress,
-                output_device=device,
-                output_dtype=dtype,
-            )
+    ) -> tuple[Tensor, ...]:
+        """`encoding.encode_in_order` as `encode` and the head run it (one truncation warning)."""
+        return encode_in_order(
+            self.encoder,
+            self.preprocessor,
+            inputs,
+            forward,
+            batch_size=batch_size,
+            eval_modules=(self.projector, *eval_modules),
+            show_progress=show_progress,
+            output_device=device,
+            output_dtype=dtype,
+        )[0]
 
     def with_head(
         self, head: RelativeHeadForClassification | str | os.PathLike, **hub_kwargs: Any
@@ -430,24 +410,13 @@ class RelativeWrapperWithHead(nn.Module):
         self, inputs: Iterable[Any], batch_size: int = 32, *, show_progress: bool | None = None
     ) -> Tensor:
         """Class probabilities ``[N, num_labels]`` (float32, CPU), rows in input order."""
-        max_length = None
-        if self.wrapper.modality == "text":
-            max_length = max_input_length(self.wrapper.preprocessor, self.wrapper.encoder)
 
         def forward(batch: dict[str, Tensor]) -> tuple[Tensor]:
             return (self(**batch).logits.softmax(dim=-1),)
 
-        (probabilities,), truncated = self.wrapper._run(
-            inputs,
-            forward,
-            batch_size,
-            show_progress,
-            max_length,
-            torch.float32,
-            "cpu",
-            (self.head,),
+        (probabilities,) = self.wrapper._run(
+            inputs, forward, batch_size, show_progress, torch.float32, "cpu", (self.head,)
         )
-        warn_truncated(truncated, len(probabilities), max_length or 0)
         return probabilities
 
     def predict(
@@ -457,174 +426,3 @@ class RelativeWrapperWithHead(nn.Module):
         probabilities = self.predict_proba(inputs, batch_size, show_progress=show_progress)
         id2label = self.head.config.id2label
         return [id2label[int(i)] for i in probabilities.argmax(dim=-1)]
-
-
-# ---------------------------------------------------------------------------------------------
-# Checks and loading helpers
-# ---------------------------------------------------------------------------------------------
-
-
-def _check_preprocessor(encoder: nn.Module, preprocessor: Any, modality: str) -> None:
-    name = type(encoder).__name__
-    if modality == "image" and not isinstance(preprocessor, BaseImageProcessor):
-        raise ValueError(
-            f"{name} reads images, so it needs an image processor, got "
-            f"{type(preprocessor).__name__}. Pass image_processor=AutoImageProcessor"
-            f".from_pretrained(...) (or save one beside the model)."
-        )
-    if modality == "text" and not isinstance(preprocessor, PreTrainedTokenizerBase):
-        raise ValueError(
-            f"{name} reads text, so it needs a tokenizer, got {type(preprocessor).__name__}. "
-            f"Pass tokenizer=AutoTokenizer.from_pretrained(...)."
-        )
-
-
-def _load_preprocessor(
-    model: nn.Module, source: str, revision: str | None, hub_kwargs: dict[str, Any]
-) -> Any:
-    """The tokenizer (text models) or image processor (image models) saved with the model."""
-    modality = input_modality(model)
-    kind, loader, argument = (
-        ("image processor", AutoImageProcessor, "image_processor")
-        if modality == "image"
-        else ("tokenizer", AutoTokenizer, "tokenizer")
-    )
-    if not source:
-        raise ValueError(
-            f"The encoder was not loaded from a folder or Hub id, so its {kind} cannot be found: "
-            f"pass {argument}=... ."
-        )
-    try:
-        return loader.from_pretrained(source, revision=revision, **hub_kwargs)
-    except (OSError, ValueError, KeyError) as error:
-        raise ValueError(
-            f"{type(model).__name__} reads {'images' if modality == 'image' else 'text'}, but no "
-            f"{kind} could be loaded from {source!r} ({error}). Save the model's {kind} there "
-            f"({kind.replace(' ', '_')}.save_pretrained(path)) or pass {argument}=... ."
-        ) from error
-
-
-def _cached_commit(repo_id: str, revision: str | None, cache_dir: Any) -> str | None:
-    """The commit of a Hub model just loaded by id, read from the Hub cache (no network)."""
-    if os.path.exists(repo_id):
-        return None
-    if revision is not None and is_commit_hash(revision):
-        return revision
-    path = try_to_load_from_cache(repo_id, "config.json", cache_dir=cache_dir, revision=revision)
-    if not isinstance(path, str):
-        return None
-    commit = os.path.basename(os.path.dirname(path))
-    return commit if is_commit_hash(commit) else None
-
-
-def _embedding_config(encoder: nn.Module, modality: str) -> PreTrainedConfig | None:
-    """The config of the part of the encoder whose hidden states are pooled."""
-    module = base_model_for_hidden_states(encoder, modality)
-    config = getattr(module, "config", None) or getattr(encoder, "config", None)
-    if config is None:
-        return None
-    if modality == "text":
-        try:
-            return config.get_text_config(decoder=True)
-        except (AttributeError, ValueError):
-            return config
-    return config
-
-
-def _check_hidden_size(encoder: nn.Module, projector: RelativeProjector, modality: str) -> None:
-    config = _embedding_config(encoder, modality)
-    size = getattr(config, "hidden_size", None)
-    expected = projector.config.hidden_size
-    if isinstance(size, int) and size != expected:
-        raise ValueError(
-            f"The projector takes {expected}-dimensional embeddings but "
-            f"{type(encoder).__name__} pools {size}-dimensional ones: the projector was built "
-            f"for another encoder. Load the projector of this encoder (or build one with "
-            f"RelativeProjector.from_anchor_set)."
-        )
-
-
-def _layer_count(encoder: nn.Module, modality: str) -> int | None:
-    """Entries of the encoder's ``hidden_states`` tuple (embeddings + layers), if known."""
-    layers = getattr(_embedding_config(encoder, modality), "num_hidden_layers", None)
-    return layers + 1 if isinstance(layers, int) and not isinstance(layers, bool) else None
-
-
-def _same_layer(a: int, b: int, count: int | None) -> bool:
-    if count is not None and -count <= a < count and -count <= b < count:
-        return a % count == b % count
-    return a == b
-
-
-def _mismatch(message: str, strict: bool) -> None:
-    if strict:
-        raise ValueError(f"{message} Pass strict=False to override it on purpose.")
-    warnings.warn(message, UserWarning, stacklevel=4)
-
-
-def _resolve_pooling_and_layer(
-    encoder: nn.Module,
-    projector: RelativeProjector,
-    pooling: str | None,
-    layer: int | None,
-    modality: str,
-    strict: bool,
-) -> tuple[str, int]:
-    """The pooling and layer to run: the requested ones, checked against the projector's."""
-    recorded_pooling = projector.config.pooling
-    recorded_layer = projector.config.layer
-    if pooling is None:
-        if not recorded_pooling:
-            raise ValueError(
-                "The projector does not record the pooling its statistics were computed with: "
-                "pass pooling='mean', 'cls' or 'last' (the one used to build it)."
-            )
-        pooling = recorded_pooling
-    validate_pooling(pooling)
-    if recorded_pooling and pooling != recorded_pooling:
-        _mismatch(
-            f"The projector was built on {recorded_pooling!r}-pooled embeddings, but pooling="
-            f"{pooling!r} was requested: its statistics and anchors do not describe them.",
-            strict,
-        )
-    if layer is None:
-        layer = recorded_layer
-    if isinstance(layer, bool) or not isinstance(layer, int):
-        raise ValueError(f"layer must be an int (e.g. -1 for the last), got {layer!r}.")
-    if not _same_layer(layer, recorded_layer, _layer_count(encoder, modality)):
-        _mismatch(
-            f"The projector was built on the hidden states of layer {recorded_layer}, but "
-            f"layer={layer} was requested: its statistics and anchors do not describe them.",
-            strict,
-        )
-    return pooling, layer
-
-
-def _check_encoder_identity(
-    projector_config: PreTrainedConfig, encoder_id: str, encoder_revision: str, strict: bool
-) -> None:
-    """The encoder the projector records, against the one given, where both are known."""
-    recorded_id = projector_config.encoder_id
-    if recorded_id and encoder_id and recorded_id != encoder_id:
-        _mismatch(
-            f"The projector was built for encoder {recorded_id!r}, but the encoder is "
-            f"{encoder_id!r}. Load the projector of this encoder.",
-            strict,
-        )
-        return
-    recorded = projector_config.encoder_revision
-    # A branch name and a commit cannot be compared; two commits (or two names) can.
-    comparable = is_commit_hash(recorded) == is_commit_hash(encoder_revision or "")
-    if recorded and encoder_revision and comparable and recorded != encoder_revision:
-        _mismatch(
-            f"The projector was built for revision {recorded!r} of {recorded_id or 'its encoder'}, "
-            f"but revision {encoder_revision!r} was loaded. Load the encoder with "
-            f"revision={recorded!r}.",
-            strict,
-        )
-
-
-def _to_numpy(tensor: Tensor) -> Any:
-    if tensor.dtype in (torch.bfloat16, torch.float16):
-        tensor = tensor.float()
-    return tensor.cpu().numpy()

@@ -1,9 +1,9 @@
 """`RelrepPreTrainedModel`: what every relrep_hf artifact model shares.
 
 Projectors and heads are small artifacts: a config and a few tensors. Saving them is
-atomic (a killed process never leaves a half-written folder) and writes their model
-card; pushing sends one commit with portable provenance; loading turns broken files
-into errors that say what to do.
+atomic (a killed process never leaves a half-written folder); their model card is written
+and their pushes are sent by the publishing layer, reached through
+`relrep_hf.publishing_hooks`; loading turns broken files into errors that say what to do.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import torch
 from safetensors import SafetensorError
 from transformers import PreTrainedModel
 
-from relrep_hf.cards import write_card
 from relrep_hf.file_checks import (
     ArtifactFileError,
     check_sizes,
@@ -25,10 +24,11 @@ from relrep_hf.file_checks import (
     read_json_file,
     safetensors_shapes,
 )
-from relrep_hf.hub import push_folder, resolve_folder
+from relrep_hf.hub_files import resolve_folder
 from relrep_hf.io import atomic_directory
 from relrep_hf.local_paths import check_local_path
 from relrep_hf.manifest import verify_folder, write_manifest
+from relrep_hf.publishing_hooks import publisher
 
 _HUB_KWARGS = ("repo_id", "token", "private", "commit_message", "revision", "create_pr")
 CONFIG_NAME, WEIGHTS_NAME = "config.json", "model.safetensors"
@@ -41,19 +41,20 @@ class RelrepPreTrainedModel(PreTrainedModel):
     artifact_name = "model"  # used in messages: "projector", "head"
 
     def _write_extras(self, folder: Path) -> None:
-        """Files saved beside config.json and model.safetensors (the model card)."""
-        write_card(self, folder)
+        """Files of the artifact's own saved beside config.json and model.safetensors."""
 
     def save_pretrained(
         self, save_directory: str | os.PathLike, *, push_to_hub: bool = False, **kwargs
     ) -> None:
         """Save config.json, model.safetensors, the model card and their manifest (sha256 of
         each file) atomically and durably: into a staging folder that then replaces the whole
-        folder, so it holds exactly these files (see `relrep_hf.io.atomic_directory`)."""
+        folder, so it holds exactly these files (see `relrep_hf.io.atomic_directory`). The card
+        is written by the publishing layer (`relrep_hf.publishing_hooks`)."""
         hub_kwargs = {key: kwargs.pop(key) for key in _HUB_KWARGS if key in kwargs}
         with atomic_directory(save_directory) as staging:
             super().save_pretrained(staging, **kwargs)
             self._write_extras(staging)
+            publisher().write_card(staging)
             write_manifest(staging)
         if push_to_hub:
             self.push_to_hub(hub_kwargs.pop("repo_id", Path(save_directory).name), **hub_kwargs)
@@ -68,12 +69,13 @@ class RelrepPreTrainedModel(PreTrainedModel):
         commit_message: str | None = None,
         create_pr: bool = False,
     ) -> str:
-        """Push as one commit (see `relrep_hf.hub.push_folder`); returns its sha.
+        """Push as one commit (the publishing layer's `relrep_hf.hub.push_folder`, reached
+        through `relrep_hf.publishing_hooks`); returns its sha.
 
         The pushed config names the encoder and anchor set by Hub id and commit, never by a
         local path. The model in memory is not changed.
         """
-        return push_folder(
+        return publisher().push_folder(
             self.save_pretrained,
             repo_id,
             private=private,

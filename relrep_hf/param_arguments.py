@@ -13,49 +13,94 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from relrep_hf.defaults import (
+    DEFAULT_COVERAGE_CHUNK_SIZE,
+    DEFAULT_COVERAGE_TEMPERATURE,
+    DEFAULT_COVERAGE_WEIGHT,
+    DEFAULT_EPS,
+    DEFAULT_INFO_NCE_TEMPERATURE,
+    DEFAULT_INFO_NCE_WEIGHT,
+    DEFAULT_LEARNING_RATE,
+    DEFAULT_LENGTH_WEIGHT,
+    DEFAULT_MIXTURE_TEMPERATURE,
+    DEFAULT_NUM_ANCHORS,
+    DEFAULT_NUM_TRAIN_EPOCHS,
+    DEFAULT_ORTHOGONALITY_WEIGHT,
+    DEFAULT_SHRINKAGE,
+    DEFAULT_TRAIN_BATCH_SIZE,
+    check_similarity_settings,
+)
+
 if TYPE_CHECKING:
     from relrep_hf.losses import LossWeights
 
 
+def _arg(default: Any, help: str, **kwargs: Any) -> Any:
+    """A field with its command-line help (read by `transformers.HfArgumentParser`)."""
+    return field(default=default, metadata={"help": help}, **kwargs)
+
+
 @dataclass
 class ParamTrainingArguments:
-    """Arguments of `ParamTrainer`; defaults are the paper's Table 5.
+    """Arguments of `ParamTrainer`; defaults are the paper's Table 5 (`relrep_hf.defaults`).
 
     ``train_batch_size`` is the GLOBAL batch (split across processes), so one process and
-    many see the same batches and learn the same anchors.
+    many see the same batches and learn the same anchors. Every field is a flag of
+    ``relrep-hf fit`` and ``relrep-hf demo`` (through `transformers.HfArgumentParser`).
     """
 
+    _argument_group_name = "PARAM training (defaults: the paper's Table 5)"
+
     output_dir: str
-    num_anchors: int = 300
-    support_size: int | None = None  # K; None: every input is a support point
-    mixture_temperature: float = 2.9  # T in P = softmax(logits / T)
-    num_train_epochs: int = 95
-    learning_rate: float = 0.03
-    optimizer: Literal["adamw", "adam"] = "adamw"
-    weight_decay: float = 0.0
-    train_batch_size: int = 1024
-    coverage_chunk_size: int = 16384
-    info_nce_weight: float = 0.70
-    coverage_weight: float = 11.3
-    orthogonality_weight: float = 0.27
-    length_weight: float = 1.2
-    info_nce_temperature: float = 0.10
-    coverage_temperature: float = 2.7
-    shrinkage: float = 0.15
-    eps: float = 5e-8
-    init_scale: float = 1.0  # std of the initial mixture logits
-    seed: int = 42
-    logging_steps: int = 10
-    save_strategy: Literal["no", "epoch", "steps"] = "epoch"
-    save_steps: int = 500
-    save_total_limit: int | None = 2
-    disable_tqdm: bool = False
-    report_to: list[str] = field(default_factory=list)
-    statistics_batch_size: int = 16384
+    num_anchors: int = _arg(DEFAULT_NUM_ANCHORS, "number of anchors m")
+    support_size: int | None = _arg(
+        None, "support points K drawn from the training rows (None: every row)"
+    )
+    mixture_temperature: float = _arg(
+        DEFAULT_MIXTURE_TEMPERATURE, "softmax temperature T of the mixture P = softmax(logits / T)"
+    )
+    num_train_epochs: int = _arg(DEFAULT_NUM_TRAIN_EPOCHS, "epochs over the training rows")
+    learning_rate: float = _arg(DEFAULT_LEARNING_RATE, "learning rate of the optimizer")
+    optimizer: Literal["adamw", "adam"] = _arg("adamw", "optimizer of the mixture logits")
+    weight_decay: float = _arg(0.0, "decoupled weight decay of AdamW")
+    train_batch_size: int = _arg(DEFAULT_TRAIN_BATCH_SIZE, "global batch size")
+    coverage_chunk_size: int = _arg(
+        DEFAULT_COVERAGE_CHUNK_SIZE, "rows per chunk of the coverage loss's soft assignments"
+    )
+    info_nce_weight: float = _arg(DEFAULT_INFO_NCE_WEIGHT, "weight of the InfoNCE term")
+    coverage_weight: float = _arg(DEFAULT_COVERAGE_WEIGHT, "weight of the coverage term")
+    orthogonality_weight: float = _arg(
+        DEFAULT_ORTHOGONALITY_WEIGHT, "weight of the orthogonality term"
+    )
+    length_weight: float = _arg(DEFAULT_LENGTH_WEIGHT, "weight of the length term")
+    info_nce_temperature: float = _arg(DEFAULT_INFO_NCE_TEMPERATURE, "temperature of InfoNCE")
+    coverage_temperature: float = _arg(
+        DEFAULT_COVERAGE_TEMPERATURE, "temperature of the coverage's soft assignments"
+    )
+    shrinkage: float = _arg(
+        DEFAULT_SHRINKAGE, "covariance shrinkage lambda of the whitened inner product"
+    )
+    eps: float = _arg(DEFAULT_EPS, "ridge added to the shrunk covariance")
+    init_scale: float = _arg(1.0, "standard deviation of the initial mixture logits")
+    seed: int = _arg(42, "random seed")
+    logging_steps: int = _arg(10, "log the loss terms every this many steps")
+    save_strategy: Literal["no", "epoch", "steps"] = _arg(
+        "epoch", "when to checkpoint (the last step always is, unless 'no')"
+    )
+    save_steps: int = _arg(500, "steps between checkpoints under save_strategy 'steps'")
+    save_total_limit: int | None = _arg(2, "checkpoints kept, the oldest removed first (None: all)")
+    disable_tqdm: bool = _arg(False, "no progress bar")
+    report_to: list[str] = field(
+        default_factory=list,
+        metadata={"help": "accelerate trackers to log to (e.g. tensorboard)"},
+    )
+    statistics_batch_size: int = _arg(
+        16384, "rows per chunk when estimating the whitening statistics"
+    )
     # bfloat16 for the two products with the support (P @ whitened support and dL/dP), the
     # bulk of a step: faster where bf16 matmuls are native (AVX512-BF16, AMX, GPUs); the
     # losses move by about 1e-4 relative (printed by `python -m benchmarks --only bench_param`)
-    bf16: bool = False
+    bf16: bool = _arg(False, "bfloat16 products with the support (faster where native)")
 
     def __post_init__(self) -> None:
         if self.optimizer not in ("adamw", "adam"):
@@ -64,11 +109,29 @@ class ParamTrainingArguments:
             raise ValueError(
                 f"Invalid save_strategy {self.save_strategy!r}. Valid: 'no', 'epoch', 'steps'."
             )
-        for name in ("num_anchors", "num_train_epochs", "train_batch_size", "logging_steps"):
+        positive = (
+            "num_anchors",
+            "num_train_epochs",
+            "train_batch_size",
+            "logging_steps",
+            "save_steps",
+            "coverage_chunk_size",
+            "statistics_batch_size",
+        )
+        for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
+        for name in ("support_size", "save_total_limit"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1 or None, got {getattr(self, name)}.")
         if self.mixture_temperature <= 0 or self.learning_rate <= 0:
             raise ValueError("mixture_temperature and learning_rate must be > 0.")
+        if self.weight_decay < 0 or self.init_scale < 0:
+            raise ValueError(
+                f"weight_decay and init_scale must be >= 0, got {self.weight_decay} and "
+                f"{self.init_scale}."
+            )
+        check_similarity_settings(self.shrinkage, self.eps)
         self.loss_weights  # validates weights and temperatures  # noqa: B018
 
     @property

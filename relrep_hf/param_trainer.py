@@ -20,52 +20,37 @@ two processes train the same anchors as one.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import logging
 import math
 import os
-import re
-import shutil
 import time
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import datasets
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 import torch
-import torch.distributed.nn.functional as distributed_functional
 from accelerate import Accelerator
 from accelerate.utils import set_seed
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from relrep_hf.anchor_set import AnchorSet
-from relrep_hf.io import fsync_directory, make_durable
+from relrep_hf.anchor_strategies import sample_support_rows
 from relrep_hf.losses import param_loss
 from relrep_hf.metrics import retrieval_metrics
 from relrep_hf.param_arguments import ParamTrainingArguments
-from relrep_hf.statistics import Statistics, all_reduce, whiten, whitening_matrix
-from relrep_hf.validation import as_embeddings
+from relrep_hf.param_checkpoints import (
+    STATE_NAME,
+    load_checkpoint,
+    project_configuration,
+    save_checkpoint,
+)
+from relrep_hf.param_data import ParallelEmbeddings, gather_rows, shard
+from relrep_hf.statistics import Statistics, whiten, whitening_matrix
+
+__all__ = ["STATE_NAME", "ParamTrainer", "ParamTrainingArguments", "default_accelerator"]
 
 logger = logging.getLogger(__name__)
-
-STATE_NAME = "trainer_state.json"
-# Arguments that do not change the result: a resumed run may change them.
-_RESUMABLE_CHANGES = {
-    "output_dir",
-    "num_train_epochs",
-    "logging_steps",
-    "save_strategy",
-    "save_steps",
-    "save_total_limit",
-    "disable_tqdm",
-    "report_to",
-    "statistics_batch_size",
-}
 
 
 class _Mixture(nn.Module):
@@ -88,127 +73,6 @@ class _Mixture(nn.Module):
         return list(anchors.split(self.dims, dim=1))
 
 
-class _Embeddings:
-    """Row access to parallel embeddings held as tensors or as `datasets` columns."""
-
-    def __init__(
-        self, embeddings: Mapping[str, Tensor] | datasets.Dataset, columns: Sequence[str] | None
-    ):
-        if isinstance(embeddings, datasets.Dataset):
-            self.names = list(
-                columns or [c for c in embeddings.column_names if c not in ("text", "label")]
-            )
-            missing = [c for c in self.names if c not in embeddings.column_names]
-            if missing:
-                raise ValueError(
-                    f"The dataset has no columns {missing}; it has {embeddings.column_names}."
-                )
-            # Arrow batches viewed as numpy: several times faster than the torch formatter.
-            self.dataset = embeddings.with_format("arrow", columns=self.names)
-            self.tensors = None
-            self.length = len(embeddings)
-            first = self.dataset[0:1]
-            self.dims = [_matrix(first, name).shape[1] for name in self.names]
-        else:
-            if not isinstance(embeddings, Mapping) or not embeddings:
-                raise ValueError(
-                    "embeddings must be a non-empty mapping {encoder name: Tensor [N, d]} or a datasets.Dataset."
-                )
-            self.names = list(embeddings)
-            # NumPy arrays and lists of floats as tensors (NumPy shared without a copy)
-            embeddings = {
-                n: as_embeddings(e, name=f"embeddings of {n!r}") for n, e in embeddings.items()
-            }
-            self.tensors = embeddings
-            self.dataset = None
-            counts = {name: t.shape[0] for name, t in embeddings.items()}
-            if len(set(counts.values())) != 1:
-                raise ValueError(
-                    f"Every encoder must embed the same N inputs (parallel rows), got {counts}."
-                )
-            for name, t in embeddings.items():
-                if t.ndim != 2:
-                    raise ValueError(
-                        f"Embeddings of {name!r} must be [N, d], got {tuple(t.shape)}."
-                    )
-            self.length = next(iter(counts.values()))
-            self.dims = [embeddings[name].shape[1] for name in self.names]
-
-    def rows(self, indices: Tensor) -> list[Tensor]:
-        if self.tensors is not None:
-            return [self.tensors[name][indices] for name in self.names]
-        batch = self.dataset[indices.tolist()]
-        return [_matrix(batch, name) for name in self.names]
-
-    def whitened(
-        self, means: list[Tensor], whitenings: list[Tensor], device: torch.device, chunk: int
-    ) -> Callable[[Tensor], list[Tensor]]:
-        """Row access in whitened float32 coordinates. Every epoch reads every row, so
-        embeddings held in memory are whitened once, ``chunk`` rows at a time; a dataset's
-        rows are whitened batch by batch as they are read."""
-        if self.tensors is None:
-            return lambda indices: [
-                whiten(rows.to(device, torch.float32), mean=mu, whitening=w)
-                for rows, mu, w in zip(self.rows(indices), means, whitenings, strict=True)
-            ]
-        whitened = []
-        for name, mu, w in zip(self.names, means, whitenings, strict=True):
-            source = self.tensors[name]
-            # on the embeddings' own device: only batches travel to the training device
-            mu, w = mu.to(source.device), w.to(source.device)
-            out = torch.empty(source.shape, dtype=torch.float32, device=source.device)
-            for start in range(0, self.length, chunk):
-                rows = source[start : start + chunk].float() - mu
-                torch.matmul(rows, w, out=out[start : start + chunk])  # whiten(), in place
-            whitened.append(out)
-        return lambda indices: [t.index_select(0, indices).to(device) for t in whitened]
-
-    def statistics(self, batch_size: int, rank: int, world: int) -> list[Statistics]:
-        """Each encoder's statistics over all rows; each process reads a contiguous shard."""
-        per_rank = math.ceil(self.length / world)
-        start, stop = rank * per_rank, min(self.length, (rank + 1) * per_rank)
-        stats = [Statistics.empty(d) for d in self.dims]
-        for chunk_start in range(start, stop, batch_size):
-            indices = torch.arange(chunk_start, min(stop, chunk_start + batch_size))
-            for i, (name, rows) in enumerate(zip(self.names, self.rows(indices), strict=True)):
-                try:
-                    stats[i] = stats[i].update(rows)
-                except ValueError as error:
-                    raise ValueError(
-                        f"Encoder {name!r}, rows {chunk_start}..{indices[-1].item()}: {error}"
-                    ) from error
-        return [all_reduce(s) for s in stats]
-
-
-def _matrix(table: pa.Table, column: str) -> Tensor:
-    """A list-of-floats Arrow column as a float32 tensor [rows, d]."""
-    array = table.column(column).combine_chunks()
-    lengths = pc.min_max(pc.list_value_length(array))
-    if array.null_count or lengths["min"] != lengths["max"]:
-        raise ValueError(
-            f"The rows of column {column!r} differ in length or are missing; every row must be "
-            "one embedding of the same size."
-        )
-    values = array.flatten().to_numpy(zero_copy_only=False)
-    return torch.from_numpy(np.array(values, dtype=np.float32).reshape(table.num_rows, -1))
-
-
-def _shard(global_indices: Tensor, rank: int, world: int) -> tuple[Tensor, list[int]]:
-    """This process's contiguous slice of a global batch, and every slice's size."""
-    sizes = [len(part) for part in torch.tensor_split(torch.arange(len(global_indices)), world)]
-    start = sum(sizes[:rank])
-    return global_indices[start : start + sizes[rank]], sizes
-
-
-def _gather_rows(tensor: Tensor, sizes: list[int]) -> Tensor:
-    """Differentiable all-gather of row blocks of unequal sizes, in rank order."""
-    if len(sizes) == 1:
-        return tensor
-    padded = torch.nn.functional.pad(tensor, (0, 0, 0, max(sizes) - tensor.shape[0]))
-    parts = distributed_functional.all_gather(padded)
-    return torch.cat([part[:size] for part, size in zip(parts, sizes, strict=True)])
-
-
 class ParamTrainer:
     r"""Learn a PARAM anchor set from parallel embeddings of one or more encoders.
 
@@ -225,10 +89,11 @@ class ParamTrainer:
         accelerator: an `accelerate.Accelerator` (one is created if not given).
 
     Example:
-        >>> import torch
+        >>> import tempfile, torch
         >>> from relrep_hf import ParamTrainer, ParamTrainingArguments
         >>> x = torch.randn(256, 8)
-        >>> args = ParamTrainingArguments("out", num_anchors=4, num_train_epochs=1,
+        >>> output_dir = tempfile.mkdtemp()  # where the anchor set is saved
+        >>> args = ParamTrainingArguments(output_dir, num_anchors=4, num_train_epochs=1,
         ...                               save_strategy="no", disable_tqdm=True)
         >>> anchor_set = ParamTrainer(args, {"a": x, "b": x @ torch.randn(8, 8)}).train()
         >>> anchor_set.mixture.shape
@@ -248,7 +113,7 @@ class ParamTrainer:
         accelerator: Accelerator | None = None,
     ):
         self.args = args
-        self.data = _Embeddings(embeddings, columns)
+        self.data = ParallelEmbeddings(embeddings, columns)
         n = self.data.length
         if inputs is not None and len(inputs) != n:
             raise ValueError(
@@ -258,8 +123,7 @@ class ParamTrainer:
             size = n if args.support_size is None else args.support_size
             if size > n:
                 raise ValueError(f"support_size={size} exceeds the {n} embedded inputs.")
-            generator = torch.Generator().manual_seed(args.seed)
-            support_indices = torch.randperm(n, generator=generator)[:size].sort().values
+            support_indices = sample_support_rows(n, size, args.seed)
         self.support_indices = torch.as_tensor(support_indices, dtype=torch.long)
         if len(self.support_indices) < args.num_anchors:
             raise ValueError(
@@ -274,7 +138,9 @@ class ParamTrainer:
         self.inputs = inputs
         self.support_reference = support_reference
         self.encoders = {name: dict((encoders or {}).get(name, {})) for name in self.data.names}
-        self.accelerator = accelerator or default_accelerator(log_with=args.report_to or None)
+        self.accelerator = accelerator or default_accelerator(
+            log_with=args.report_to or None, project_config=project_configuration(args)
+        )
         self.statistics: dict[str, Statistics] = {}
         self.log_history: list[dict[str, float]] = []
         self.train_runtime: dict[str, float] = {}
@@ -318,7 +184,11 @@ class ParamTrainer:
         n, batch_size = self.data.length, args.train_batch_size
         steps_per_epoch = math.ceil(n / batch_size)
         total_steps = steps_per_epoch * args.num_train_epochs
-        global_step = self._resume(resume_from_checkpoint) if resume_from_checkpoint else 0
+        global_step = 0
+        if resume_from_checkpoint:
+            global_step, self.log_history = load_checkpoint(
+                accelerator, args, resume_from_checkpoint
+            )
         weights = args.loss_weights
         progress = tqdm(
             total=total_steps,
@@ -333,13 +203,13 @@ class ParamTrainer:
             # The order of an epoch depends only on (seed, epoch): resuming needs no RNG state.
             order = torch.randperm(n, generator=torch.Generator().manual_seed(args.seed + epoch))
             global_batch = order[step_in_epoch * batch_size : (step_in_epoch + 1) * batch_size]
-            local, sizes = _shard(global_batch, rank, world)
+            local, sizes = shard(global_batch, rank, world)
             terms = param_loss(
                 whitened_rows(local),
                 model(support_operand),
                 weights,
                 coverage_chunk_size=args.coverage_chunk_size,
-                gather=lambda r, sizes=sizes: _gather_rows(r, sizes),
+                gather=lambda r, sizes=sizes: gather_rows(r, sizes),
             )
             # DDP averages gradients over processes; weighting coverage by this shard's share
             # makes that average the coverage of the whole global batch.
@@ -362,7 +232,7 @@ class ParamTrainer:
                 )
                 running = {}
             if self._should_save(global_step, steps_per_epoch, total_steps):
-                self._save_checkpoint(model, global_step)
+                save_checkpoint(accelerator, args, global_step, self.log_history)
         progress.close()
         runtime = time.perf_counter() - start_time
         self.train_runtime = {
@@ -402,74 +272,6 @@ class ParamTrainer:
         if self.args.save_strategy == "epoch":
             return step % steps_per_epoch == 0
         return step % self.args.save_steps == 0
-
-    def _save_checkpoint(self, model: nn.Module, step: int) -> None:
-        """accelerate state + trainer state, renamed into place only when complete."""
-        accelerator, output = self.accelerator, self.args.checkpoint_dir
-        staging = output / f".checkpoint-{step}.tmp"
-        final = output / f"checkpoint-{step}"
-        if accelerator.is_main_process:
-            shutil.rmtree(staging, ignore_errors=True)
-        accelerator.wait_for_everyone()
-        accelerator.save_state(str(staging))
-        if accelerator.is_main_process:
-            state = {
-                "global_step": step,
-                "args": self.args.to_dict(),
-                "log_history": self.log_history,
-            }
-            (staging / STATE_NAME).write_text(json.dumps(state, indent=2))
-            make_durable(staging)  # every file, then the folder, before it is renamed
-            shutil.rmtree(final, ignore_errors=True)
-            os.replace(staging, final)
-            fsync_directory(output)
-            self._prune_checkpoints(output)
-        accelerator.wait_for_everyone()
-
-    def _prune_checkpoints(self, output: Path) -> None:
-        limit = self.args.save_total_limit
-        if limit is None:
-            return
-        for old in _checkpoints(output)[:-limit]:
-            shutil.rmtree(old, ignore_errors=True)
-
-    def _resume(self, resume_from_checkpoint: bool | str) -> int:
-        if resume_from_checkpoint is True:
-            found = _checkpoints(self.args.checkpoint_dir)
-            if not found:
-                raise ValueError(
-                    f"resume_from_checkpoint=True but {str(self.args.checkpoint_dir)!r} holds no "
-                    "complete checkpoint-* folder. Start without resuming."
-                )
-            checkpoint = found[-1]
-        else:
-            checkpoint = Path(resume_from_checkpoint)
-        state_file = checkpoint / STATE_NAME
-        if not state_file.is_file():
-            raise ValueError(f"{str(checkpoint)!r} is not a complete checkpoint (no {STATE_NAME}).")
-        state = json.loads(state_file.read_text())
-        current = self.args.to_dict()
-        defaults = {  # fields added since the checkpoint was written keep their default
-            f.name: f.default
-            for f in dataclasses.fields(self.args)
-            if f.default is not dataclasses.MISSING
-        }
-        saved = {**{k: v for k, v in defaults.items() if k in current}, **state["args"]}
-        changed = sorted(
-            key
-            for key in set(saved) | set(current)
-            if key not in _RESUMABLE_CHANGES and saved.get(key) != current.get(key)
-        )
-        if changed:
-            details = ", ".join(f"{k}: {saved.get(k)!r} -> {current.get(k)!r}" for k in changed)
-            raise ValueError(
-                f"Cannot resume from {str(checkpoint)!r}: arguments that change the result differ "
-                f"({details}). Resume with the original arguments, or start a new run."
-            )
-        self.accelerator.load_state(str(checkpoint))
-        self.log_history = state["log_history"]
-        logger.info("Resumed from %s at step %d", checkpoint, state["global_step"])
-        return int(state["global_step"])
 
     def _anchor_set(
         self,
@@ -547,13 +349,3 @@ def default_accelerator(**kwargs: Any) -> Accelerator:
     (accelerate only does so when told ``cpu=True``)."""
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
     return Accelerator(cpu=distributed and not torch.cuda.is_available(), **kwargs)
-
-
-def _checkpoints(output: Path) -> list[Path]:
-    """Complete checkpoints under ``output``, oldest first."""
-    found = [
-        p
-        for p in output.glob("checkpoint-*")
-        if re.fullmatch(r"checkpoint-\d+", p.name) and (p / STATE_NAME).is_file()
-    ]
-    return sorted(found, key=lambda p: int(p.name.split("-")[1]))

@@ -1,19 +1,20 @@
 """The run folder pipeline behind ``relrep-hf``: embed -> fit -> onboard -> evaluate.
 
-Each step reads what the previous one wrote into one run folder::
+Each step reads what the previous one wrote into one run folder (`relrep_hf.run_folder`)::
 
     run.json                  encoders, dataset, train/test rows, held-out encoders
     embeddings/               Arrow embeddings, one cache folder per encoder (never recomputed)
-    anchor_set/               the PARAM AnchorSet (fitted without the held-out encoders)
+    anchor_set/               the AnchorSet (fitted without the held-out encoders)
     projectors/<encoder>/     one RelativeProjector per encoder (held-out ones onboarded)
     heads/<encoder>/          a classifier on that encoder's relative features
-    report.json, report.md    zero-shot retrieval and classification, PARAM-WIP vs Random-Cos
+    report.json, report.md    zero-shot retrieval and classification (`relrep_hf.run_report`)
     stitching_heatmap.png, relative_spaces.png
+
+The evaluation is Algorithm 1 of `relrep_hf.zero_shot` on the run's saved projectors.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -22,137 +23,58 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import datasets
 import torch
 from torch import Tensor
 
 from relrep_hf.anchor_set import AnchorSet
-from relrep_hf.cards import write_head_metrics
-from relrep_hf.corpora import BUNDLED_SENTENCES_ID
-from relrep_hf.defaults import DEFAULT_ENCODERS, DEFAULT_METHOD, METHODS
+from relrep_hf.defaults import (
+    DEFAULT_EMBED_BATCH_SIZE,
+    DEFAULT_ENCODERS,
+    DEFAULT_HEAD_EPOCHS,
+    DEFAULT_METHOD,
+    DEFAULT_TEST_SIZE,
+    METHODS,
+)
 from relrep_hf.encoders import EncoderSpec, extraction_id, load_encoder, resolve_pooling
 from relrep_hf.extraction import embeddings_tensor, extract_embedding_views, extract_embeddings
-from relrep_hf.io import atomic_write_bytes
 from relrep_hf.modeling_relative_projector import RelativeProjector
 from relrep_hf.param_trainer import ParamTrainer, ParamTrainingArguments
-from relrep_hf.plots import relative_spaces_plot, stitching_heatmap
-from relrep_hf.statistics import Statistics
+from relrep_hf.run_folder import (
+    BUNDLED_DATASET,
+    FULL_DEMO,
+    RunError,
+    demo_sizes,
+    encoder_entry,
+    load_dataset_for_run,
+    read_run,
+    run_dataset,
+    run_embeddings,
+    run_labels,
+    write_run,
+)
+from relrep_hf.run_report import render_report, write_heads_metrics, write_report
 from relrep_hf.zero_shot import (
-    format_table,
-    head_f1,
+    EncoderData,
+    Method,
+    ZeroShotStitching,
+    build_projectors,
     retrieval_matrix,
-    standardize,
-    train_classifier,
 )
 
+__all__ = [
+    "BUNDLED_DATASET",
+    "FULL_DEMO",
+    "RunError",
+    "demo_sizes",
+    "embed",
+    "evaluate",
+    "fit",
+    "load_dataset_for_run",
+    "onboard",
+    "render_report",
+]
+
 logger = logging.getLogger(__name__)
-
-RUN_FILE = "run.json"
-BUNDLED_DATASET = BUNDLED_SENTENCES_ID
-
-
-class RunError(ValueError):
-    """A run folder is missing a step or holds something inconsistent."""
-
-
-def _read_run(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / RUN_FILE
-    if not path.is_file():
-        raise RunError(
-            f"{run_dir} is not a run folder (no {RUN_FILE}): run 'relrep-hf embed' first."
-        )
-    return json.loads(path.read_text())
-
-
-def _write_run(run_dir: Path, run: dict[str, Any]) -> None:
-    atomic_write_bytes(run_dir / RUN_FILE, (json.dumps(run, indent=2) + "\n").encode())
-
-
-# The main job at full size on the 4,192 bundled sentences; `demo_sizes` scales it down.
-FULL_DEMO = {
-    "rows": 4192,
-    "test_size": 1000,
-    "support_size": 2000,
-    "num_anchors": 300,
-    "num_train_epochs": 95,
-    "head_epochs": 30,
-}
-QUICK_DEMO_ROWS = 1000  # --quick: about a minute on a quiet laptop CPU
-# Sizes scaled with the rows, and their floors (below them the tables say nothing). Epochs are
-# passes over the rows, so their cost already shrinks with the rows; fewer epochs on fewer rows
-# left PARAM with 23 optimizer steps and worse than random anchors (tried: R@1 43-83%).
-_DEMO_FLOORS = {"test_size": 20, "support_size": 8, "num_anchors": 8}
-
-
-def demo_sizes(
-    available: int,
-    *,
-    limit: int | None = None,
-    quick: bool = False,
-    **given: int | None,
-) -> dict[str, int]:
-    """The main job's sizes for ``limit`` rows (``quick``: 1,000), checked before any embedding.
-
-    The sizes of `FULL_DEMO` that grow with the data (test rows, support points, anchors) are
-    scaled by the share of rows used, down to small floors; the epochs stay (each one costs less
-    on fewer rows). Sizes in ``given`` that are not ``None`` are kept as given. Raises `RunError`
-    naming the size that does not fit.
-    """
-    if limit is None and quick:
-        limit = QUICK_DEMO_ROWS
-    rows = available if limit is None else limit
-    if rows < 2 or rows > available:
-        raise RunError(f"--limit {rows}: the dataset has {available} rows; use 2 to {available}.")
-    scale = rows / FULL_DEMO["rows"]
-    sizes = {"rows": rows}
-    for name, full in FULL_DEMO.items():
-        if name in _DEMO_FLOORS:
-            sizes[name] = max(_DEMO_FLOORS[name], round(full * scale))
-        elif name != "rows":
-            sizes[name] = full
-    sizes["support_size"] = max(sizes["support_size"], sizes["num_anchors"])
-    sizes.update({name: value for name, value in given.items() if value is not None})
-    train_rows = rows - sizes["test_size"]
-    if train_rows < 2:
-        raise RunError(
-            f"--test-size {sizes['test_size']} leaves {max(train_rows, 0)} training rows out of "
-            f"{rows}: use a smaller --test-size or a larger --limit."
-        )
-    if sizes["support_size"] > train_rows:
-        raise RunError(
-            f"--support-size {sizes['support_size']} exceeds the {train_rows} training rows "
-            f"({rows} rows - {sizes['test_size']} test rows): use a smaller --support-size or a "
-            "larger --limit."
-        )
-    if sizes["num_anchors"] > sizes["support_size"]:
-        raise RunError(
-            f"--num-anchors {sizes['num_anchors']} exceeds --support-size "
-            f"{sizes['support_size']}: each anchor mixes support points, so use fewer anchors."
-        )
-    return sizes
-
-
-def load_dataset_for_run(
-    dataset: str = BUNDLED_DATASET,
-    *,
-    split: str = "train",
-    column: str = "text",
-    limit: int | None = None,
-) -> datasets.Dataset:
-    """The embedded English sentences, or any `datasets` dataset by Hub id / local path."""
-    if dataset == BUNDLED_DATASET:
-        from relrep_hf.corpora import load_sentences
-
-        data = load_sentences(limit)
-    else:
-        data = datasets.load_dataset(dataset, split=split)
-        if limit is not None:
-            data = data.select(range(min(limit, len(data))))
-    if column not in data.column_names:
-        raise RunError(
-            f"The dataset has no column {column!r}; its columns are {data.column_names}."
-        )
-    return data
 
 
 def embed(
@@ -164,9 +86,9 @@ def embed(
     column: str = "text",
     label_column: str | None = "label",
     limit: int | None = None,
-    test_size: int = 1000,
+    test_size: int = DEFAULT_TEST_SIZE,
     seed: int = 0,
-    batch_size: int = 64,
+    batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
     show_progress: bool | None = None,
 ) -> dict[str, Any]:
     """Embed the dataset with every encoder into ``run_dir/embeddings`` and write run.json.
@@ -180,9 +102,7 @@ def embed(
     order = torch.randperm(len(data), generator=torch.Generator().manual_seed(seed))
     specs = [EncoderSpec.parse(spec) for spec in encoders]
     by_index: dict[int, dict[str, Any]] = {}
-    models: dict[
-        tuple[str, str | None, str | None], list[int]
-    ] = {}  # one load and one pass per model
+    models: dict[tuple[str, str | None, str | None], list[int]] = {}  # one load, one pass each
     for i, spec in enumerate(specs):
         models.setdefault((spec.model_id, spec.revision, spec.gguf_file), []).append(i)
     for indices in models.values():
@@ -203,7 +123,7 @@ def embed(
             show_progress=show_progress,
         )
         for i, embedded in zip(indices, embedded_views, strict=True):
-            by_index[i] = _entry(specs[i], provenance, embedded, run_dir)
+            by_index[i] = encoder_entry(specs[i], provenance, embedded, run_dir)
         del model  # the next model loads without this one in memory
     entries = [by_index[i] for i in range(len(specs))]
     names = [e["name"] for e in entries]
@@ -226,57 +146,8 @@ def embed(
     if label_column not in data.column_names:
         run["dataset"]["label_column"] = None
     run_dir.mkdir(parents=True, exist_ok=True)
-    _write_run(run_dir, run)
+    write_run(run_dir, run)
     return run
-
-
-def _entry(
-    spec: EncoderSpec, provenance: dict[str, str], embedded: datasets.Dataset, run_dir: Path
-) -> dict[str, Any]:
-    """run.json's record of one encoder: its spec, provenance and embeddings file."""
-    arrow = next(
-        f["filename"] for f in embedded.cache_files if f["filename"].endswith("embeddings.arrow")
-    )
-    return {
-        "name": spec.name,
-        "spec": str(spec),
-        **provenance,
-        "pooling": spec.pooling,
-        "layer": spec.layer,
-        "dim": len(embedded[0]["embedding"]),
-        "embeddings": os.path.relpath(arrow, run_dir),
-    }
-
-
-def _dataset(run: dict[str, Any]) -> datasets.Dataset:
-    info = run["dataset"]
-    return load_dataset_for_run(
-        info["id"], split=info["split"], column=info["column"], limit=info["rows"]
-    )
-
-
-def _labels(run: dict[str, Any]) -> tuple[Tensor, dict[int, str]] | tuple[None, None]:
-    """The class ids of every row and their names: a ``ClassLabel``'s names, the sorted
-    strings of a string column, or ``LABEL_i`` for plain integers (as transformers names them)."""
-    column = run["dataset"]["label_column"]
-    if not column:
-        return None, None
-    data = _dataset(run)
-    values = list(data[column])
-    feature = data.features[column]
-    if isinstance(feature, datasets.ClassLabel):
-        names = list(feature.names)
-    elif values and isinstance(values[0], str):
-        names = sorted(set(values))
-        index = {name: i for i, name in enumerate(names)}
-        values = [index[v] for v in values]
-    else:
-        names = [f"LABEL_{i}" for i in range(max(values) + 1)]
-    return torch.tensor(values), dict(enumerate(names))
-
-
-def _embeddings(run_dir: Path, entry: dict[str, Any]) -> Tensor:
-    return embeddings_tensor(datasets.Dataset.from_file(str(run_dir / entry["embeddings"])))
 
 
 SHARED_LINEAR_SUPPORT = 1000  # K when ParamTrainingArguments.support_size is None
@@ -285,6 +156,7 @@ METHOD_LABELS = {
     "shared_linear": "Shared-Linear-WIP",
     "full_support": "Full-Support-WIP",
 }
+PROVENANCE_KEYS = ("encoder_id", "encoder_revision", "pooling", "layer")
 
 
 def fit(
@@ -301,7 +173,7 @@ def fit(
     if method not in METHODS:
         raise RunError(f"Invalid method {method!r}. Valid: {', '.join(map(repr, METHODS))}.")
     run_dir = Path(run_dir)
-    run = _read_run(run_dir)
+    run = read_run(run_dir)
     names = [e["name"] for e in run["encoders"]]
     held_out = list(held_out) if held_out is not None else [names[-1]]
     unknown = [h for h in held_out if h not in names]
@@ -313,15 +185,13 @@ def fit(
     args = args or ParamTrainingArguments(str(run_dir / "anchor_set"))
     args = ParamTrainingArguments(**{**asdict(args), "output_dir": str(run_dir / "anchor_set")})
     train_rows = torch.tensor(run["train_rows"])
-    spaces = {e["name"]: _embeddings(run_dir, e) for e in run["encoders"]}
+    spaces = run_embeddings(run_dir, run)
+    training = {name: spaces[name][train_rows] for name in training_names}
     entries = {e["name"]: e for e in run["encoders"]}
-    data = _dataset(run)
+    data = run_dataset(run)
     column = run["dataset"]["column"]
     texts = list(data[column]) if isinstance(data[0][column], str) else None
-    encoders = {
-        name: {k: entries[name][k] for k in ("encoder_id", "encoder_revision", "pooling", "layer")}
-        for name in training_names
-    }
+    encoders = {name: {k: entries[name][k] for k in PROVENANCE_KEYS} for name in training_names}
     support_reference = (
         None
         if texts
@@ -334,7 +204,7 @@ def fit(
     if method == "param":
         trainer = ParamTrainer(
             args,
-            {name: spaces[name][train_rows] for name in training_names},
+            training,
             inputs=[texts[i] for i in run["train_rows"]] if texts else None,
             support_reference=support_reference,
             encoders=encoders,
@@ -351,7 +221,7 @@ def fit(
         else:
             anchor_set = AnchorSet.shared_linear(
                 support,
-                {name: spaces[name][train_rows] for name in training_names},
+                training,
                 args.num_anchors,
                 support_rows=support_indices,
                 shrinkage=args.shrinkage,
@@ -364,25 +234,30 @@ def fit(
         ]
         anchor_set.save_pretrained(run_dir / "anchor_set")
     support_rows = train_rows[support_indices]
-    for name, space in spaces.items():
-        entry = entries[name]
-        projector = RelativeProjector.from_anchor_set(
-            anchor_set,
-            space[support_rows],
-            Statistics.from_embeddings(space[train_rows]),
-            encoder_id=entry["encoder_id"],
-            encoder_revision=entry["encoder_revision"],
-            pooling=entry["pooling"],
-            layer=entry["layer"],
-            **{k: entry[k] for k in ("encoder_gguf_file", "encoder_quantization") if k in entry},
-        )
+    provenance = {
+        name: {
+            k: entry[k]
+            for k in (*PROVENANCE_KEYS, "encoder_gguf_file", "encoder_quantization")
+            if k in entry
+        }
+        for name, entry in entries.items()
+    }
+    projectors = build_projectors(
+        anchor_set,
+        spaces,
+        support_rows=support_rows,
+        statistics_rows=train_rows,
+        similarity=None,  # the anchor set's own
+        provenance=provenance,
+    )
+    for name, projector in projectors.items():
         projector.save_pretrained(run_dir / "projectors" / name)
     run.update(
         held_out=held_out,
         support_rows=support_rows.tolist(),
         fit={**args.to_dict(), "method": method},
     )
-    _write_run(run_dir, run)
+    write_run(run_dir, run)
     return anchor_set
 
 
@@ -390,16 +265,14 @@ def onboard(
     run_dir: str | os.PathLike,
     encoder: str,
     *,
-    batch_size: int = 64,
+    batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
     show_progress: bool | None = None,
 ) -> RelativeProjector:
     """A projector for a new encoder: embed the run's rows with it, estimate its statistics on
     the training rows, take its anchors from the anchor set's support rows. No gradient step."""
     run_dir = Path(run_dir)
-    run = _read_run(run_dir)
-    if "support_rows" not in run:
-        raise RunError(f"{run_dir} has no anchor set yet: run 'relrep-hf fit' first.")
-    data = _dataset(run)
+    run = read_run(run_dir, fitted=True)
+    data = run_dataset(run)
     spec = EncoderSpec.parse(encoder)
     model, tokenizer, provenance = load_encoder(spec)
     spec = resolve_pooling(spec, model)
@@ -418,129 +291,103 @@ def onboard(
         encoder_revision=provenance["encoder_revision"],
         show_progress=show_progress,
     )
-    space = embeddings_tensor(embedded)
-    anchor_set = AnchorSet.from_pretrained(run_dir / "anchor_set")
-    projector = RelativeProjector.from_anchor_set(
-        anchor_set,
-        space[torch.tensor(run["support_rows"])],
-        Statistics.from_embeddings(space[torch.tensor(run["train_rows"])]),
-        pooling=spec.pooling,
-        layer=spec.layer,
-        **provenance,
-    )
+    (projector,) = build_projectors(
+        AnchorSet.from_pretrained(run_dir / "anchor_set"),
+        {spec.name: embeddings_tensor(embedded)},
+        support_rows=run["support_rows"],
+        statistics_rows=run["train_rows"],
+        similarity=None,
+        provenance={spec.name: {"pooling": spec.pooling, "layer": spec.layer, **provenance}},
+    ).values()
     projector.save_pretrained(run_dir / "projectors" / spec.name)
-    arrow = next(
-        f["filename"] for f in embedded.cache_files if f["filename"].endswith("embeddings.arrow")
-    )
     run["encoders"].append(
-        {
-            "name": spec.name,
-            "spec": str(spec),
-            **provenance,
-            "pooling": spec.pooling,
-            "layer": spec.layer,
-            "dim": space.shape[1],
-            "embeddings": os.path.relpath(arrow, run_dir),
-            "onboarded": True,
-        }
+        {**encoder_entry(spec, provenance, embedded, run_dir), "onboarded": True}
     )
     run["held_out"] = [*run.get("held_out", []), spec.name]
-    _write_run(run_dir, run)
+    write_run(run_dir, run)
     return projector
 
 
-def evaluate(run_dir: str | os.PathLike, *, head_epochs: int = 30) -> dict[str, Any]:
+def _closed_form(
+    anchor_set: AnchorSet,
+    spaces: dict[str, Tensor],
+    training: Sequence[str],
+    support_rows: Tensor,
+    train_rows: Tensor,
+) -> AnchorSet:
+    """The shared linear closed form (the quality benchmark's winner) on the same support and
+    training encoders as ``anchor_set``: seconds to fit, shown beside the paper's method."""
+    rows = torch.arange(len(support_rows))
+    return AnchorSet.shared_linear(
+        anchor_set.support,
+        {n: torch.cat([spaces[n][support_rows], spaces[n][train_rows]]) for n in training},
+        anchor_set.num_anchors,
+        support_rows=rows,
+        fit_rows=len(rows) + torch.arange(len(train_rows)),
+        shrinkage=anchor_set.shrinkage,
+        eps=anchor_set.eps,
+    )
+
+
+def evaluate(
+    run_dir: str | os.PathLike, *, head_epochs: int = DEFAULT_HEAD_EPOCHS
+) -> dict[str, Any]:
     """Zero-shot retrieval (every ordered pair) and classification (a head per source encoder
-    evaluated on every encoder), PARAM-WIP against Random-Cos; report, tables and figures."""
+    evaluated on every encoder), the saved projectors against Random-Cos (and, for PARAM, the
+    shared linear closed form); report, tables and figures."""
     run_dir = Path(run_dir)
-    run = _read_run(run_dir)
-    if "support_rows" not in run:
-        raise RunError(f"{run_dir} has no anchor set yet: run 'relrep-hf fit' first.")
+    run = read_run(run_dir, fitted=True)
     names = [e["name"] for e in run["encoders"]]
+    held_out = run.get("held_out", [])
     train_rows, test_rows = torch.tensor(run["train_rows"]), torch.tensor(run["test_rows"])
     support_rows = torch.tensor(run["support_rows"])
-    spaces = {e["name"]: _embeddings(run_dir, e) for e in run["encoders"]}
+    spaces = run_embeddings(run_dir, run)
     anchor_set = AnchorSet.from_pretrained(run_dir / "anchor_set")
     random_set = AnchorSet.random(
         anchor_set.support, anchor_set.num_anchors, seed=run.get("fit", {}).get("seed", 0)
     )
-    saved = METHOD_LABELS.get(anchor_set.strategy, anchor_set.strategy)
-    relatives: dict[str, dict[str, Tensor]] = {"Random-Cos": {}, saved: {}}
-    closed_form = None
-    if anchor_set.strategy == "param":  # the winner beside the paper's method: seconds to fit
-        training = [n for n in names if n not in run.get("held_out", [])]
-        rows = torch.arange(len(support_rows))
-        closed_form = AnchorSet.shared_linear(
-            anchor_set.support,
-            {n: torch.cat([spaces[n][support_rows], spaces[n][train_rows]]) for n in training},
-            anchor_set.num_anchors,
-            support_rows=rows,
-            fit_rows=len(rows) + torch.arange(len(train_rows)),
-            shrinkage=anchor_set.shrinkage,
-            eps=anchor_set.eps,
+    saved = Method(
+        METHOD_LABELS.get(anchor_set.strategy, anchor_set.strategy),
+        {n: RelativeProjector.from_pretrained(run_dir / "projectors" / n) for n in names},
+    )
+    methods = [Method("Random-Cos", random_set, "cosine"), saved]
+    if anchor_set.strategy == "param":
+        training = [n for n in names if n not in held_out]
+        closed_form = _closed_form(anchor_set, spaces, training, support_rows, train_rows)
+        methods.append(Method(METHOD_LABELS["shared_linear"], closed_form, None))
+    labels, id2label = run_labels(run)
+    data = {
+        name: EncoderData(
+            space[train_rows],
+            None if labels is None else labels[train_rows],
+            space[test_rows],
+            None if labels is None else labels[test_rows],
+            parallel=space,  # the support rows index the whole run
         )
-        relatives[METHOD_LABELS["shared_linear"]] = {}
-    for name, space in spaces.items():
-        projector = RelativeProjector.from_pretrained(run_dir / "projectors" / name)
-        relatives[saved][name] = projector(space).detach()
-        cosine = RelativeProjector.from_anchor_set(
-            random_set, space[support_rows], None, similarity="cosine"
-        )
-        relatives["Random-Cos"][name] = cosine(space).detach()
-        if closed_form is not None:
-            relatives[METHOD_LABELS["shared_linear"]][name] = RelativeProjector.from_anchor_set(
-                closed_form,
-                space[support_rows],
-                Statistics.from_embeddings(space[train_rows]),
-            )(space).detach()
-    test = {method: {n: r[test_rows] for n, r in rel.items()} for method, rel in relatives.items()}
-    retrieval = {method: retrieval_matrix(rel) for method, rel in test.items()}
-
+        for name, space in spaces.items()
+    }
+    stitching = ZeroShotStitching(
+        data,
+        support=support_rows,
+        head_epochs=head_epochs,
+        num_labels=len(id2label) if id2label else None,
+        head_config={"id2label": id2label} if id2label else None,
+    )
+    test = {
+        m.name: {n: stitching.features(m, n, source=n, target=n)[1] for n in names} for m in methods
+    }
+    retrieval = {method: retrieval_matrix(relatives) for method, relatives in test.items()}
     classification = []
-    labels, id2label = _labels(run)
     if labels is not None:
-        num_labels = len(id2label)
-        heads = {
-            method: {
-                source: train_classifier(
-                    rel[source][train_rows],
-                    labels[train_rows],
-                    num_labels=num_labels,
-                    epochs=head_epochs,
-                    id2label=id2label,
-                )
-                for source in names
-            }
-            for method, rel in relatives.items()
-        }
+        classification = stitching.classification(methods)
         for source in names:
-            heads[saved][source].config.anchor_set_id = anchor_set.repo_id
-            heads[saved][source].config.source_encoder_id = next(
+            head = stitching.head(saved, source, source)
+            head.config.anchor_set_id = anchor_set.repo_id
+            head.config.source_encoder_id = next(
                 e["encoder_id"] for e in run["encoders"] if e["name"] == source
             )
-            heads[saved][source].save_pretrained(run_dir / "heads" / source)
-        for target in names:
-            absolute_train, absolute_test = standardize(
-                spaces[target][train_rows], spaces[target][test_rows]
-            )
-            absolute = train_classifier(
-                absolute_train, labels[train_rows], num_labels=num_labels, epochs=head_epochs
-            )
-            for source in names:
-                row = {"encoder": target, "classifier": source}
-                if source == target:
-                    row["Abs."] = head_f1(absolute, absolute_test, labels[test_rows])
-                for method in relatives:
-                    row[method] = head_f1(
-                        heads[method][source],
-                        relatives[method][target][test_rows],
-                        labels[test_rows],
-                    )
-                classification.append(row)
-        for source in names:  # the saved heads' cards show where they were evaluated
-            _write_head_metrics(run_dir / "heads" / source, run, source, classification, saved)
-
-    held_out = run.get("held_out", [])
+            head.save_pretrained(run_dir / "heads" / source)
+        write_heads_metrics(run_dir, run, classification, saved.name)  # where they were evaluated
     report = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "encoders": run["encoders"],
@@ -552,16 +399,8 @@ def evaluate(run_dir: str | os.PathLike, *, head_epochs: int = 30) -> dict[str, 
         "retrieval": retrieval,
         "classification": classification,
     }
-    atomic_write_bytes(run_dir / "report.json", (json.dumps(report, indent=2) + "\n").encode())
-    atomic_write_bytes(run_dir / "report.md", (render_report(report) + "\n").encode())
-    stitching_heatmap(retrieval, names, run_dir / "stitching_heatmap.png", held_out=held_out)
-    relative_spaces_plot(
-        test,
-        labels[test_rows] if labels is not None else None,
-        run_dir / "relative_spaces.png",
-        label_names=id2label,
-    )
-    anchor_set.metrics["zero_shot_retrieval"] = retrieval[saved]
+    write_report(run_dir, report, test, None if labels is None else labels[test_rows], id2label)
+    anchor_set.metrics["zero_shot_retrieval"] = retrieval[saved.name]
     anchor_set.metrics["zero_shot_classification"] = classification
     anchor_set.metrics["evaluated_on"] = {
         "dataset": run["dataset"]["id"],
@@ -570,74 +409,3 @@ def evaluate(run_dir: str | os.PathLike, *, head_epochs: int = 30) -> dict[str, 
     }
     anchor_set.save_pretrained(run_dir / "anchor_set")
     return report
-
-
-def _write_head_metrics(
-    folder: Path,
-    run: dict[str, Any],
-    source: str,
-    classification: list[dict[str, Any]],
-    method: str = "PARAM-WIP",
-) -> None:
-    """A saved head's (of ``method``) weighted F1 on every encoder's held-out rows, into its
-    card."""
-    write_head_metrics(
-        folder,
-        {
-            row["encoder"]: {"weighted_f1": row[method]}
-            for row in classification
-            if row["classifier"] == source
-        },
-        dataset={
-            "id": run["dataset"]["id"],
-            "split": f"{run['dataset']['split']}, held-out test rows",
-        },
-        source_encoder=source,  # encoders are named for model, pooling and layer
-    )
-
-
-def retrieval_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per ordered pair: every method's (Random-Cos, PARAM-WIP, ...) Recall@1,
-    Recall@5 and MRR."""
-    held_out = set(report["held_out"])
-    methods = list(report["retrieval"])
-    rows = []
-    for pair in report["retrieval"][methods[-1]]:
-        source, target = pair.split("->")
-        row = {
-            "source": source,
-            "target": target + (" *" if target in held_out or source in held_out else ""),
-        }
-        for method in methods:
-            metrics = report["retrieval"][method][pair]
-            row.update(
-                {
-                    f"{method} R@1": metrics["recall@1"],
-                    f"{method} R@5": metrics["recall@5"],
-                    f"{method} MRR": metrics["mrr"],
-                }
-            )
-        rows.append(row)
-    return rows
-
-
-def render_report(report: dict[str, Any]) -> str:
-    """The report as Markdown: retrieval for every ordered pair, then classification."""
-    rows = retrieval_rows(report)
-    columns = [k for k in rows[0] if k not in ("source", "target")]
-    parts = [
-        f"Zero-shot retrieval between relative spaces on {report['test_rows']} held-out rows "
-        f"({report['num_anchors']} anchors, support {report['support_size']}; * = pair with an "
-        "encoder held out of PARAM training). Recall@k and MRR in %.",
-        "",
-        format_table(rows, columns),
-    ]
-    if report["classification"]:
-        parts += [
-            "",
-            "Zero-shot classification, weighted F1 in % (classifier trained on one encoder's "
-            "features, evaluated on another's; Abs. = the encoder's own absolute-space classifier).",
-            "",
-            format_table(report["classification"], ["Abs.", *report["retrieval"]]),
-        ]
-    return "\n".join(parts)

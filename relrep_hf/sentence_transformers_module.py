@@ -32,7 +32,7 @@ from sentence_transformers.base.modules import Module
 from torch import Tensor
 
 from relrep_hf.anchor_set import AnchorSet
-from relrep_hf.extraction import encoder_provenance
+from relrep_hf.encoders import encoder_provenance
 from relrep_hf.modeling_relative_projector import RelativeProjector
 from relrep_hf.statistics import Statistics
 
@@ -53,7 +53,8 @@ class RelativeProjection(Module):
 
     Example:
         >>> from sentence_transformers import SentenceTransformer  # doctest: +SKIP
-        >>> model = SentenceTransformer(modules=[transformer, pooling, RelativeProjection(projector)])
+        >>> modules = [transformer, pooling, RelativeProjection(projector)]  # doctest: +SKIP
+        >>> model = SentenceTransformer(modules=modules)  # doctest: +SKIP
         >>> model.encode(["A first sentence."]).shape  # doctest: +SKIP
         (1, 300)
     """

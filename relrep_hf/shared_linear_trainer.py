@@ -19,6 +19,7 @@ from accelerate import Accelerator
 from torch import Tensor
 
 from relrep_hf.anchor_set import AnchorSet
+from relrep_hf.defaults import DEFAULT_INFO_NCE_TEMPERATURE
 from relrep_hf.losses import multi_space_info_nce
 from relrep_hf.shared_linear import full_support_features
 from relrep_hf.statistics import Statistics
@@ -31,7 +32,7 @@ class SharedLinearTuningArguments:
     num_train_epochs: int = 5
     learning_rate: float = 1e-3
     train_batch_size: int = 512
-    info_nce_temperature: float = 0.10
+    info_nce_temperature: float = DEFAULT_INFO_NCE_TEMPERATURE
     seed: int = 0
 
     def __post_init__(self) -> None:

@@ -17,10 +17,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from relrep_hf.defaults import DEFAULT_EPS, DEFAULT_SHRINKAGE
 from relrep_hf.validation import EmbeddingsLike, as_embeddings, check_embeddings
-
-DEFAULT_SHRINKAGE = 0.15  # paper, Appendix B / Table 5
-DEFAULT_EPS = 5e-8
 
 
 @dataclass(frozen=True)
@@ -221,7 +219,8 @@ def symmetric_power(matrix: Tensor, power: float, *, name: str = "covariance") -
         raise ValueError(
             f"The {name} is singular (smallest eigenvalue {smallest.item():.3g}, largest "
             f"{largest.item():.3g}): it cannot be whitened. Use shrinkage > 0 or eps > 0 "
-            "(defaults 0.15 and 5e-8), or estimate statistics from more embeddings than "
+            f"(defaults {DEFAULT_SHRINKAGE} and {DEFAULT_EPS}), or estimate statistics from more "
+            "embeddings than "
             "dimensions."
         )
     return (eigenvectors * eigenvalues.clamp_min(0.0).pow(power)) @ eigenvectors.T

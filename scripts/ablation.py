@@ -50,31 +50,23 @@ from typing import Any
 
 import datasets
 import torch
-from common import (
-    EncoderData,
-    check_finite_table,
-    experiment_parser,
-    format_table,
-    param_arguments,
-    parse,
-    pyplot,
-    random_anchor_set,
-    save_figure,
-    smoke_tokenizer,
-    summarize,
-    support_indices,
-    train_anchor_set,
-    write_results,
-)
-from torch import Tensor
+from common import experiment_parser, param_arguments, parse, smoke_tokenizer, write_results
 
-from relrep_hf import AnchorSet, RelativeProjector, Statistics
 from relrep_hf.corpora import load_sentences
 from relrep_hf.extraction import embeddings_tensor, extract_embeddings
 from relrep_hf.metrics import accuracy, normalized_mse, retrieval_metrics, rr_std
-from relrep_hf.zero_shot import train_classifier
+from relrep_hf.plots import new_figure, save
+from relrep_hf.tables import format_table, summarize_seeds
+from relrep_hf.zero_shot import EncoderData, Method, ZeroShotStitching
 
-METHODS = ("Random-Cos", "Random-WIP", "PARAM-Cos", "PARAM-WIP")
+SWEEP = (
+    Method("Random-Cos", "random", "cosine"),
+    Method("Random-WIP", "random", "wip"),
+    Method("PARAM-Cos", "held_out", "cosine"),
+    Method("PARAM-WIP", "held_out", "wip"),
+)
+METHODS = tuple(method.name for method in SWEEP)
+PARAM_SINGLE = Method("PARAM Single", "source", "wip")
 METRICS = ("Accuracy", "MRR", "MSE (normed)", "RR_std")
 TABLE4_COLUMNS = ("PARAM Single", "PARAM Multi", "Random+Cosine")
 TABLE4_METRICS = ("MRR", "MSE (normed)", "RR_std")
@@ -153,36 +145,16 @@ def smoke_data(cache_dir: Path) -> dict[str, EncoderData]:
 
 
 def relative_metrics(
-    anchor_set: AnchorSet,
-    similarity: str,
-    source: EncoderData,
-    target: EncoderData,
-    support: Tensor,
-    *,
-    seed: int,
-    head_epochs: int,
+    stitching: ZeroShotStitching, method: Method, source: str, target: str
 ) -> dict[str, float]:
     """Zero-shot accuracy, MRR, normalised MSE and RR_std between source and target."""
-
-    def project(data: EncoderData) -> tuple[Tensor, Tensor]:
-        projector = RelativeProjector.from_anchor_set(
-            anchor_set,
-            data.parallel[support],
-            Statistics.from_embeddings(data.train),
-            similarity=similarity,
-        )
-        with torch.no_grad():
-            return projector(data.train), projector(data.test)
-
-    (source_train, source_test), (_, target_test) = project(source), project(target)
-    num_labels = int(source.train_labels.max()) + 1
-    head = train_classifier(
-        source_train, source.train_labels, num_labels=num_labels, seed=seed, epochs=head_epochs
-    )
+    source_test = stitching.features(method, source, source=source, target=target)[1]
+    target_test = stitching.features(method, target, source=source, target=target)[1]
+    head = stitching.head(method, source, target)
     with torch.no_grad():
         predictions = head(target_test).logits.argmax(dim=-1)
     return {
-        "Accuracy": accuracy(predictions, target.test_labels),
+        "Accuracy": accuracy(predictions, stitching.data[target].test_labels),
         "MRR": retrieval_metrics(target_test, source_test)["mrr"],
         "MSE (normed)": normalized_mse(target_test, source_test),
         "RR_std": rr_std(target_test),
@@ -199,35 +171,22 @@ def run_seed(
     overrides: dict[str, Any],
     head_epochs: int,
 ) -> tuple[list[dict], list[dict]]:
-    """One seed: the rows of the anchor sweep and of Table 4."""
-    source = data[sources[0]]
-    num_rows = len(source.parallel)
+    """One seed: the rows of the anchor sweep and of Table 4. PARAM (Multi) is fitted on the
+    sources, without the target; PARAM Single on the first source alone."""
+    spaces = {name: data[name] for name in (*sources, target)}
     sweep, single = [], {}
     for m in anchor_counts:
-        args = param_arguments(seed=seed, num_anchors=m, **overrides)
-        support = support_indices(num_rows, args.support_size, seed)
         print(f"  {m} anchors")
-        anchor_sets = {
-            "Random": random_anchor_set(support, m, seed),
-            "PARAM": train_anchor_set(args, {s: data[s].parallel for s in sources}, support),
-        }
-        for method in METHODS:
-            construction, similarity = method.split("-")
-            scores = relative_metrics(
-                anchor_sets[construction],
-                {"Cos": "cosine", "WIP": "wip"}[similarity],
-                source,
-                data[target],
-                support,
-                seed=seed,
-                head_epochs=head_epochs,
-            )
-            sweep.append({"Anchors": m, "Method": method, **scores})
+        stitching = ZeroShotStitching(
+            spaces,
+            args=param_arguments(seed=seed, num_anchors=m, **overrides),
+            head_epochs=head_epochs,
+        )
+        for method in SWEEP:
+            scores = relative_metrics(stitching, method, sources[0], target)
+            sweep.append({"Anchors": m, "Method": method.name, **scores})
         if m == max(anchor_counts):
-            single_set = train_anchor_set(args, {sources[0]: source.parallel}, support)
-            single = relative_metrics(
-                single_set, "wip", source, data[target], support, seed=seed, head_epochs=head_epochs
-            )
+            single = relative_metrics(stitching, PARAM_SINGLE, sources[0], target)
     largest = {row["Method"]: row for row in sweep if row["Anchors"] == max(anchor_counts)}
     table4 = [
         {
@@ -242,8 +201,8 @@ def run_seed(
 
 
 def plot_sweep(table: Sequence[Mapping[str, Any]], path: Path) -> Path:
-    plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    figure = new_figure(10, 4)
+    axes = figure.subplots(1, 2)
     for ax, metric in zip(axes, ("Accuracy", "MRR"), strict=True):
         for method in METHODS:
             rows = [r for r in table if r["Method"] == method]
@@ -260,7 +219,7 @@ def plot_sweep(table: Sequence[Mapping[str, Any]], path: Path) -> Path:
         ax.set_title(f"Zero-shot {metric} vs anchors", fontsize=10)
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
-    return save_figure(fig, path)
+    return save(figure, path)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -315,14 +274,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             overrides=overrides,
             head_epochs=head_epochs,
         )
-    sweep = summarize([r[0] for r in runs.values()], ("Anchors", "Method"), METRICS)
-    table4 = summarize([r[1] for r in runs.values()], ("Metric",), TABLE4_COLUMNS)
-    check_finite_table(sweep, METRICS)
-    check_finite_table(table4, TABLE4_COLUMNS)
+    sweep = summarize_seeds([r[0] for r in runs.values()], ("Anchors", "Method"), METRICS)
+    table4 = summarize_seeds([r[1] for r in runs.values()], ("Metric",), TABLE4_COLUMNS)
     print("Figure 3: anchor construction x similarity over anchor counts")
-    print(format_table(sweep, ("Anchors", "Method"), METRICS, scale=1.0, digits=3))
+    keys = ("Anchors", "Method")
+    print(format_table(sweep, METRICS, keys=keys, scale=1.0, digits=3, group=True))
     print(f"\nTable 4 ({max(anchor_counts)} anchors): {sources[0]} -> {target}")
-    print(format_table(table4, ("Metric",), TABLE4_COLUMNS, scale=1.0, digits=3))
+    print(format_table(table4, TABLE4_COLUMNS, keys=("Metric",), scale=1.0, digits=3, group=True))
     figure = plot_sweep(sweep, args.output_dir / "ablation_anchors.png")
     results = {
         "experiment": "Section 7: Figure 3 and Table 4",

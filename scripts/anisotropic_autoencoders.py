@@ -49,27 +49,16 @@ from typing import Any
 
 import numpy as np
 import torch
-from common import (
-    experiment_parser,
-    format_table,
-    param_arguments,
-    parse,
-    pyplot,
-    random_anchor_set,
-    save_figure,
-    summarize,
-    support_indices,
-    train_anchor_set,
-    write_results,
-)
+from common import experiment_parser, param_arguments, parse, write_results
 from torch import Tensor, nn
 
-from relrep_hf import RelativeProjector, Statistics
+from relrep_hf.plots import new_figure, save
+from relrep_hf.tables import format_table, summarize_seeds
+from relrep_hf.zero_shot import EncoderData, Method, ZeroShotStitching
 
 AUTOENCODERS = ("AE1", "AE2", "AE3", "AE4")
-TRAIN_ON = ("AE1", "AE2", "AE3")  # PARAM Multi's encoders; AE4 is the zero-shot one
 DECODER_SOURCE, ZERO_SHOT = "AE1", "AE4"
-METHODS = ("PARAM-WIP", "Random-Cos")
+METHODS = (Method("PARAM-WIP", "held_out"), Method("Random-Cos", "random", "cosine"))
 COLUMNS = (
     "Absolute AE4",
     "PARAM-WIP stitched",
@@ -235,27 +224,23 @@ def run_seed(seed: int, data: tuple, config: Config) -> dict[str, Any]:
     with torch.no_grad():
         latents = {n: (ae.encode(x_train), ae.encode(x_test)) for n, ae in autoencoders.items()}
 
+    data = {
+        name: EncoderData(train, None, test, None, parallel=train)
+        for name, (train, test) in latents.items()
+    }
     args = param_arguments(
         num_anchors=config.num_anchors, num_train_epochs=config.param_epochs, seed=seed
     )
-    support = support_indices(len(x_train), args.support_size, seed)
-    anchor_sets = {
-        "PARAM-WIP": (train_anchor_set(args, {n: latents[n][0] for n in TRAIN_ON}, support), "wip"),
-        "Random-Cos": (random_anchor_set(support, config.num_anchors, seed), "cosine"),
-    }
+    stitching = ZeroShotStitching(data, args=args)  # PARAM fitted without AE4: AE1, AE2, AE3
     with torch.no_grad():
         absolute = autoencoders[ZERO_SHOT](x_test)
     result: dict[str, Any] = {"Absolute AE4": mse(absolute, x_test)}
     reconstructions = {"original": x_test, "absolute AE4": absolute}
-    for method, (anchor_set, similarity) in anchor_sets.items():
-        relative = {}
-        for name in (DECODER_SOURCE, ZERO_SHOT):
-            train, test = latents[name]
-            projector = RelativeProjector.from_anchor_set(
-                anchor_set, train[support], Statistics.from_embeddings(train), similarity=similarity
-            )
-            with torch.no_grad():
-                relative[name] = (projector(train), projector(test))
+    for method in METHODS:
+        relative = {
+            name: stitching.features(method, name, source=DECODER_SOURCE, target=ZERO_SHOT)
+            for name in (DECODER_SOURCE, ZERO_SHOT)
+        }
         torch.manual_seed(seed)
         decoder = fit(
             RelativeDecoder(config.num_anchors, pixels, config.hidden),
@@ -267,9 +252,9 @@ def run_seed(seed: int, data: tuple, config: Config) -> dict[str, Any]:
         )
         with torch.no_grad():
             stitched = decoder(relative[ZERO_SHOT][1])
-            result[f"{method} on AE1"] = mse(decoder(relative[DECODER_SOURCE][1]), x_test)
-        result[f"{method} stitched"] = mse(stitched, x_test)
-        reconstructions[f"{method} stitched"] = stitched
+            result[f"{method.name} on AE1"] = mse(decoder(relative[DECODER_SOURCE][1]), x_test)
+        result[f"{method.name} stitched"] = mse(stitched, x_test)
+        reconstructions[f"{method.name} stitched"] = stitched
     return {"mse": result, "reconstructions": reconstructions, "latent": latents[ZERO_SHOT][1]}
 
 
@@ -281,10 +266,8 @@ def run_seed(seed: int, data: tuple, config: Config) -> dict[str, Any]:
 def reconstruction_grid(rows: dict[str, Tensor], labels: Tensor, side: int, path) -> None:
     """One test image per class (up to 10 columns), one row per reconstruction."""
     columns = [int((labels == c).nonzero()[0]) for c in labels.unique()[:10].tolist()]
-    plt = pyplot()
-    fig, axes = plt.subplots(
-        len(rows), len(columns), figsize=(1.1 * len(columns), 1.2 * len(rows)), squeeze=False
-    )
+    figure = new_figure(1.1 * len(columns), 1.2 * len(rows))
+    axes = figure.subplots(len(rows), len(columns), squeeze=False)
     for r, (title, images) in enumerate(rows.items()):
         for c, index in enumerate(columns):
             ax = axes[r, c]
@@ -292,8 +275,8 @@ def reconstruction_grid(rows: dict[str, Tensor], labels: Tensor, side: int, path
             ax.set_xticks([])
             ax.set_yticks([])
         axes[r, 0].set_ylabel(title, rotation=0, ha="right", va="center", fontsize=8)
-    fig.suptitle("Zero-shot reconstruction: decoder trained on AE1, fed AE4", fontsize=9)
-    save_figure(fig, path)
+    figure.suptitle("Zero-shot reconstruction: decoder trained on AE1, fed AE4", fontsize=9)
+    save(figure, path)
 
 
 def latent_pca(latent: Tensor, labels: Tensor, path) -> None:
@@ -302,8 +285,8 @@ def latent_pca(latent: Tensor, labels: Tensor, path) -> None:
     centered = latent - latent.mean(dim=0)
     _, singular, v = torch.linalg.svd(centered, full_matrices=False)
     points = centered @ v.T  # [N, latent_dim], principal coordinates
-    plt = pyplot()
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    figure = new_figure(13, 4)
+    axes = figure.subplots(1, 3)
     for ax, k in zip(axes[:2], (2, max(3, latent.shape[1] // 4)), strict=True):
         ax.scatter(points[:, 0], points[:, k - 1], c=labels.numpy(), cmap="tab10", s=5)
         ax.set_aspect("equal", adjustable="datalim")
@@ -314,7 +297,7 @@ def latent_pca(latent: Tensor, labels: Tensor, path) -> None:
     axes[2].bar(range(latent.shape[1]), latent.std(dim=0).sort(descending=True).values.numpy())
     axes[2].set_yscale("log")
     axes[2].set_title("std of each latent dimension (sorted)", fontsize=9)
-    save_figure(fig, path)
+    save(figure, path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -330,10 +313,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print(f"{args.data}: {len(data[0])} train / {len(data[2])} test images, {data[4]}x{data[4]}")
 
     runs = {seed: run_seed(seed, data, config) for seed in args.seeds}
-    table = summarize(
+    table = summarize_seeds(
         [[{"Metric": "MSE", **r["mse"]}] for r in runs.values()], ("Metric",), COLUMNS
     )
-    print(format_table(table, ("Metric",), COLUMNS, scale=1.0, digits=4))
+    print(format_table(table, COLUMNS, keys=("Metric",), scale=1.0, digits=4, group=True))
 
     first = runs[args.seeds[0]]
     figures = {

@@ -88,11 +88,9 @@ import datasets
 import torch
 from common import (
     STITCHING_COLUMNS,
-    EncoderData,
-    check_finite_table,
+    STITCHING_KEYS,
     experiment_parser,
     f1_heatmaps,
-    format_table,
     param_arguments,
     parse,
     run_stitching,
@@ -103,6 +101,8 @@ from torch import Tensor
 
 from relrep_hf.corpora import load_sentences
 from relrep_hf.extraction import embeddings_tensor, extract_embeddings
+from relrep_hf.tables import format_table
+from relrep_hf.zero_shot import EncoderData
 
 ENCODERS = {
     "de": "google-bert/bert-base-german-cased",
@@ -123,7 +123,6 @@ DEFAULT_PARALLEL = (
         "zh=zho_Hans:sentence",
     ],
 )
-KEYS = ("Encoder", "Classifier")
 POOLING = "mean"
 
 
@@ -295,8 +294,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         head_epochs=head_epochs,
     )
     table = outcome["table"]
-    check_finite_table(table, STITCHING_COLUMNS)
-    print(format_table(table, KEYS, STITCHING_COLUMNS))
+    print(format_table(table, STITCHING_COLUMNS, keys=STITCHING_KEYS, group=True))
     heatmap = f1_heatmaps(
         table,
         list(data),

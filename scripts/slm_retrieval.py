@@ -44,26 +44,14 @@ from typing import Any
 
 import datasets
 import torch
-from common import (
-    check_finite_table,
-    experiment_parser,
-    format_table,
-    param_arguments,
-    parse,
-    random_anchor_set,
-    smoke_tokenizer,
-    summarize,
-    support_indices,
-    train_anchor_set,
-    write_results,
-)
+from common import experiment_parser, param_arguments, parse, smoke_tokenizer, write_results
 from torch import Tensor
 
-from relrep_hf import RelativeProjector, Statistics
 from relrep_hf.corpora import template_sentences
 from relrep_hf.extraction import embeddings_tensor, extract_embeddings
-from relrep_hf.metrics import retrieval_metrics
 from relrep_hf.plots import stitching_heatmap
+from relrep_hf.tables import format_table, summarize_seeds
+from relrep_hf.zero_shot import EncoderData, Method, ZeroShotStitching
 
 MODELS = {
     "TinyLlama": "TinyLlama/TinyLlama-1.1B-Chat-v1.0",
@@ -73,7 +61,8 @@ MODELS = {
 }
 NUM_SENTENCES, NUM_TEST = 3300, 300
 KEYS = ("Source Enc", "ZS Encoder")
-COLUMNS = ("Random-Cos R@1", "Random-Cos R@5", "PARAM-WIP R@1", "PARAM-WIP R@5")
+METHODS = (Method("Random-Cos", "random", "cosine"), Method("PARAM-WIP", "held_out"))
+COLUMNS = tuple(f"{method.name} R@{k}" for method in METHODS for k in (1, 5))
 
 
 def embed_hub_models(models: Mapping[str, str], texts: list[str], cache_dir) -> dict[str, Tensor]:
@@ -142,44 +131,28 @@ def embed_smoke_models(texts: list[str], cache_dir) -> dict[str, Tensor]:
 def retrieval_rows(
     spaces: Mapping[str, Tensor], *, seed: int, num_test: int, args_overrides: dict[str, Any]
 ) -> list[dict[str, Any]]:
-    """One seed: Recall@1/@5 of every ordered (source, zero-shot) pair, both methods."""
-    names = list(spaces)
+    """One seed: Recall@1/@5 of every ordered (source, zero-shot) pair, both methods; PARAM is
+    fitted without the zero-shot encoder (Algorithm 1)."""
     n = len(next(iter(spaces.values())))
     order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
     test, train = order[:num_test], order[num_test:]
-    args = param_arguments(seed=seed, **args_overrides)
-    support = support_indices(len(train), args.support_size, seed)
-    stats = {name: Statistics.from_embeddings(x[train]) for name, x in spaces.items()}
-
-    def relative(anchor_set, name: str, similarity: str) -> Tensor:
-        projector = RelativeProjector.from_anchor_set(
-            anchor_set, spaces[name][train][support], stats[name], similarity=similarity
-        )
-        with torch.no_grad():
-            return projector(spaces[name][test])
-
-    random_set = random_anchor_set(support, args.num_anchors, seed)
-    random_rel = {name: relative(random_set, name, "cosine") for name in names}
-    param_rel = {}  # zero-shot encoder t -> every encoder's features under the anchors without t
-    for t in names:
-        print(f"  PARAM without {t}")
-        anchor_set = train_anchor_set(
-            args, {name: spaces[name][train] for name in names if name != t}, support
-        )
-        param_rel[t] = {name: relative(anchor_set, name, "wip") for name in names}
-
+    data = {
+        name: EncoderData(x[train], None, x[test], None, parallel=x[train])
+        for name, x in spaces.items()
+    }
+    stitching = ZeroShotStitching(
+        data, args=param_arguments(seed=seed, **args_overrides), progress=print
+    )
     rows = []
-    for source in names:
-        for zero_shot in names:
+    for source in spaces:
+        for zero_shot in spaces:
             if source == zero_shot:
                 continue
             row: dict[str, Any] = {"Source Enc": source, "ZS Encoder": zero_shot}
-            for method, relatives in (
-                ("Random-Cos", random_rel),
-                ("PARAM-WIP", param_rel[zero_shot]),
-            ):
-                scores = retrieval_metrics(relatives[source], relatives[zero_shot], ks=(1, 5))
-                row[f"{method} R@1"], row[f"{method} R@5"] = scores["recall@1"], scores["recall@5"]
+            for method in METHODS:
+                scores = stitching.retrieval(method, source, zero_shot, ks=(1, 5))
+                row[f"{method.name} R@1"] = scores["recall@1"]
+                row[f"{method.name} R@5"] = scores["recall@5"]
             rows.append(row)
     return rows
 
@@ -214,9 +187,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         per_seed[seed] = retrieval_rows(
             spaces, seed=seed, num_test=num_test, args_overrides=overrides
         )
-    table = summarize(list(per_seed.values()), KEYS, COLUMNS)
-    check_finite_table(table, COLUMNS)
-    print(format_table(table, KEYS, COLUMNS))
+    table = summarize_seeds(list(per_seed.values()), KEYS, COLUMNS)
+    print(format_table(table, COLUMNS, keys=KEYS, group=True))
 
     heatmap = args.output_dir / "retrieval_heatmap.png"
     matrices = {

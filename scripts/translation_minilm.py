@@ -30,9 +30,10 @@ from sklearn.linear_model import LogisticRegression
 from torch import Tensor
 from transformers import AutoModel, AutoTokenizer
 
+from relrep_hf.encoding import max_input_length, pool, tokenize
 from relrep_hf.modeling_relative_projector import RelativeProjector
-from relrep_hf.pooling import max_input_length, pool, tokenize
 from relrep_hf.statistics import Statistics
+from relrep_hf.tables import markdown_table
 from relrep_hf.translation import (
     InversionWarning,
     evaluate_translation,
@@ -156,22 +157,40 @@ def compare(
     return rows
 
 
+HEADER = (
+    "method",
+    "cosine",
+    "R@1",
+    "MRR",
+    "MSE",
+    "nMSE",
+    "head acc",
+    "own acc",
+    "rank",
+    "cond(A_w)",
+)
+
+
 def format_table(rows: Sequence[dict[str, object]]) -> str:
-    header = (
-        f"| {'method':<31} | cosine |  R@1  |  MRR  |   MSE   |  nMSE  | head acc | own acc | "
-        "rank | cond(A_w) |"
+    """The comparison as a Markdown table."""
+    return markdown_table(
+        HEADER,
+        [
+            [
+                row["method"],
+                f"{row['cosine']:.3f}",
+                f"{row['recall@1']:.3f}",
+                f"{row['mrr']:.3f}",
+                f"{row['mse']:.4f}",
+                f"{row['normalized_mse']:.3g}",
+                f"{row['head_accuracy']:.3f}",
+                f"{row['head_accuracy_target']:.3f}",
+                row.get("rank", ""),
+                "" if row.get("condition") is None else f"{row['condition']:.3g}",
+            ]
+            for row in rows
+        ],
     )
-    lines = [header, "|" + "|".join("-" * (len(cell)) for cell in header.split("|")[1:-1]) + "|"]
-    for row in rows:
-        rank = row.get("rank", "")
-        cond = row.get("condition")
-        lines.append(
-            f"| {row['method']:<31} | {row['cosine']:.3f}  | {row['recall@1']:.3f} | "
-            f"{row['mrr']:.3f} | {row['mse']:7.4f} | {row['normalized_mse']:6.3g} | "
-            f"  {row['head_accuracy']:.3f}  |  {row['head_accuracy_target']:.3f}  | "
-            f"{rank!s:>4} | {'' if cond is None else f'{cond:9.3g}':>9} |"
-        )
-    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

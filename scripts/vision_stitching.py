@@ -65,11 +65,9 @@ import numpy as np
 import torch
 from common import (
     STITCHING_COLUMNS,
-    EncoderData,
-    check_finite_table,
+    STITCHING_KEYS,
     experiment_parser,
     f1_heatmaps,
-    format_table,
     param_arguments,
     parse,
     run_stitching,
@@ -78,8 +76,9 @@ from common import (
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
-from relrep_hf.extraction import encode_in_order
-from relrep_hf.pooling import pool_model_output
+from relrep_hf.encoding import encode_in_order, pool_model_output
+from relrep_hf.tables import format_table
+from relrep_hf.zero_shot import EncoderData
 
 ENCODERS = {
     "ViT-S": "timm/vit_small_patch16_224.augreg_in21k_ft_in1k",
@@ -88,7 +87,6 @@ ENCODERS = {
     "ViT-R50": "timm/vit_base_r50_s16_384.orig_in21k_ft_in1k",
 }
 CIFAR100 = "uoft-cs/cifar100"  # one config ("cifar100"), splits train and test
-KEYS = ("Encoder", "Classifier")
 
 
 def pooled_features(model: nn.Module, batch: Mapping[str, Tensor]) -> Tensor:
@@ -270,8 +268,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         head_epochs=head_epochs,
     )
     table = outcome["table"]
-    check_finite_table(table, STITCHING_COLUMNS)
-    print(format_table(table, KEYS, STITCHING_COLUMNS))
+    print(format_table(table, STITCHING_COLUMNS, keys=STITCHING_KEYS, group=True))
     heatmap = f1_heatmaps(
         table,
         list(data),

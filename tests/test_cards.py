@@ -28,7 +28,6 @@ from relrep_hf.cards import (
     template_dir,
     write_card,
     write_folder_card,
-    write_head_metrics,
     write_heatmap,
 )
 from relrep_hf.configuration_relative_head import RelativeHeadConfig
@@ -236,15 +235,6 @@ def test_cards_do_not_link_the_packaged_sentences_as_a_hub_dataset():
     assert card.data.datasets is None
     assert f"On `{BUNDLED_SENTENCES_ID}` (split `train`):" in card.text
     assert "huggingface.co/datasets" not in str(card)
-
-
-def test_head_metrics_need_a_saved_head(tmp_path):
-    with pytest.raises(ValueError, match="holds no saved relative head"):
-        write_head_metrics(tmp_path / "missing", {"enc": {"accuracy": 0.5}})
-    assert not (tmp_path / "missing").exists()
-    make_head().save_pretrained(tmp_path / "head")
-    write_head_metrics(tmp_path / "head", {"enc": {"accuracy": 0.5}}, source_encoder="enc")
-    assert "| `enc` | trained on | 0.5000 |" in (tmp_path / "head" / "README.md").read_text()
 
 
 def test_folder_cards_read_the_saved_files_and_keep_custom_readmes(anchor_set, tmp_path):

@@ -26,7 +26,12 @@ def printed_by(argv: list[str]) -> str:
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
+    from relrep_hf.pipeline import embed
+
     run_dir = tmp_path_factory.mktemp("run")
+    # One forward pass for every spec of this module, the one onboarded later included: the
+    # commands below find their embeddings in the run's cache.
+    embed(run_dir, [*ENCODERS, "minilm:mean:5"], limit=500, test_size=150, show_progress=False)
     printed = printed_by(
         [
             "--quiet",
@@ -271,3 +276,49 @@ def test_demo_sizes_follow_the_limit_and_are_checked_before_embedding(tmp_path, 
     assert main(argv) == 2
     assert "--test-size 600 leaves 0 training rows out of 500" in capsys.readouterr().err
     assert not run_dir.exists()  # nothing was embedded
+
+
+def test_help_and_version_do_not_import_torch():
+    """A fact, not a timing: the parser is built, and --help / --version answered, without torch."""
+    code = (
+        "import sys\n"
+        "from relrep_hf.cli import main\n"
+        "try:\n"
+        "    main(sys.argv[1:])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('torch' in sys.modules)\n"
+    )
+    for argv in (["--help"], ["--version"], ["fit", "--help"], ["demo", "--help"]):
+        result = subprocess.run(
+            [sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip().splitlines()[-1] == "False", argv
+
+
+def test_every_training_argument_is_a_flag(capsys):
+    """`fit` and `demo` take every `ParamTrainingArguments` field (shrinkage included) as a
+    flag, with the dataclass's defaults; bad values are the dataclass's one-line errors."""
+    from dataclasses import fields
+
+    from relrep_hf.cli import _training_args
+    from relrep_hf.param_arguments import ParamTrainingArguments
+
+    parser = build_parser()
+    names = {f.name for f in fields(ParamTrainingArguments)} - {"output_dir"}
+    for command in ("fit", "demo"):
+        assert names <= set(vars(parser.parse_args([command, "run"])))
+    assert _training_args(parser.parse_args(["fit", "run"])) == ParamTrainingArguments("unused")
+    flags = "--shrinkage 0.6 --eps 1e-6 --coverage-weight 2.5 --optimizer adam --bf16"
+    args = parser.parse_args(
+        ["fit", "run", *flags.split(), "--report_to", "tensorboard", "--quiet"]
+    )
+    training = _training_args(args)
+    assert (training.shrinkage, training.eps, training.coverage_weight) == (0.6, 1e-6, 2.5)
+    assert training.optimizer == "adam" and training.bf16 is True
+    assert training.report_to == ["tensorboard"] and training.disable_tqdm is True  # --quiet
+    demo = parser.parse_args(["demo"])
+    assert demo.num_anchors is None and demo.support_size is None  # scaled with the rows
+    assert main(["fit", "run", "--shrinkage", "1.5"]) == 2
+    assert "Need 0 <= shrinkage <= 1 and eps >= 0, got shrinkage=1.5" in capsys.readouterr().err

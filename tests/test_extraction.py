@@ -17,12 +17,7 @@ from transformers import AutoTokenizer, BertConfig, BertModel
 
 import relrep_hf
 from relrep_hf import RelativeProjector, Statistics
-from relrep_hf.extraction import (
-    embeddings_tensor,
-    encoder_provenance,
-    extract_embeddings,
-    extraction_cache_key,
-)
+from relrep_hf.extraction import embeddings_tensor, extract_embeddings, extraction_cache_key
 from relrep_hf.modeling_relative_wrapper import RelativeWrapper
 
 transformers.logging.set_verbosity_error()
@@ -185,25 +180,6 @@ def test_cache_key_covers_what_changes_the_embeddings(bert):
         extraction_cache_key(changed, dataset, **base, encoder_id="org/a", encoder_revision=commit)
         == pinned
     )
-
-
-def test_encoder_provenance(bert):
-    _, model, _ = bert
-    assert encoder_provenance(model) == ("", "")  # loaded from a local folder
-    config = model.config
-    original = config.name_or_path
-    try:
-        config.name_or_path = "sentence-transformers/all-MiniLM-L6-v2"
-        assert encoder_provenance(model) == ("sentence-transformers/all-MiniLM-L6-v2", "")
-        commit = "0123456789abcdef0123456789abcdef01234567"
-        config.name_or_path = (
-            f"/root/.cache/huggingface/hub/models--org--my-model/snapshots/{commit}"
-        )
-        assert encoder_provenance(model) == ("org/my-model", commit)
-        config.name_or_path = f"/cache/models--gpt2/snapshots/{commit}/"
-        assert encoder_provenance(model) == ("gpt2", commit)
-    finally:
-        config.name_or_path = original
 
 
 def test_bad_arguments_are_errors(bert, tmp_path):

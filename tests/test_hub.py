@@ -22,13 +22,11 @@ import subprocess
 import sys
 import sysconfig
 import textwrap
-import warnings
 from pathlib import Path
 
 import pytest
 import torch
 import transformers
-from huggingface_hub import constants
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer, normalizers, pre_tokenizers
 from tokenizers.models import WordLevel
@@ -38,7 +36,8 @@ from relrep_hf import SIMILARITIES, AnchorSet, RelativeProjector, Statistics
 from relrep_hf.configuration_relative_head import RelativeHeadConfig
 from relrep_hf.corpora import load_sentences
 from relrep_hf.head_trainer import HeadTrainer, HeadTrainingArguments
-from relrep_hf.hub import ARTIFACT_FILES, artifact_kind, portable_provenance, push_artifact
+from relrep_hf.hub import push_artifact
+from relrep_hf.hub_files import ARTIFACT_FILES, artifact_kind
 from relrep_hf.metrics import accuracy, retrieval_metrics, weighted_f1
 from relrep_hf.modeling_relative_head import RelativeHeadForClassification
 from relrep_hf.modeling_relative_wrapper import RelativeWrapper
@@ -644,27 +643,3 @@ def test_push_artifact_validates_before_any_network(tmp_path):
     with pytest.raises(FileNotFoundError, match="lacks anchor_set.json"):
         push_artifact(run, "tester/x")
     assert set(ARTIFACT_FILES) == {"anchor_set", "projector", "head"}
-
-
-def test_portable_provenance(tmp_path, monkeypatch):
-    (tmp_path / "my-bert").mkdir()
-    snapshot = tmp_path / "hub" / "models--org--bert" / "snapshots" / ("a" * 40)
-    cases = [  # (id or path, revision, expected, warns)
-        ("", "main", ("", "main"), False),
-        ("org/bert", "b" * 40, ("org/bert", "b" * 40), False),  # a commit: no lookup
-        (str(snapshot), "", ("org/bert", "a" * 40), False),
-        (str(tmp_path / "my-bert"), "main", ("local:my-bert", ""), True),
-        ("/no/such/folder/enc", "", ("local:enc", ""), True),
-        ("local:enc", "", ("local:enc", ""), True),
-    ]
-    for value, revision, expected, warns in cases:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            assert portable_provenance(value, revision) == expected, value
-        assert bool(caught) == warns, (value, [str(w.message) for w in caught])
-        if warns:
-            assert f"recorded as {expected[0]!r}" in str(caught[0].message)
-    # a branch of a Hub id without a Hub: kept as given, with a warning, never an error
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
-    with pytest.warns(UserWarning, match="Could not resolve the commit of the encoder 'org/bert'"):
-        assert portable_provenance("org/bert", "main") == ("org/bert", "main")

@@ -27,8 +27,7 @@ import torch
 
 from relrep_hf import AnchorSet, RelativeHeadConfig, RelativeProjector, Statistics
 from relrep_hf import io as relrep_io
-from relrep_hf.cards import write_head_metrics
-from relrep_hf.modeling_relative_head import RelativeHeadForClassification
+from relrep_hf.modeling_relative_head import RelativeHeadForClassification, write_head_metrics
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -130,7 +130,7 @@ import json, sys, time
 from pathlib import Path
 import torch
 from relrep_hf import RelativeHeadConfig
-from relrep_hf.cards import write_head_metrics
+from relrep_hf.modeling_relative_head import write_head_metrics
 from relrep_hf.hub import HubError, push_artifact
 from relrep_hf.modeling_relative_head import RelativeHeadForClassification
 

@@ -113,7 +113,7 @@ def test_artifacts_saved_before_manifests_load_with_a_warning(tmp_path):
 
 
 def test_metrics_written_after_the_save_are_in_the_manifest(tmp_path):
-    from relrep_hf.cards import write_head_metrics
+    from relrep_hf.modeling_relative_head import write_head_metrics
 
     folder = tmp_path / "head"
     small_head().save_pretrained(folder)
@@ -131,7 +131,7 @@ from pathlib import Path
 import torch
 from huggingface_hub import HfApi
 from relrep_hf import AnchorSet, RelativeHeadConfig, RelativeProjector, Statistics
-from relrep_hf.cards import write_head_metrics
+from relrep_hf.modeling_relative_head import write_head_metrics
 from relrep_hf.manifest import CorruptedArtifactError
 from relrep_hf.modeling_relative_head import RelativeHeadForClassification
 

@@ -31,8 +31,8 @@ from transformers import (
 )
 
 from relrep_hf import RelativeProjector, Statistics
+from relrep_hf.encoding import pool, tokenize
 from relrep_hf.modeling_relative_wrapper import RelativeWrapper, RelativeWrapperOutput
-from relrep_hf.pooling import pool, tokenize
 
 transformers.logging.set_verbosity_error()
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from relrep_hf import RelativeProjector, Statistics, relative_projection
@@ -23,11 +23,23 @@ dims = st.integers(1, 8)
 
 
 def gaussian(
-    seed: int, n: int, d: int, *, dtype=torch.float64, offset: float = 0.0
+    seed: int,
+    n: int,
+    d: int,
+    *,
+    dtype=torch.float64,
+    offset: float = 0.0,
+    well_conditioned: bool = False,
 ) -> torch.Tensor:
-    """``n`` rows of correlated Gaussian data around ``offset`` (a random mean of that size)."""
+    """``n`` rows of correlated Gaussian data around ``offset`` (a random mean of that size).
+
+    A Gaussian mixing matrix is now and then nearly singular (condition number 1e5 for some
+    seeds, so a covariance of 1e10): tests whose tolerance assumes a well-conditioned
+    covariance ask for ``well_conditioned`` mixing (condition number <= 4)."""
     generator = torch.Generator().manual_seed(seed)
     mixing = torch.randn(d, d, generator=generator, dtype=torch.float64)
+    if well_conditioned:
+        mixing = random_affine(seed + 7919, d)[0]
     shift = offset * torch.randn(d, generator=generator, dtype=torch.float64)
     rows = torch.randn(n, d, generator=generator, dtype=torch.float64) @ mixing + shift
     return rows.to(dtype)
@@ -148,9 +160,12 @@ def test_merge_is_associative_and_commutative(seed, d, sizes):
 
 @PROPERTY
 @given(seed=seeds, d=st.integers(1, 8), extra_rows=st.integers(0, 150), m=st.integers(1, 12))
+@example(
+    seed=7996, d=8, extra_rows=0, m=1
+)  # a nearly singular Gaussian mixing, found by Hypothesis
 def test_wip_without_shrinkage_is_invariant_to_invertible_affine_maps(seed, d, extra_rows, m):
     n = 4 * d + 10 + extra_rows  # enough rows for a well-conditioned sample covariance
-    x = gaussian(seed, n, d, offset=2.0)
+    x = gaussian(seed, n, d, offset=2.0, well_conditioned=True)
     matrix, shift = random_affine(seed + 1, d)
     y = x @ matrix + shift
     anchors = slice(0, m)
@@ -167,7 +182,7 @@ def test_wip_without_shrinkage_is_invariant_to_invertible_affine_maps(seed, d, e
 @PROPERTY
 @given(seed=seeds, d=st.integers(1, 8), extra_rows=st.integers(0, 150))
 def test_whitening_without_shrinkage_makes_the_covariance_the_identity(seed, d, extra_rows):
-    x = gaussian(seed, 4 * d + 10 + extra_rows, d, offset=5.0)
+    x = gaussian(seed, 4 * d + 10 + extra_rows, d, offset=5.0, well_conditioned=True)
     stats = Statistics.from_embeddings(x)
     whitening = whitening_matrix(stats, shrinkage=0.0, eps=0.0)
     torch.testing.assert_close(whitening, whitening.T, rtol=0, atol=1e-12)

@@ -18,6 +18,7 @@ from relrep_hf.metrics import accuracy
 from relrep_hf.modeling_relative_head import (
     RelativeHeadForClassification,
     check_head_matches_projector,
+    write_head_metrics,
 )
 from relrep_hf.modeling_relative_wrapper import RelativeWrapper, RelativeWrapperWithHead
 
@@ -135,7 +136,7 @@ def test_round_trip_is_bit_exact(tmp_path):
         (
             {"num_anchors": 8},
             {"num_anchors": 12},
-            "reads 8 relative features but the projector gives 12",
+            "The head has 8 anchors but the projector has 12",
         ),
         (
             {"anchor_set_id": "org/a"},
@@ -171,80 +172,18 @@ def test_unrecorded_anchor_set_is_not_an_error():
 
 
 # ---------------------------------------------------------------------------------------------
-# Trainer
+# Head metrics
 # ---------------------------------------------------------------------------------------------
 
 
-def train_head(
-    tmp_path, seed: int = 0, **overrides
-) -> tuple[RelativeHeadForClassification, HeadTrainer]:
-    torch.manual_seed(123)  # the same initial weights for every run
-    head = RelativeHeadForClassification(
-        RelativeHeadConfig(num_anchors=12, num_labels=3, hidden_sizes=[8])
-    )
-    x, y = toy_problem(390)
-    x, y, x_eval, y_eval = x[:300], y[:300], x[300:], y[300:]
-    args = HeadTrainingArguments(
-        output_dir=str(tmp_path), num_train_epochs=4, learning_rate=1e-2, per_device_train_batch_size=32,
-        seed=seed, logging_steps=5, disable_tqdm=True, **overrides,
-    )  # fmt: skip
-    trainer = HeadTrainer(head, args, x, y, x_eval, y_eval)
-    return head, trainer
-
-
-def test_trainer_learns_logs_saves_and_is_deterministic(tmp_path):
-    head, trainer = train_head(tmp_path / "a")
-    result = trainer.train()
-    assert result.global_step == 4 * 10  # ceil(300 / 32) = 10 steps per epoch
-    assert result.metrics["eval_accuracy"] > 0.9 and result.metrics["eval_weighted_f1"] > 0.9
-    losses = [entry["loss"] for entry in trainer.log_history if "loss" in entry]
-    assert len(losses) == 8 and losses[-1] < losses[0]
-    assert [entry["epoch"] for entry in trainer.log_history if "eval_loss" in entry] == [1, 2, 3, 4]
-    saved = RelativeHeadForClassification.from_pretrained(tmp_path / "a")
-    assert all(torch.equal(saved.state_dict()[k], v) for k, v in head.state_dict().items())
-    assert not head.training
-    # the last evaluation is recorded beside the head and shown on its card
-    recorded = json.loads((tmp_path / "a" / "metrics.json").read_text())
-    scores = {
-        "accuracy": result.metrics["eval_accuracy"],
-        "weighted_f1": result.metrics["eval_weighted_f1"],
-    }
-    assert recorded == {
-        "results": {"training encoder": scores},
-        "source_encoder": "training encoder",
-    }
-    assert (
-        f"| `training encoder` | trained on | {scores['accuracy']:.4f} |"
-        in (tmp_path / "a" / "README.md").read_text()
-    )
-
-    same, again = train_head(tmp_path / "b")
-    again.train()
-    assert all(torch.equal(same.state_dict()[k], v) for k, v in head.state_dict().items())
-    other, third = train_head(tmp_path / "c", seed=1, save_final_model=False)
-    third.train()
-    assert not torch.equal(other.classifier.weight, head.classifier.weight)  # the seed matters
-    assert not (tmp_path / "c").exists()
-
-
-def test_trainer_bad_arguments(tmp_path):
-    head = RelativeHeadForClassification(RelativeHeadConfig(num_anchors=12, num_labels=3))
-    args = HeadTrainingArguments(output_dir=str(tmp_path), disable_tqdm=True)
-    x, y = toy_problem(30)
-    with pytest.raises(ValueError, match=r"train_labels must lie in \[0, 3\)"):
-        HeadTrainer(head, args, x, y + 1)
-    with pytest.raises(ValueError, match="train_labels has 29 rows but train_relative has 30"):
-        HeadTrainer(head, args, x, y[:29])
-    with pytest.raises(
-        ValueError, match=r"last dimension is 5, expected 12 \(the head's num_anchors\)"
-    ):
-        HeadTrainer(head, args, x[:, :5], y)
-    with pytest.raises(ValueError, match="Pass both eval_relative and eval_labels"):
-        HeadTrainer(head, args, x, y, eval_relative=x)
-    with pytest.raises(ValueError, match="learning_rate must be > 0"):
-        HeadTrainingArguments(output_dir=str(tmp_path), learning_rate=0)
-    with pytest.raises(ValueError, match="Invalid lr_scheduler_type 'step'"):
-        HeadTrainingArguments(output_dir=str(tmp_path), lr_scheduler_type="step")
+def test_head_metrics_need_a_saved_head(tmp_path):
+    with pytest.raises(ValueError, match="holds no saved relative head"):
+        write_head_metrics(tmp_path / "missing", {"enc": {"accuracy": 0.5}})
+    assert not (tmp_path / "missing").exists()
+    config = RelativeHeadConfig(num_anchors=4, id2label={0: "negative", 1: "positive"})
+    RelativeHeadForClassification(config).save_pretrained(tmp_path / "head")
+    write_head_metrics(tmp_path / "head", {"enc": {"accuracy": 0.5}}, source_encoder="enc")
+    assert "| `enc` | trained on | 0.5000 |" in (tmp_path / "head" / "README.md").read_text()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -367,7 +306,7 @@ def test_head_of_another_anchor_set_is_refused(swap):
     with pytest.raises(ValueError, match="anchor set 'org/other-anchors' but the projector uses"):
         wrapper.with_head(other)
     narrower = RelativeHeadForClassification(RelativeHeadConfig(num_anchors=32, num_labels=5))
-    with pytest.raises(ValueError, match="reads 32 relative features but the projector gives 300"):
+    with pytest.raises(ValueError, match="The head has 32 anchors but the projector has 300"):
         RelativeWrapperWithHead(wrapper, narrower)
 
 

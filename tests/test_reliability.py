@@ -54,6 +54,7 @@ from relrep_hf.encoders import EncoderSpec
 from relrep_hf.extraction import extract_embeddings
 from relrep_hf.pipeline import demo_sizes
 from relrep_hf.translation import relative_inverse
+from relrep_hf.zero_shot import EncoderData, ZeroShotStitching
 from tests import distributed_statistics, killable_save, killable_train
 
 REPO = Path(__file__).resolve().parents[1]
@@ -559,6 +560,11 @@ BAD_INPUTS = [
              lambda s: s.trainer(support_size=500)),
     BadInput("unknown optimizer", "`ParamTrainingArguments`",
              lambda s: ParamTrainingArguments("out", optimizer="sgd")),
+    BadInput("training shrinkage outside [0, 1] (also `relrep-hf fit --shrinkage`)",
+             "`ParamTrainingArguments`",
+             lambda s: ParamTrainingArguments("out", shrinkage=1.5)),
+    BadInput("support_size of 0", "`ParamTrainingArguments`",
+             lambda s: ParamTrainingArguments("out", support_size=0)),
     # anchor sets, projectors and heads that do not belong together
     BadInput("support embeddings of another anchor set (K differs)",
              "`RelativeProjector.from_anchor_set`",
@@ -640,6 +646,11 @@ BAD_INPUTS = [
              "`RelativeHeadForClassification.from_pretrained`",
              lambda s: RelativeHeadForClassification.from_pretrained(
                  resized(s.saved_head("head-huge") / "config.json", num_labels=10**9),
+                 verify=False)),
+    BadInput("config.json of a newer format_version, verify=False",
+             "`RelativeProjector.from_pretrained`",
+             lambda s: RelativeProjector.from_pretrained(
+                 resized(s.saved("projector-newer") / "config.json", format_version=99),
                  verify=False)),
     BadInput("a projector's config.json given to the head class, verify=False",
              "`RelativeHeadForClassification.from_pretrained`",
@@ -740,6 +751,14 @@ BAD_INPUTS = [
     BadInput("class names the head does not know", "`HeadTrainer`",
              lambda s: HeadTrainer(s.head(), HeadTrainingArguments(str(s.folder / "h")),
                                    torch.zeros(2, 8), ["cat", "dog"])),
+    BadInput("parallel sets of different lengths", "`ZeroShotStitching`",
+             lambda s: ZeroShotStitching({n: EncoderData(x, None, x, None, parallel=x[:50 + i])
+                                          for i, (n, x) in enumerate(s.spaces.items())},
+                                         support=range(8))),
+    BadInput("an unknown test encoder", "`ZeroShotStitching.classification`",
+             lambda s: ZeroShotStitching({n: EncoderData(x, None, x, None, parallel=x)
+                                          for n, x in s.spaces.items()},
+                                         support=range(8)).classification(targets=["e9"])),
     BadInput("an anchor set folder", "`RelativeProjector.from_pretrained`",
              lambda s: RelativeProjector.from_pretrained(s.saved("anchors-for-projector"))),
     BadInput("a projector folder", "`AnchorSet.from_pretrained`",

@@ -8,8 +8,10 @@ and relrep_hf's test suite checks that both give bit-identical outputs for every
 
 Example:
     >>> from transformers import AutoModel  # doctest: +SKIP
-    >>> projector = AutoModel.from_pretrained("user/minilm-projector", trust_remote_code=True)
-    >>> relative = projector(embeddings)  # [..., d] -> [..., m]
+    >>> projector = AutoModel.from_pretrained(  # doctest: +SKIP
+    ...     "user/minilm-projector", trust_remote_code=True
+    ... )
+    >>> relative = projector(embeddings)  # [..., d] -> [..., m]  # doctest: +SKIP
 """
 
 import torch

@@ -34,9 +34,10 @@ from transformers import (
     ViTModel,
 )
 
-from relrep_hf.pooling import (
+from relrep_hf.encoding import (
     POOLINGS,
     base_model_for_hidden_states,
+    encode_in_order,
     hidden_states,
     max_input_length,
     pool,
@@ -502,3 +503,34 @@ def test_tokenize_bad_input_is_an_error():
         tokenize(word_tokenizer(), "the cat", 8)
     with pytest.raises(ValueError, match="positive int"):
         tokenize(word_tokenizer(), ["the cat"], 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# encode_in_order: the one encoding loop
+# ---------------------------------------------------------------------------------------------
+
+
+def test_encode_in_order_restores_input_order_and_warns_once_for_truncation():
+    model = tiny_causal_lm("gpt2").train()  # the loop must switch to eval mode and back
+    tokenizer = word_tokenizer("left")
+    texts = TEXTS  # 6, 3, 7 and 1 words
+    reference = torch.cat([pool_model_output(model.eval(), t, "last") for t in single(texts)])
+    model.train()
+    for batch_size in (1, 3):
+        (pooled,), truncated = encode_in_order(
+            model,
+            tokenizer,
+            texts,
+            lambda batch: (pool_model_output(model, batch, "last"),),
+            batch_size=batch_size,
+        )
+        torch.testing.assert_close(pooled, reference, rtol=0, atol=ATOL)
+        assert truncated == [] and model.training
+    with pytest.warns(UserWarning, match=r"^2 of 4 inputs were longer than 3 tokens") as record:
+        _, truncated = encode_in_order(
+            model, tokenizer, texts, lambda batch: (batch["input_ids"],), max_length=3
+        )
+    assert truncated == [0, 2]
+    assert len([w for w in record if "truncated" in str(w.message)]) == 1
+    with pytest.raises(ValueError, match="Wrap a single input in a list"):
+        encode_in_order(model, tokenizer, "a dog", lambda batch: (batch["input_ids"],))

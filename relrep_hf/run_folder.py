@@ -1,0 +1,196 @@
+"""A run folder's state: ``run.json`` and what it points to (the dataset, its labels, the
+embeddings of each encoder), and the sizes of a run checked before anything is embedded
+(`demo_sizes`). The steps in `relrep_hf.pipeline` read and write it through here.
+
+``run.json`` holds ``encoders`` (one record each: name, spec, provenance, pooling, layer, dim,
+embeddings file), ``dataset`` (id, split, column, label column, rows), ``train_rows`` and
+``test_rows``; after fitting also ``held_out``, ``support_rows`` and ``fit`` (its arguments).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import datasets
+import torch
+from torch import Tensor
+
+from relrep_hf.corpora import BUNDLED_SENTENCES_ID
+from relrep_hf.defaults import (
+    DEFAULT_HEAD_EPOCHS,
+    DEFAULT_NUM_ANCHORS,
+    DEFAULT_NUM_TRAIN_EPOCHS,
+    DEFAULT_SUPPORT_SIZE,
+    DEFAULT_TEST_SIZE,
+)
+from relrep_hf.encoders import EncoderSpec
+from relrep_hf.extraction import embeddings_tensor
+from relrep_hf.io import atomic_write_bytes
+
+RUN_FILE = "run.json"
+BUNDLED_DATASET = BUNDLED_SENTENCES_ID
+
+
+class RunError(ValueError):
+    """A run folder is missing a step or holds something inconsistent."""
+
+
+def read_run(run_dir: Path, *, fitted: bool = False) -> dict[str, Any]:
+    """``run.json`` of ``run_dir``; ``fitted``: it must have an anchor set already."""
+    path = run_dir / RUN_FILE
+    if not path.is_file():
+        raise RunError(
+            f"{run_dir} is not a run folder (no {RUN_FILE}): run 'relrep-hf embed' first."
+        )
+    run = json.loads(path.read_text())
+    if fitted and "support_rows" not in run:
+        raise RunError(f"{run_dir} has no anchor set yet: run 'relrep-hf fit' first.")
+    return run
+
+
+def write_run(run_dir: Path, run: dict[str, Any]) -> None:
+    atomic_write_bytes(run_dir / RUN_FILE, (json.dumps(run, indent=2) + "\n").encode())
+
+
+# The main job at full size on the 4,192 bundled sentences; `demo_sizes` scales it down.
+FULL_DEMO = {
+    "rows": 4192,
+    "test_size": DEFAULT_TEST_SIZE,
+    "support_size": DEFAULT_SUPPORT_SIZE,
+    "num_anchors": DEFAULT_NUM_ANCHORS,
+    "num_train_epochs": DEFAULT_NUM_TRAIN_EPOCHS,
+    "head_epochs": DEFAULT_HEAD_EPOCHS,
+}
+QUICK_DEMO_ROWS = 1000  # --quick: about a minute on a quiet laptop CPU
+# Sizes scaled with the rows, and their floors (below them the tables say nothing). Epochs are
+# passes over the rows, so their cost already shrinks with the rows; fewer epochs on fewer rows
+# left PARAM with 23 optimizer steps and worse than random anchors (tried: R@1 43-83%).
+_DEMO_FLOORS = {"test_size": 20, "support_size": 8, "num_anchors": 8}
+
+
+def demo_sizes(
+    available: int,
+    *,
+    limit: int | None = None,
+    quick: bool = False,
+    **given: int | None,
+) -> dict[str, int]:
+    """The main job's sizes for ``limit`` rows (``quick``: 1,000), checked before any embedding.
+
+    The sizes of `FULL_DEMO` that grow with the data (test rows, support points, anchors) are
+    scaled by the share of rows used, down to small floors; the epochs stay (each one costs less
+    on fewer rows). Sizes in ``given`` that are not ``None`` are kept as given. Raises `RunError`
+    naming the size that does not fit.
+    """
+    if limit is None and quick:
+        limit = QUICK_DEMO_ROWS
+    rows = available if limit is None else limit
+    if rows < 2 or rows > available:
+        raise RunError(f"--limit {rows}: the dataset has {available} rows; use 2 to {available}.")
+    scale = rows / FULL_DEMO["rows"]
+    sizes = {"rows": rows}
+    for name, full in FULL_DEMO.items():
+        if name in _DEMO_FLOORS:
+            sizes[name] = max(_DEMO_FLOORS[name], round(full * scale))
+        elif name != "rows":
+            sizes[name] = full
+    sizes["support_size"] = max(sizes["support_size"], sizes["num_anchors"])
+    sizes.update({name: value for name, value in given.items() if value is not None})
+    train_rows = rows - sizes["test_size"]
+    if train_rows < 2:
+        raise RunError(
+            f"--test-size {sizes['test_size']} leaves {max(train_rows, 0)} training rows out of "
+            f"{rows}: use a smaller --test-size or a larger --limit."
+        )
+    if sizes["support_size"] > train_rows:
+        raise RunError(
+            f"--support-size {sizes['support_size']} exceeds the {train_rows} training rows "
+            f"({rows} rows - {sizes['test_size']} test rows): use a smaller --support-size or a "
+            "larger --limit."
+        )
+    if sizes["num_anchors"] > sizes["support_size"]:
+        raise RunError(
+            f"--num-anchors {sizes['num_anchors']} exceeds --support-size "
+            f"{sizes['support_size']}: each anchor mixes support points, so use fewer anchors."
+        )
+    return sizes
+
+
+def load_dataset_for_run(
+    dataset: str = BUNDLED_DATASET,
+    *,
+    split: str = "train",
+    column: str = "text",
+    limit: int | None = None,
+) -> datasets.Dataset:
+    """The embedded English sentences, or any `datasets` dataset by Hub id / local path."""
+    if dataset == BUNDLED_DATASET:
+        from relrep_hf.corpora import load_sentences
+
+        data = load_sentences(limit)
+    else:
+        data = datasets.load_dataset(dataset, split=split)
+        if limit is not None:
+            data = data.select(range(min(limit, len(data))))
+    if column not in data.column_names:
+        raise RunError(
+            f"The dataset has no column {column!r}; its columns are {data.column_names}."
+        )
+    return data
+
+
+def run_dataset(run: dict[str, Any]) -> datasets.Dataset:
+    """The run's dataset, as it was embedded."""
+    info = run["dataset"]
+    return load_dataset_for_run(
+        info["id"], split=info["split"], column=info["column"], limit=info["rows"]
+    )
+
+
+def run_labels(run: dict[str, Any]) -> tuple[Tensor, dict[int, str]] | tuple[None, None]:
+    """The class ids of every row and their names: a ``ClassLabel``'s names, the sorted
+    strings of a string column, or ``LABEL_i`` for plain integers (as transformers names them)."""
+    column = run["dataset"]["label_column"]
+    if not column:
+        return None, None
+    data = run_dataset(run)
+    values = list(data[column])
+    feature = data.features[column]
+    if isinstance(feature, datasets.ClassLabel):
+        names = list(feature.names)
+    elif values and isinstance(values[0], str):
+        names = sorted(set(values))
+        index = {name: i for i, name in enumerate(names)}
+        values = [index[v] for v in values]
+    else:
+        names = [f"LABEL_{i}" for i in range(max(values) + 1)]
+    return torch.tensor(values), dict(enumerate(names))
+
+
+def run_embeddings(run_dir: Path, run: dict[str, Any]) -> dict[str, Tensor]:
+    """``{encoder name: [rows, d]}``: every encoder's embeddings of the run's dataset."""
+    return {
+        e["name"]: embeddings_tensor(datasets.Dataset.from_file(str(run_dir / e["embeddings"])))
+        for e in run["encoders"]
+    }
+
+
+def encoder_entry(
+    spec: EncoderSpec, provenance: dict[str, str], embedded: datasets.Dataset, run_dir: Path
+) -> dict[str, Any]:
+    """run.json's record of one encoder: its spec, provenance and embeddings file."""
+    arrow = next(
+        f["filename"] for f in embedded.cache_files if f["filename"].endswith("embeddings.arrow")
+    )
+    return {
+        "name": spec.name,
+        "spec": str(spec),
+        **provenance,
+        "pooling": spec.pooling,
+        "layer": spec.layer,
+        "dim": len(embedded[0]["embedding"]),
+        "embeddings": os.path.relpath(arrow, run_dir),
+    }

@@ -1,0 +1,87 @@
+"""The download side of the Hub (`relrep_hf.hub_files`): ids, commits, snapshots, folders."""
+
+from __future__ import annotations
+
+import pytest
+
+from relrep_hf.hub_files import (
+    ARTIFACT_FILES,
+    LOCAL_PREFIX,
+    artifact_kind,
+    detect_artifact_kind,
+    is_commit_hash,
+    is_hub_id,
+    loaded_provenance,
+    resolve_folder,
+    snapshot_record,
+)
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("gpt2", True),
+        ("org/bert", True),
+        ("sentence-transformers/all-MiniLM-L6-v2", True),
+        ("", False),
+        (f"{LOCAL_PREFIX}my-bert", False),  # a local record
+        ("/data/models/my-bert", False),  # a path
+        ("runs/2026/anchors", False),  # two slashes: a path
+        ("org/bad--name", False),  # huggingface_hub's rules: no "--"
+        (".hidden", False),
+        ("org/name.git", False),
+    ],
+)
+def test_is_hub_id_follows_huggingface_hub(value, expected):
+    assert is_hub_id(value) is expected
+
+
+def test_an_existing_folder_is_not_a_hub_id(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "org" / "bert").mkdir(parents=True)
+    assert not is_hub_id("org/bert")
+    assert is_hub_id("org/other")
+
+
+def test_commits_and_snapshots():
+    assert is_commit_hash(COMMIT) and not is_commit_hash("main") and not is_commit_hash(None)
+    assert not is_commit_hash(COMMIT.upper())
+    snapshot = f"/cache/hub/models--org--my-model/snapshots/{COMMIT}"
+    assert snapshot_record(snapshot) == ("org/my-model", COMMIT)
+    assert snapshot_record(f"{snapshot}/model.gguf") == ("org/my-model", COMMIT)
+    assert snapshot_record("/data/models/my-bert") is None
+
+
+def test_loaded_provenance_reads_the_commit_transformers_recorded():
+    assert loaded_provenance("org/bert", COMMIT) == ("org/bert", COMMIT)  # config._commit_hash
+    assert loaded_provenance("org/bert", None) == ("org/bert", "")
+    assert loaded_provenance("org/bert", "not-a-commit") == ("org/bert", "")
+    assert loaded_provenance(f"/c/models--gpt2/snapshots/{COMMIT}/", None) == ("gpt2", COMMIT)
+    assert loaded_provenance("/data/models/my-bert", COMMIT) == ("", "")  # never a local path
+    assert loaded_provenance("", COMMIT) == ("", "")
+
+
+def test_resolve_folder_says_a_missing_folder_does_not_exist(tmp_path):
+    assert resolve_folder(tmp_path) == (tmp_path, None)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        resolve_folder(tmp_path / "runs" / "2026" / "anchors")
+
+
+def test_artifact_kind(tmp_path):
+    with pytest.raises(FileNotFoundError, match="is not a folder"):
+        artifact_kind(tmp_path / "missing")
+    with pytest.raises(FileNotFoundError, match="holds no relrep_hf artifact"):
+        artifact_kind(tmp_path)
+    assert detect_artifact_kind(tmp_path) is None
+    (tmp_path / "config.json").write_text('{"model_type": "relative_head"}')
+    assert detect_artifact_kind(tmp_path) == "head"
+    with pytest.raises(FileNotFoundError, match="looks like a head but lacks model.safetensors"):
+        artifact_kind(tmp_path)
+    (tmp_path / "config.json").write_text("[1, 2]")  # not a config: no artifact
+    assert detect_artifact_kind(tmp_path) is None
+    (tmp_path / "config.json").unlink()
+    (tmp_path / "projectors").mkdir()
+    assert artifact_kind(tmp_path) == "run"
+    assert set(ARTIFACT_FILES) == {"anchor_set", "projector", "head"}

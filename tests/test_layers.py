@@ -1,0 +1,200 @@
+"""The house rule: relrep_hf's imports only point down its layers, and never in a circle.
+
+Each module of the package is listed once, in its layer (bottom up). A module may import from
+its own layer or any layer below; an import from a higher layer, a module missing from the list,
+or a circle of imports (within a layer) fails this test. Every import counts: those inside
+functions and under ``TYPE_CHECKING`` too, since each is a dependency a reader must follow.
+docs/architecture.md describes the same layers.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "relrep_hf"
+
+LAYERS: dict[str, tuple[str, ...]] = {
+    "foundations": (
+        "citation",
+        "defaults",
+        "file_checks",
+        "hub_files",
+        "io",
+        "local_paths",
+        "locking",
+        "manifest",
+        "publishing_hooks",
+        "validation",
+    ),
+    "math": (
+        "anchor_strategies",
+        "fused_losses",
+        "least_squares",
+        "losses",
+        "metrics",
+        "mixing",
+        "shared_linear",
+        "similarities",
+        "statistics",
+        "tables",
+    ),
+    "encoding": ("corpora", "encoders", "encoding", "gguf_encoders"),
+    "artifacts": (
+        "anchor_set",
+        "anchor_set_files",
+        "configuration_relative_head",
+        "configuration_relative_projector",
+        "configuration_utils",
+        "modeling_relative_head",
+        "modeling_relative_projector",
+        "modeling_utils",
+        "param_arguments",
+        "remote_code",
+    ),
+    "training, extraction, evaluation": (
+        "extraction",
+        "head_trainer",
+        "inverse",
+        "modeling_relative_wrapper",
+        "param_checkpoints",
+        "param_data",
+        "param_trainer",
+        "plots",
+        "sentence_transformers_module",
+        "shared_linear_trainer",
+        "translation",
+        "wrapper_checks",
+        "zero_shot",
+    ),
+    "publishing": ("cards", "hub", "provenance"),
+    "entry points": (
+        "__init__",
+        "auto_registration",
+        "cli",
+        "pipeline",
+        "run_folder",
+        "run_report",
+    ),
+}
+
+
+def _layer_of() -> dict[str, int]:
+    index: dict[str, int] = {}
+    for number, modules in enumerate(LAYERS.values()):
+        for module in modules:
+            assert module not in index, f"{module} is listed in two layers"
+            index[module] = number
+    return index
+
+
+def _modules() -> dict[str, Path]:
+    """Top-level module name -> its files (a sub-package counts as one module)."""
+    found: dict[str, Path] = {}
+    for path in sorted(PACKAGE.iterdir()):
+        if path.suffix == ".py":
+            found[path.stem] = path
+        elif path.is_dir() and (path / "__init__.py").is_file():
+            found[path.name] = path
+    return found
+
+
+def _files(path: Path) -> Iterator[Path]:
+    yield from sorted(path.rglob("*.py")) if path.is_dir() else [path]
+
+
+def _imports(path: Path, modules: set[str] = frozenset()) -> set[str]:
+    """The relrep_hf modules (top level) that the files of one module import, anywhere.
+
+    ``from relrep_hf import Name`` of a name that is not a module reads the package's
+    ``__init__`` (the top layer).
+    """
+    names: set[str] = set()
+    for file in _files(path):
+        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+                if node.module == "relrep_hf" and any(a.name not in modules for a in node.names):
+                    names.add("__init__")
+            else:
+                continue
+            for target in targets:
+                parts = target.split(".")
+                if parts[0] == "relrep_hf" and len(parts) > 1 and parts[1] in modules:
+                    names.add(parts[1])
+    return names
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {
+        name: {
+            other for other in _imports(path, set(modules)) if other in modules and other != name
+        }
+        for name, path in modules.items()
+    }
+
+
+def test_every_module_has_one_layer():
+    layer = _layer_of()
+    unlisted = sorted(set(_modules()) - set(layer))
+    assert not unlisted, f"list these modules in a layer of tests/test_layers.py: {unlisted}"
+
+
+def test_imports_only_point_down():
+    layer, names = _layer_of(), list(LAYERS)
+    upward = sorted(
+        f"{module} ({names[layer[module]]}) imports {other} ({names[layer[other]]})"
+        for module, imported in _graph().items()
+        for other in imported
+        if module in layer and other in layer and layer[other] > layer[module]
+    )
+    assert not upward, "imports from a higher layer:\n" + "\n".join(upward)
+
+
+def test_no_circle():
+    graph = _graph()
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(module: str) -> None:
+        state[module] = 1
+        path.append(module)
+        for other in sorted(graph[module]):
+            if state.get(other) == 1:
+                circle = [*path[path.index(other) :], other]
+                pytest.fail("circle of imports: " + " -> ".join(circle))
+            if other not in state:
+                visit(other)
+        path.pop()
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module)
+
+
+def test_the_rule_can_fail(tmp_path):
+    """The reader sees an import inside a function, and a from-import of a submodule."""
+    source = tmp_path / "m.py"
+    source.write_text(
+        "def f():\n    from relrep_hf import cli\n    import relrep_hf.hub\n"
+        "from relrep_hf import AnchorSet\n"
+    )
+    assert _imports(source, {"cli", "hub"}) == {"cli", "hub", "__init__"}
+
+
+def test_architecture_doc_names_every_module_in_its_layer():
+    """docs/architecture.md has a section per layer, top down, naming each of its modules."""
+    text = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    sections = text.split("\n## ")[1:]
+    assert len(sections) == len(LAYERS), "one section per layer"
+    for section, (name, modules) in zip(sections, reversed(LAYERS.items()), strict=True):
+        assert name.split(",")[0].lower() in section.splitlines()[0].lower(), section[:40]
+        missing = [m for m in modules if f"`{m}`" not in section and f"`{m}/`" not in section]
+        assert not missing, f"docs/architecture.md's {name!r} section lacks {missing}"

@@ -1,0 +1,38 @@
+"""The one hook from artifacts up to the publishing layer (`relrep_hf.publishing_hooks`)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from relrep_hf import publishing_hooks
+from relrep_hf.hub import RelrepPublisher
+
+
+def test_importing_relrep_hf_registers_the_publisher_lazily():
+    """The registration is in effect after ``import relrep_hf`` and loads neither the card nor
+    the push code (they load on first use)."""
+    code = (
+        "import sys, relrep_hf, relrep_hf.publishing_hooks as hooks; "
+        "assert type(hooks.publisher()).__name__ == 'RelrepPublisher'; "
+        "loaded = [m for m in ('relrep_hf.cards', 'relrep_hf.hub.push', 'relrep_hf.provenance') "
+        "if m in sys.modules]; "
+        "assert not loaded, loaded"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+    assert isinstance(publishing_hooks.publisher(), RelrepPublisher)
+
+
+def test_a_second_publisher_is_refused_unless_asked(monkeypatch):
+    monkeypatch.setattr(publishing_hooks, "_registered", [])
+    with pytest.raises(RuntimeError, match="No publisher is registered"):
+        publishing_hooks.publisher()
+    first, second = RelrepPublisher(), RelrepPublisher()
+    publishing_hooks.register_publisher(first)
+    publishing_hooks.register_publisher(first)  # the same one again: fine
+    with pytest.raises(ValueError, match="A publisher is registered already"):
+        publishing_hooks.register_publisher(second)
+    publishing_hooks.register_publisher(second, exist_ok=True)
+    assert publishing_hooks.publisher() is second
