@@ -43,7 +43,14 @@ from relrep_hf.io import atomic_directory
 from relrep_hf.manifest import verify_folder, write_manifest
 from relrep_hf.mixing import STRATEGY_MIXING, check_mixture, fingerprint, mixed_anchors
 from relrep_hf.publishing_hooks import publisher
-from relrep_hf.shared_linear import Normalization, feature_gram, top_eigenvectors
+from relrep_hf.shared_linear import (
+    SHARED_LINEAR_SHRINKAGE,
+    Normalization,
+    feature_factor,
+    feature_gram,
+    top_eigenvectors,
+    top_singular_vectors,
+)
 from relrep_hf.similarities import get_similarity
 from relrep_hf.statistics import DEFAULT_EPS, DEFAULT_SHRINKAGE, Statistics
 from relrep_hf.validation import check_embeddings
@@ -342,7 +349,7 @@ class AnchorSet:
         *,
         support_rows: Tensor | Sequence[int],
         fit_rows: Tensor | Sequence[int] | None = None,
-        shrinkage: float = DEFAULT_SHRINKAGE,
+        shrinkage: float = SHARED_LINEAR_SHRINKAGE,
         eps: float = DEFAULT_EPS,
         normalization: Normalization = "none",
     ) -> AnchorSet:
@@ -355,6 +362,11 @@ class AnchorSet:
         mixing ``M = U.T [m, K]`` holds the top-m eigenvectors of ``sum_i R_i.T @ R_i``,
         ``R_i`` encoder i's full-support features of the fit rows (`relrep_hf.shared_linear`).
         A new encoder is onboarded as for any anchor set (`RelativeProjector.from_anchor_set`).
+
+        Best measured (docs/quality.md): every fit row as support (K = N) with exact whitening
+        (``shrinkage=0``, the default here): the map is then MAXVAR generalised CCA of the
+        training encoders, and onboarding is a least-squares fit of a new encoder to it. The
+        fit is one SVD of ``[K, sum d_i]`` (no ``[K, K]`` eigenproblem), so any K is cheap.
         """
         support_rows = torch.as_tensor(support_rows, dtype=torch.long)
         if len(support_rows) != len(support):
@@ -362,12 +374,19 @@ class AnchorSet:
                 f"support_rows has {len(support_rows)} rows but there are {len(support)} "
                 "support inputs: give the row of each support input, in order."
             )
-        grams = []
+        parts = []
         for name, space in fit_embeddings.items():
             check_embeddings(space, name=f"{name!r} fit embeddings")
             rows = space if fit_rows is None else space[torch.as_tensor(fit_rows)]
-            grams.append(
-                feature_gram(
+            if shrinkage == 0 and len(rows) <= rows.shape[1]:
+                raise ValueError(
+                    f"Exact whitening (shrinkage=0) of {name!r} needs more fit rows than its "
+                    f"{rows.shape[1]} dimensions, got {len(rows)}: fit on more rows, or pass "
+                    "shrinkage > 0 (the paper's 0.15)."
+                )
+            make = feature_gram if normalization == "row" else feature_factor
+            parts.append(
+                make(
                     rows,
                     space[support_rows],
                     Statistics.from_embeddings(rows),
@@ -376,8 +395,12 @@ class AnchorSet:
                     normalization=normalization,
                 )
             )
-        u, eigenvalues = top_eigenvectors(grams, num_anchors)
-        total_energy = float(sum(g.trace() for g in grams))
+        if normalization == "row":
+            u, eigenvalues = top_eigenvectors(parts, num_anchors)
+            total_energy = float(sum(g.trace() for g in parts))
+        else:
+            u, eigenvalues = top_singular_vectors(parts, num_anchors)
+            total_energy = float(sum(f.square().sum() for f in parts))
         return cls(
             u.T.float().contiguous(),
             list(support),

@@ -9,11 +9,15 @@ from tests.synthetic import affine_spaces
 def test_quality_benchmark_code_path(tmp_path, monkeypatch):
     spaces = affine_spaces(("e0", "e1", "e2"), n=400, d=24)  # rank >= the sweep's m
     group = SimpleNamespace(name="affine", texts=None, labels=None, embeddings=spaces)
-    only = ["Random-Cos", "PARAM-WIP", "Full support", "Shared linear", "Shared linear + InfoNCE"]
+    gcca = bench_quality.GCCA
+    only = ["Random-Cos", "PARAM-WIP", "Full support", "Shared linear (shrinkage 0.15)", gcca,
+            "Shared linear + InfoNCE"]  # fmt: skip
     result = bench_quality.run_group(group, quick=True, only=only)
     assert list(result["methods"]) == only
     assert result["rows"] == {"support": 60, "fit": 300, "test": 100}
-    assert list(result["methods"]["Shared linear"]) == list(bench_quality.QUICK["sweep"])
+    assert result["held_out"] == ["e0", "e1", "e2"]  # --quick holds every space out
+    for method in ("Shared linear (shrinkage 0.15)", gcca):
+        assert list(result["methods"][method]) == list(bench_quality.QUICK["sweep"])
     assert list(result["methods"]["Full support"]) == [60]
     for by_m in result["methods"].values():
         for metrics in by_m.values():
@@ -22,5 +26,7 @@ def test_quality_benchmark_code_path(tmp_path, monkeypatch):
     # shrinkage) and far above random cosine anchors
     assert bench_quality.at_main(result, "Full support")["recall@1"] > 0.9
     assert bench_quality.at_main(result, "Random-Cos")["recall@1"] < 0.9
+    # the support of the K = N method is every fit row, and it is exact here too
+    assert bench_quality.at_main(result, gcca)["recall@1"] > 0.9
     bench_quality.plot([result], tmp_path / "quality.png")
     assert (tmp_path / "quality.png").read_bytes()[:4] == b"\x89PNG"

@@ -708,6 +708,8 @@ BAD_INPUTS = [
              lambda s: shared_linear(s, 17)),
     BadInput("more shared-linear anchors than the features' rank", "`AnchorSet.shared_linear`",
              lambda s: shared_linear(s, 12, rows=6)),
+    BadInput("exact whitening with no more fit rows than dimensions", "`AnchorSet.shared_linear`",
+             lambda s: shared_linear(s, 2, rows=4)),
     BadInput("one training encoder only", "`AnchorSet.shared_linear`",
              lambda s: AnchorSet.shared_linear(SUPPORT, {"e0": s.spaces["e0"]}, 4,
                                                support_rows=range(16))),

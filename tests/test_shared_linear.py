@@ -20,6 +20,7 @@ from relrep_hf.modeling_relative_head import (
     check_head_matches_projector,
 )
 from relrep_hf.shared_linear import (
+    feature_factor,
     feature_gram,
     full_support_features,
     normalize_features,
@@ -48,15 +49,19 @@ def fit(spaces, names=("e0", "e1", "e2"), num_anchors=8, **kwargs) -> AnchorSet:
     )
 
 
-def test_closed_form_is_the_top_eigenvectors_of_a_direct_decomposition(spaces):
-    anchor_set = fit(spaces, num_anchors=8)
+@pytest.mark.parametrize("shrinkage", [None, 0.15])  # None: the default, exact whitening
+def test_closed_form_is_the_top_eigenvectors_of_a_direct_decomposition(spaces, shrinkage):
+    kwargs = {} if shrinkage is None else {"shrinkage": shrinkage}
+    anchor_set = fit(spaces, num_anchors=8, **kwargs)
+    assert anchor_set.shrinkage == (shrinkage or 0.0)
+    lam = anchor_set.shrinkage
     direct = np.zeros((K, K))
     for name in ("e0", "e1", "e2"):  # the formula, written out in numpy float64
         x = spaces[name][:600].double().numpy()
         mu = x.mean(axis=0)
         cov = np.cov(x, rowvar=False)
         d = cov.shape[0]
-        shrunk = 0.85 * cov + (0.15 * np.trace(cov) / d + 5e-8) * np.eye(d)
+        shrunk = (1 - lam) * cov + (lam * np.trace(cov) / d + 5e-8) * np.eye(d)
         values, vectors = np.linalg.eigh(shrunk)
         whitening = vectors @ np.diag(values**-0.5) @ vectors.T
         r = ((x - mu) @ whitening) @ ((x[:K] - mu) @ whitening).T
@@ -70,10 +75,47 @@ def test_closed_form_is_the_top_eigenvectors_of_a_direct_decomposition(spaces):
     assert anchor_set.mixing == "linear" and anchor_set.strategy == "shared_linear"
 
 
+def test_support_of_every_fit_row_is_maxvar_generalized_cca(spaces):
+    """K = N with exact whitening: U spans the top eigenvectors of the sum of the encoders'
+    projections onto their column spaces (MAXVAR), and a held-out encoder's projector is the
+    least-squares fit of its rows to U (onboarding is a regression, no gradient step)."""
+    rows = torch.arange(300)
+    generator = torch.Generator().manual_seed(0)
+    base = torch.randn(300, 12, generator=generator, dtype=torch.float64)
+    noisy = {  # shared signal plus each encoder's own noise: distinct canonical correlations
+        f"e{i}": base @ torch.randn(12, 10 + i, generator=generator, dtype=torch.float64)
+        + torch.randn(300, 10 + i, generator=generator, dtype=torch.float64)
+        for i in range(4)
+    }
+    fit_embeddings = {n: noisy[n] for n in ("e0", "e1", "e2")}
+    support = [f"input {i}" for i in range(300)]
+    anchor_set = AnchorSet.shared_linear(support, fit_embeddings, 8, support_rows=rows, eps=0.0)
+    total = np.zeros((300, 300))
+    for x in fit_embeddings.values():
+        centred = (x - x.mean(0)).double().numpy()
+        total += centred @ np.linalg.pinv(centred)  # the projection onto its column space
+    _, vectors = np.linalg.eigh(total)
+    top = vectors[:, ::-1][:, :8]
+    u = anchor_set.mixture.double().numpy().T
+    np.testing.assert_allclose(u @ u.T, top @ top.T, atol=1e-5)
+    x = noisy["e3"]
+    projector = RelativeProjector.from_anchor_set(
+        anchor_set, x, Statistics.from_embeddings(x), eps=0.0, dtype=torch.float64
+    )
+    centred = (x - x.mean(0)).numpy()
+    least_squares = centred @ np.linalg.lstsq(centred, u, rcond=None)[0]
+    # float32 mixture: the comparison is to 1e-5 of the features' scale
+    scale = np.abs(least_squares).max() * 299
+    # the covariance divides by N - 1
+    np.testing.assert_allclose(projector(x).numpy(), 299 * least_squares, atol=1e-5 * scale)
+
+
 def test_normalizations_change_the_fit_not_the_onboarding(spaces):
-    plain = fit(spaces, normalization="none")
+    # with exact whitening, affine copies of one space have equal features and nothing to
+    # weigh: the paper's shrinkage makes them differ
+    plain = fit(spaces, normalization="none", shrinkage=0.15)
     for normalization in ("encoder", "row"):
-        other = fit(spaces, normalization=normalization)
+        other = fit(spaces, normalization=normalization, shrinkage=0.15)
         assert other.training["normalization"] == normalization
         assert other.fingerprint != plain.fingerprint
     with pytest.raises(ValueError, match="Invalid normalization 'l2'"):
@@ -90,7 +132,8 @@ def test_linear_projector_equals_features_then_u(spaces):
     )
     assert projector.config.num_anchors == 8
     two_step = (
-        full_support_features(x[600:], x[SUPPORT_ROWS], stats) @ anchor_set.mixture.T.double()
+        full_support_features(x[600:], x[SUPPORT_ROWS], stats, shrinkage=anchor_set.shrinkage)
+        @ anchor_set.mixture.T.double()
     )
     torch.testing.assert_close(projector(x[600:].double()), two_step, rtol=1e-5, atol=1e-5)
     # full support is the first step alone
@@ -281,6 +324,24 @@ def test_feature_gram_shortcut_equals_the_features_gram(spaces, normalization):
     r = normalize_features(full_support_features(x, x[SUPPORT_ROWS], stats), normalization)
     gram = feature_gram(x, x[SUPPORT_ROWS], stats, normalization=normalization)
     torch.testing.assert_close(gram, r.T @ r, rtol=1e-9, atol=1e-9 * gram.abs().max().item())
+
+
+@pytest.mark.parametrize("normalization", ["none", "encoder"])
+@pytest.mark.parametrize("own_statistics", [True, False])
+def test_feature_factor_is_a_square_root_of_the_features_gram(
+    spaces, normalization, own_statistics
+):
+    x = spaces["e1"][:600]
+    stats = Statistics.from_embeddings(x if own_statistics else spaces["e1"][200:])
+    r = normalize_features(
+        full_support_features(x, x[SUPPORT_ROWS], stats, shrinkage=0.0), normalization
+    )
+    factor = feature_factor(x, x[SUPPORT_ROWS], stats, shrinkage=0.0, normalization=normalization)
+    assert factor.shape == (K, 12)
+    gram = r.T @ r
+    torch.testing.assert_close(factor @ factor.T, gram, rtol=1e-8, atol=1e-8 * gram.abs().max())
+    with pytest.raises(ValueError, match="use feature_gram"):
+        feature_factor(x, x[SUPPORT_ROWS], stats, normalization="row")
 
 
 def test_fine_tuning_lowers_the_info_nce_and_keeps_the_kind(spaces):
