@@ -32,6 +32,7 @@ from relrep_hf.defaults import (
     DEFAULT_ENCODERS,
     DEFAULT_HEAD_EPOCHS,
     DEFAULT_METHOD,
+    DEFAULT_SHRINKAGE,
     DEFAULT_TEST_SIZE,
     METHODS,
 )
@@ -53,6 +54,7 @@ from relrep_hf.run_folder import (
     write_run,
 )
 from relrep_hf.run_report import render_report, write_heads_metrics, write_report
+from relrep_hf.shared_linear import SHARED_LINEAR_SHRINKAGE
 from relrep_hf.zero_shot import (
     EncoderData,
     Method,
@@ -150,7 +152,6 @@ def embed(
     return run
 
 
-SHARED_LINEAR_SUPPORT = 1000  # K when ParamTrainingArguments.support_size is None
 METHOD_LABELS = {
     "param": "PARAM-WIP",
     "shared_linear": "Shared-Linear-WIP",
@@ -165,11 +166,18 @@ def fit(
     held_out: Sequence[str] | None = None,
     args: ParamTrainingArguments | None = None,
     method: str = DEFAULT_METHOD,
+    shrinkage: float | None = None,
 ) -> AnchorSet:
     """Fit an anchor set on the training rows of every encoder but the held-out ones (``method``:
     the shared linear closed form, the paper's PARAM or full support; ``args`` give the number
-    of anchors, support size, shrinkage and, for PARAM, its training), then build every
-    encoder's projector (held-out ones onboarded, no training)."""
+    of anchors, support size and, for PARAM, its training), then build every encoder's projector
+    (held-out ones onboarded, no training).
+
+    The closed form and full support take every training row as support unless
+    ``args.support_size`` says otherwise. ``shrinkage`` (None: each method's measured best,
+    docs/quality.md) is the whitening's: the paper's 0.15 for PARAM (``args.shrinkage``), exact
+    whitening (0) for the shared linear map when every encoder has more training rows than
+    dimensions (else the paper's), the paper's for full support."""
     if method not in METHODS:
         raise RunError(f"Invalid method {method!r}. Valid: {', '.join(map(repr, METHODS))}.")
     run_dir = Path(run_dir)
@@ -183,7 +191,10 @@ def fit(
     if not training_names:
         raise RunError("Every encoder is held out: PARAM needs at least one encoder to train on.")
     args = args or ParamTrainingArguments(str(run_dir / "anchor_set"))
-    args = ParamTrainingArguments(**{**asdict(args), "output_dir": str(run_dir / "anchor_set")})
+    overrides = {"output_dir": str(run_dir / "anchor_set")}
+    if shrinkage is not None:
+        overrides["shrinkage"] = shrinkage
+    args = ParamTrainingArguments(**{**asdict(args), **overrides})
     train_rows = torch.tensor(run["train_rows"])
     spaces = run_embeddings(run_dir, run)
     training = {name: spaces[name][train_rows] for name in training_names}
@@ -212,7 +223,7 @@ def fit(
         anchor_set = trainer.train()
         support_indices = trainer.support_indices
     else:
-        k = min(args.support_size or SHARED_LINEAR_SUPPORT, len(train_rows))
+        k = min(args.support_size or len(train_rows), len(train_rows))
         support_indices = torch.arange(k)
         rows = [run["train_rows"][i] for i in range(k)]
         support = [texts[i] for i in rows] if texts else [{"index": i} for i in rows]
@@ -224,7 +235,7 @@ def fit(
                 training,
                 args.num_anchors,
                 support_rows=support_indices,
-                shrinkage=args.shrinkage,
+                shrinkage=_closed_form_shrinkage(training) if shrinkage is None else shrinkage,
                 eps=args.eps,
             )
         anchor_set.support_reference = support_reference
@@ -308,24 +319,33 @@ def onboard(
     return projector
 
 
+def _closed_form_shrinkage(fit_embeddings: dict[str, Tensor]) -> float:
+    """Exact whitening, the measured best, where it exists (more fit rows than dimensions in
+    every encoder); else the paper's shrinkage."""
+    exact = all(len(x) > x.shape[1] for x in fit_embeddings.values())
+    return SHARED_LINEAR_SHRINKAGE if exact else DEFAULT_SHRINKAGE
+
+
 def _closed_form(
     anchor_set: AnchorSet,
     spaces: dict[str, Tensor],
     training: Sequence[str],
-    support_rows: Tensor,
     train_rows: Tensor,
-) -> AnchorSet:
-    """The shared linear closed form (the quality benchmark's winner) on the same support and
-    training encoders as ``anchor_set``: seconds to fit, shown beside the paper's method."""
-    rows = torch.arange(len(support_rows))
-    return AnchorSet.shared_linear(
-        anchor_set.support,
-        {n: torch.cat([spaces[n][support_rows], spaces[n][train_rows]]) for n in training},
+) -> dict[str, RelativeProjector]:
+    """Every encoder's projector from the shared linear closed form as the quality benchmark's
+    winner fits it (every training row as support, exact whitening where it exists), on the same
+    training encoders and number of anchors as ``anchor_set``: seconds to fit, beside PARAM."""
+    fit_embeddings = {n: spaces[n][train_rows] for n in training}
+    closed_form = AnchorSet.shared_linear(
+        [{"index": int(i)} for i in train_rows],
+        fit_embeddings,
         anchor_set.num_anchors,
-        support_rows=rows,
-        fit_rows=len(rows) + torch.arange(len(train_rows)),
-        shrinkage=anchor_set.shrinkage,
+        support_rows=torch.arange(len(train_rows)),
+        shrinkage=_closed_form_shrinkage(fit_embeddings),
         eps=anchor_set.eps,
+    )
+    return build_projectors(
+        closed_form, spaces, support_rows=train_rows, statistics_rows=train_rows
     )
 
 
@@ -353,8 +373,8 @@ def evaluate(
     methods = [Method("Random-Cos", random_set, "cosine"), saved]
     if anchor_set.strategy == "param":
         training = [n for n in names if n not in held_out]
-        closed_form = _closed_form(anchor_set, spaces, training, support_rows, train_rows)
-        methods.append(Method(METHOD_LABELS["shared_linear"], closed_form, None))
+        closed_form = _closed_form(anchor_set, spaces, training, train_rows)
+        methods.append(Method(METHOD_LABELS["shared_linear"], closed_form))
     labels, id2label = run_labels(run)
     data = {
         name: EncoderData(

@@ -3,14 +3,16 @@
 import contextlib
 import io
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 from transformers import AutoModel
 
-from relrep_hf import AnchorSet, RelativeProjector
+from relrep_hf import AnchorSet, RelativeProjector, pipeline
 from relrep_hf.cli import build_parser, main
 
 ENCODERS = ["minilm:mean:-1", "minilm:mean:3", "minilm:cls:-1"]
@@ -322,3 +324,17 @@ def test_every_training_argument_is_a_flag(capsys):
     assert demo.num_anchors is None and demo.support_size is None  # scaled with the rows
     assert main(["fit", "run", "--shrinkage", "1.5"]) == 2
     assert "Need 0 <= shrinkage <= 1 and eps >= 0, got shrinkage=1.5" in capsys.readouterr().err
+
+
+def test_the_default_method_takes_every_training_row_as_support(run_dir, tmp_path):
+    """The closed form as the benchmark's winner fits it: K = every training row, exact
+    whitening where it exists (more rows than dimensions), else the paper's shrinkage."""
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    assert main(["--quiet", "fit", str(copy), "--num-anchors", "48"]) == 0
+    anchor_set = AnchorSet.from_pretrained(copy / "anchor_set")
+    assert anchor_set.strategy == "shared_linear" and anchor_set.support_size == 350
+    assert anchor_set.shrinkage == 0.15  # 350 training rows, 384 dimensions: no exact whitening
+    enough, few = torch.zeros(385, 384), torch.zeros(350, 384)
+    assert pipeline._closed_form_shrinkage({"a": enough, "b": enough}) == 0.0
+    assert pipeline._closed_form_shrinkage({"a": enough, "b": few}) == 0.15
