@@ -20,6 +20,7 @@ from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 
 from relrep_hf.hub_files import (
     LOCAL_PREFIX,
+    TransportError,
     detect_artifact_kind,
     first_line,
     is_commit_hash,
@@ -27,11 +28,6 @@ from relrep_hf.hub_files import (
     read_config,
     snapshot_record,
 )
-
-try:  # the HTTP client of huggingface_hub 2.x, then 1.x
-    from httpx2 import TransportError
-except ImportError:  # pragma: no cover - depends on the installed huggingface_hub
-    from httpx import TransportError
 
 __all__ = [
     "LOCAL_PREFIX",

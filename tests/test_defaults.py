@@ -6,7 +6,7 @@ from dataclasses import fields
 import pytest
 
 from relrep_hf import defaults
-from relrep_hf.cli import build_parser
+from relrep_hf.cli import _training_args, build_parser
 from relrep_hf.losses import LossWeights
 from relrep_hf.param_arguments import ParamTrainingArguments
 
@@ -60,7 +60,10 @@ def test_the_cli_defaults_are_the_library_defaults():
     assert parser.parse_args(["evaluate", "run"]).head_epochs == defaults.DEFAULT_HEAD_EPOCHS
     fit = parser.parse_args(["fit", "run"])
     assert fit.method == defaults.DEFAULT_METHOD
-    assert (fit.shrinkage, fit.eps) == (defaults.DEFAULT_SHRINKAGE, defaults.DEFAULT_EPS)
+    assert fit.eps == defaults.DEFAULT_EPS
+    # --shrinkage unset: each method's measured best (`pipeline.fit`), PARAM's is the paper's
+    assert fit.shrinkage is None
+    assert _training_args(fit).shrinkage == defaults.DEFAULT_SHRINKAGE
     assert fit.num_anchors == defaults.DEFAULT_NUM_ANCHORS
 
 
