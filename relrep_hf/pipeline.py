@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -349,12 +350,41 @@ def _closed_form(
     )
 
 
+def _param_beside(
+    args: ParamTrainingArguments,
+    spaces: dict[str, Tensor],
+    training: Sequence[str],
+    train_rows: Tensor,
+) -> dict[str, RelativeProjector]:
+    """Every encoder's projector from PARAM anchors trained on the same training encoders and
+    rows (kept out of the run folder: the run's anchor set is the other method's)."""
+    with tempfile.TemporaryDirectory() as folder:
+        trainer = ParamTrainer(
+            replace(args, output_dir=str(Path(folder) / "anchor_set")),
+            {n: spaces[n][train_rows] for n in training},
+        )
+        anchor_set = trainer.train()
+    return build_projectors(
+        anchor_set,
+        spaces,
+        support_rows=train_rows[trainer.support_indices],
+        statistics_rows=train_rows,
+    )
+
+
 def evaluate(
-    run_dir: str | os.PathLike, *, head_epochs: int = DEFAULT_HEAD_EPOCHS
+    run_dir: str | os.PathLike,
+    *,
+    head_epochs: int = DEFAULT_HEAD_EPOCHS,
+    param_args: ParamTrainingArguments | None = None,
 ) -> dict[str, Any]:
     """Zero-shot retrieval (every ordered pair) and classification (a head per source encoder
     evaluated on every encoder), the saved projectors against Random-Cos (and, for PARAM, the
-    shared linear closed form); report, tables and figures."""
+    shared linear closed form); report, tables and figures.
+
+    Beside a PARAM anchor set it puts the shared linear closed form; beside any other, PARAM-WIP
+    trained with ``param_args`` (the paper's method, as ``fit(method="param")`` would train it)
+    when they are given, so the main job shows the winner, the paper's method and Random-Cos."""
     run_dir = Path(run_dir)
     run = read_run(run_dir, fitted=True)
     names = [e["name"] for e in run["encoders"]]
@@ -371,10 +401,13 @@ def evaluate(
         {n: RelativeProjector.from_pretrained(run_dir / "projectors" / n) for n in names},
     )
     methods = [Method("Random-Cos", random_set, "cosine"), saved]
+    training = [n for n in names if n not in held_out]
     if anchor_set.strategy == "param":
-        training = [n for n in names if n not in held_out]
         closed_form = _closed_form(anchor_set, spaces, training, train_rows)
         methods.append(Method(METHOD_LABELS["shared_linear"], closed_form))
+    elif param_args is not None:
+        param = _param_beside(param_args, spaces, training, train_rows)
+        methods.insert(1, Method(METHOD_LABELS["param"], param))
     labels, id2label = run_labels(run)
     data = {
         name: EncoderData(

@@ -119,7 +119,7 @@ def stitching_heatmap(
         {method: pairs_matrix(pairs, encoders, metric) for method, pairs in matrices.items()},
         [f"{e}*" if e in held_out else e for e in encoders],
         path,
-        title=title + (" (* held out of PARAM training)" if held_out else ""),
+        title=title + (" (* held out of fitting)" if held_out else ""),
         xlabel="retrieved in (keys)",
         ylabel="query from",
         colorbar_label=f"{metric_label(metric)} (0 to 1)",

@@ -88,8 +88,9 @@ def render_report(report: dict[str, Any]) -> str:
     columns = [k for k in rows[0] if k not in ("source", "target")]
     parts = [
         f"Zero-shot retrieval between relative spaces on {report['test_rows']} held-out rows "
-        f"({report['num_anchors']} anchors, support {report['support_size']}; * = pair with an "
-        "encoder held out of PARAM training). Recall@k and MRR in %.",
+        f"({report['num_anchors']} anchors; the run's anchor set has {report['support_size']} "
+        "support inputs; * = pair with an encoder held out of fitting: its projector was built "
+        "with no gradient step). Recall@k and MRR in %.",
         "",
         format_table(rows, columns),
     ]

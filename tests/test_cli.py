@@ -12,7 +12,7 @@ import pytest
 import torch
 from transformers import AutoModel
 
-from relrep_hf import AnchorSet, RelativeProjector, pipeline
+from relrep_hf import AnchorSet, ParamTrainingArguments, RelativeProjector, pipeline
 from relrep_hf.cli import build_parser, main
 
 ENCODERS = ["minilm:mean:-1", "minilm:mean:3", "minilm:cls:-1"]
@@ -335,6 +335,15 @@ def test_the_default_method_takes_every_training_row_as_support(run_dir, tmp_pat
     anchor_set = AnchorSet.from_pretrained(copy / "anchor_set")
     assert anchor_set.strategy == "shared_linear" and anchor_set.support_size == 350
     assert anchor_set.shrinkage == 0.15  # 350 training rows, 384 dimensions: no exact whitening
+    # the main job's report: PARAM-WIP (trained as `fit --method param` would) and Random-Cos
+    # beside the run's own anchor set
+    param_args = ParamTrainingArguments("unused", num_anchors=48, support_size=200,
+                                        num_train_epochs=3, disable_tqdm=True)  # fmt: skip
+    folders = sorted(p.name for p in copy.rglob("*") if p.is_dir())
+    report = pipeline.evaluate(copy, head_epochs=2, param_args=param_args)
+    assert list(report["retrieval"]) == ["Random-Cos", "PARAM-WIP", "Shared-Linear-WIP"]
+    new = sorted(p.name for p in copy.rglob("*") if p.is_dir())
+    assert not [f for f in new if "checkpoint" in f and f not in folders]  # kept out of the run
     enough, few = torch.zeros(385, 384), torch.zeros(350, 384)
     assert pipeline._closed_form_shrinkage({"a": enough, "b": enough}) == 0.0
     assert pipeline._closed_form_shrinkage({"a": enough, "b": few}) == 0.15
