@@ -17,15 +17,13 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor
 
 from relrep_hf.anchor_set import AnchorSet
 from relrep_hf.defaults import (
@@ -33,7 +31,6 @@ from relrep_hf.defaults import (
     DEFAULT_ENCODERS,
     DEFAULT_HEAD_EPOCHS,
     DEFAULT_METHOD,
-    DEFAULT_SHRINKAGE,
     DEFAULT_TEST_SIZE,
     METHODS,
 )
@@ -54,8 +51,12 @@ from relrep_hf.run_folder import (
     run_labels,
     write_run,
 )
+from relrep_hf.run_methods import (
+    closed_form_projectors,
+    closed_form_shrinkage,
+    param_projectors,
+)
 from relrep_hf.run_report import render_report, write_heads_metrics, write_report
-from relrep_hf.shared_linear import SHARED_LINEAR_SHRINKAGE
 from relrep_hf.zero_shot import (
     EncoderData,
     Method,
@@ -236,7 +237,7 @@ def fit(
                 training,
                 args.num_anchors,
                 support_rows=support_indices,
-                shrinkage=_closed_form_shrinkage(training) if shrinkage is None else shrinkage,
+                shrinkage=closed_form_shrinkage(training) if shrinkage is None else shrinkage,
                 eps=args.eps,
             )
         anchor_set.support_reference = support_reference
@@ -320,58 +321,6 @@ def onboard(
     return projector
 
 
-def _closed_form_shrinkage(fit_embeddings: dict[str, Tensor]) -> float:
-    """Exact whitening, the measured best, where it exists (more fit rows than dimensions in
-    every encoder); else the paper's shrinkage."""
-    exact = all(len(x) > x.shape[1] for x in fit_embeddings.values())
-    return SHARED_LINEAR_SHRINKAGE if exact else DEFAULT_SHRINKAGE
-
-
-def _closed_form(
-    anchor_set: AnchorSet,
-    spaces: dict[str, Tensor],
-    training: Sequence[str],
-    train_rows: Tensor,
-) -> dict[str, RelativeProjector]:
-    """Every encoder's projector from the shared linear closed form as the quality benchmark's
-    winner fits it (every training row as support, exact whitening where it exists), on the same
-    training encoders and number of anchors as ``anchor_set``: seconds to fit, beside PARAM."""
-    fit_embeddings = {n: spaces[n][train_rows] for n in training}
-    closed_form = AnchorSet.shared_linear(
-        [{"index": int(i)} for i in train_rows],
-        fit_embeddings,
-        anchor_set.num_anchors,
-        support_rows=torch.arange(len(train_rows)),
-        shrinkage=_closed_form_shrinkage(fit_embeddings),
-        eps=anchor_set.eps,
-    )
-    return build_projectors(
-        closed_form, spaces, support_rows=train_rows, statistics_rows=train_rows
-    )
-
-
-def _param_beside(
-    args: ParamTrainingArguments,
-    spaces: dict[str, Tensor],
-    training: Sequence[str],
-    train_rows: Tensor,
-) -> dict[str, RelativeProjector]:
-    """Every encoder's projector from PARAM anchors trained on the same training encoders and
-    rows (kept out of the run folder: the run's anchor set is the other method's)."""
-    with tempfile.TemporaryDirectory() as folder:
-        trainer = ParamTrainer(
-            replace(args, output_dir=str(Path(folder) / "anchor_set")),
-            {n: spaces[n][train_rows] for n in training},
-        )
-        anchor_set = trainer.train()
-    return build_projectors(
-        anchor_set,
-        spaces,
-        support_rows=train_rows[trainer.support_indices],
-        statistics_rows=train_rows,
-    )
-
-
 def evaluate(
     run_dir: str | os.PathLike,
     *,
@@ -403,10 +352,10 @@ def evaluate(
     methods = [Method("Random-Cos", random_set, "cosine"), saved]
     training = [n for n in names if n not in held_out]
     if anchor_set.strategy == "param":
-        closed_form = _closed_form(anchor_set, spaces, training, train_rows)
+        closed_form = closed_form_projectors(anchor_set, spaces, training, train_rows)
         methods.append(Method(METHOD_LABELS["shared_linear"], closed_form))
     elif param_args is not None:
-        param = _param_beside(param_args, spaces, training, train_rows)
+        param = param_projectors(param_args, spaces, training, train_rows)
         methods.insert(1, Method(METHOD_LABELS["param"], param))
     labels, id2label = run_labels(run)
     data = {

@@ -14,6 +14,7 @@ from transformers import AutoModel
 
 from relrep_hf import AnchorSet, ParamTrainingArguments, RelativeProjector, pipeline
 from relrep_hf.cli import build_parser, main
+from relrep_hf.run_methods import closed_form_shrinkage
 
 ENCODERS = ["minilm:mean:-1", "minilm:mean:3", "minilm:cls:-1"]
 
@@ -345,5 +346,5 @@ def test_the_default_method_takes_every_training_row_as_support(run_dir, tmp_pat
     new = sorted(p.name for p in copy.rglob("*") if p.is_dir())
     assert not [f for f in new if "checkpoint" in f and f not in folders]  # kept out of the run
     enough, few = torch.zeros(385, 384), torch.zeros(350, 384)
-    assert pipeline._closed_form_shrinkage({"a": enough, "b": enough}) == 0.0
-    assert pipeline._closed_form_shrinkage({"a": enough, "b": few}) == 0.15
+    assert closed_form_shrinkage({"a": enough, "b": enough}) == 0.0
+    assert closed_form_shrinkage({"a": enough, "b": few}) == 0.15

@@ -77,6 +77,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "cli",
         "pipeline",
         "run_folder",
+        "run_methods",
         "run_report",
     ),
 }

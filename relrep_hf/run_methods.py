@@ -1,0 +1,75 @@
+"""The methods a run's report puts beside its own anchor set, fitted as the run's was.
+
+Beside PARAM anchors: the shared linear closed form as the quality benchmark's winner fits it;
+beside the closed form (the default): the paper's PARAM-WIP. Both on the same training encoders
+and rows, and kept out of the run folder (the run's anchor set is the one it publishes).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from relrep_hf.anchor_set import AnchorSet
+from relrep_hf.defaults import DEFAULT_SHRINKAGE
+from relrep_hf.modeling_relative_projector import RelativeProjector
+from relrep_hf.param_trainer import ParamTrainer, ParamTrainingArguments
+from relrep_hf.shared_linear import SHARED_LINEAR_SHRINKAGE
+from relrep_hf.zero_shot import build_projectors
+
+
+def closed_form_shrinkage(fit_embeddings: dict[str, Tensor]) -> float:
+    """Exact whitening, the measured best, where it exists (more fit rows than dimensions in
+    every encoder); else the paper's shrinkage."""
+    exact = all(len(x) > x.shape[1] for x in fit_embeddings.values())
+    return SHARED_LINEAR_SHRINKAGE if exact else DEFAULT_SHRINKAGE
+
+
+def closed_form_projectors(
+    anchor_set: AnchorSet,
+    spaces: dict[str, Tensor],
+    training: Sequence[str],
+    train_rows: Tensor,
+) -> dict[str, RelativeProjector]:
+    """Every encoder's projector from the shared linear closed form as the quality benchmark's
+    winner fits it (every training row as support, exact whitening where it exists), on the same
+    training encoders and number of anchors as ``anchor_set``: seconds to fit, beside PARAM."""
+    fit_embeddings = {n: spaces[n][train_rows] for n in training}
+    closed_form = AnchorSet.shared_linear(
+        [{"index": int(i)} for i in train_rows],
+        fit_embeddings,
+        anchor_set.num_anchors,
+        support_rows=torch.arange(len(train_rows)),
+        shrinkage=closed_form_shrinkage(fit_embeddings),
+        eps=anchor_set.eps,
+    )
+    return build_projectors(
+        closed_form, spaces, support_rows=train_rows, statistics_rows=train_rows
+    )
+
+
+def param_projectors(
+    args: ParamTrainingArguments,
+    spaces: dict[str, Tensor],
+    training: Sequence[str],
+    train_rows: Tensor,
+) -> dict[str, RelativeProjector]:
+    """Every encoder's projector from PARAM anchors trained on the same training encoders and
+    rows (kept out of the run folder: the run's anchor set is the other method's)."""
+    with tempfile.TemporaryDirectory() as folder:
+        trainer = ParamTrainer(
+            replace(args, output_dir=str(Path(folder) / "anchor_set")),
+            {n: spaces[n][train_rows] for n in training},
+        )
+        anchor_set = trainer.train()
+    return build_projectors(
+        anchor_set,
+        spaces,
+        support_rows=train_rows[trainer.support_indices],
+        statistics_rows=train_rows,
+    )
