@@ -42,7 +42,14 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "statistics",
         "tables",
     ),
-    "encoding": ("corpora", "encoders", "encoding", "gguf_encoders"),
+    "encoding": (
+        "corpora",
+        "encoders",
+        "encoding",
+        "gguf_encoders",
+        "packaged_encoders",
+        "parallel_corpus",
+    ),
     "artifacts": (
         "anchor_set",
         "anchor_set_files",
