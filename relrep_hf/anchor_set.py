@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,7 @@ from relrep_hf.anchor_set_files import (
     read_anchor_set_files,
 )
 from relrep_hf.anchor_strategies import farthest_point_mixture, kmeans_mixture, random_mixture
+from relrep_hf.defaults import SHARED_LINEAR_SHRINKAGE
 from relrep_hf.file_checks import ArtifactFileError
 from relrep_hf.hub_files import artifact_kind, resolve_folder
 from relrep_hf.io import atomic_directory
@@ -44,15 +46,13 @@ from relrep_hf.manifest import verify_folder, write_manifest
 from relrep_hf.mixing import STRATEGY_MIXING, check_mixture, fingerprint, mixed_anchors
 from relrep_hf.publishing_hooks import publisher
 from relrep_hf.shared_linear import (
-    SHARED_LINEAR_SHRINKAGE,
     Normalization,
-    feature_factor,
-    feature_gram,
-    top_eigenvectors,
-    top_singular_vectors,
+    check_shared_linear_shrinkage,
+    fit_shared_linear,
+    support_positions,
 )
 from relrep_hf.similarities import get_similarity
-from relrep_hf.statistics import DEFAULT_EPS, DEFAULT_SHRINKAGE, Statistics
+from relrep_hf.statistics import DEFAULT_EPS, DEFAULT_SHRINKAGE
 from relrep_hf.validation import check_embeddings
 
 
@@ -349,7 +349,7 @@ class AnchorSet:
         *,
         support_rows: Tensor | Sequence[int],
         fit_rows: Tensor | Sequence[int] | None = None,
-        shrinkage: float = SHARED_LINEAR_SHRINKAGE,
+        shrinkage: float | str = SHARED_LINEAR_SHRINKAGE,
         eps: float = DEFAULT_EPS,
         normalization: Normalization = "none",
     ) -> AnchorSet:
@@ -363,10 +363,16 @@ class AnchorSet:
         ``R_i`` encoder i's full-support features of the fit rows (`relrep_hf.shared_linear`).
         A new encoder is onboarded as for any anchor set (`RelativeProjector.from_anchor_set`).
 
-        Best measured (docs/quality.md): every fit row as support (K = N) with exact whitening
-        (``shrinkage=0``, the default here): the map is then MAXVAR generalised CCA of the
-        training encoders, and onboarding is a least-squares fit of a new encoder to it. The
-        fit is one SVD of ``[K, sum d_i]`` (no ``[K, K]`` eigenproblem), so any K is cheap.
+        ``shrinkage="auto"`` (the default) chooses the whitening's shrinkage from the fit rows
+        (cross-validated retrieval between the training encoders, `relrep_hf.regularization`);
+        the chosen value is the anchor set's ``shrinkage`` and ``training["shrinkage_selection"]``
+        says how. A number fixes it. Asked for more anchors than the rank the data supports,
+        the fit keeps that rank and warns once.
+
+        Best measured (docs/quality.md): every fit row as support (K = N): with exact
+        whitening the map is MAXVAR generalised CCA of the training encoders, and onboarding
+        is a least-squares fit of a new encoder to it. The fit is one SVD of ``[K, sum d_i]``
+        (no ``[K, K]`` eigenproblem), so any K is cheap.
         """
         support_rows = torch.as_tensor(support_rows, dtype=torch.long)
         if len(support_rows) != len(support):
@@ -374,45 +380,45 @@ class AnchorSet:
                 f"support_rows has {len(support_rows)} rows but there are {len(support)} "
                 "support inputs: give the row of each support input, in order."
             )
-        parts = []
+        check_shared_linear_shrinkage(shrinkage)
+        fit_index = None if fit_rows is None else torch.as_tensor(fit_rows, dtype=torch.long)
+        fit_spaces, support_spaces = {}, {}
         for name, space in fit_embeddings.items():
             check_embeddings(space, name=f"{name!r} fit embeddings")
-            rows = space if fit_rows is None else space[torch.as_tensor(fit_rows)]
-            if shrinkage == 0 and len(rows) <= rows.shape[1]:
-                raise ValueError(
-                    f"Exact whitening (shrinkage=0) of {name!r} needs more fit rows than its "
-                    f"{rows.shape[1]} dimensions, got {len(rows)}: fit on more rows, or pass "
-                    "shrinkage > 0 (the paper's 0.15)."
-                )
-            make = feature_gram if normalization == "row" else feature_factor
-            parts.append(
-                make(
-                    rows,
-                    space[support_rows],
-                    Statistics.from_embeddings(rows),
-                    shrinkage=shrinkage,
-                    eps=eps,
-                    normalization=normalization,
-                )
+            fit_spaces[name] = space if fit_index is None else space[fit_index]
+            support_spaces[name] = space[support_rows]
+        fitted = fit_shared_linear(
+            fit_spaces,
+            support_spaces,
+            num_anchors,
+            support_positions=support_positions(support_rows, fit_index),
+            shrinkage=shrinkage,
+            eps=eps,
+            normalization=normalization,
+        )
+        if fitted.mixture.shape[0] < num_anchors:
+            warnings.warn(
+                f"The shared linear map was asked for {num_anchors} anchors but the training "
+                f"encoders' features have rank {fitted.mixture.shape[0]} (at most the sum of "
+                f"their dimensions, {sum(x.shape[1] for x in fit_spaces.values())}, and the "
+                f"support size K={len(support)}): capped at {fitted.mixture.shape[0]} anchors.",
+                UserWarning,
+                stacklevel=2,
             )
-        if normalization == "row":
-            u, eigenvalues = top_eigenvectors(parts, num_anchors)
-            total_energy = float(sum(g.trace() for g in parts))
-        else:
-            u, eigenvalues = top_singular_vectors(parts, num_anchors)
-            total_energy = float(sum(f.square().sum() for f in parts))
         return cls(
-            u.T.float().contiguous(),
+            fitted.mixture,
             list(support),
             strategy="shared_linear",
             training={
                 "normalization": normalization,
                 "fit_encoders": list(fit_embeddings),
-                "fit_rows": len(rows),
+                "fit_rows": len(next(iter(fit_spaces.values()))),
                 "support_rows": support_rows.tolist(),
+                "requested_num_anchors": num_anchors,
+                "shrinkage_selection": fitted.selection,
             },
-            metrics={"explained_energy": float(eigenvalues.sum()) / total_energy},
-            shrinkage=shrinkage,
+            metrics={"explained_energy": fitted.explained_energy},
+            shrinkage=fitted.shrinkage,
             eps=eps,
         )
 

@@ -149,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="encoder kept out of PARAM training (repeatable; default: the last one)",
     )
     _add_method_flag(fit)
-    # None: each method's measured best (PARAM: the paper's 0.15; the closed form: exact)
+    # None: each method decides (PARAM: the paper's 0.15; the closed form: chosen from the data)
     fit.set_defaults(shrinkage=None)
 
     onboard = add_command("onboard", help="a projector for a new encoder, with no training")

@@ -7,6 +7,14 @@ from __future__ import annotations
 DEFAULT_SHRINKAGE = 0.15  # lambda of the shrunk covariance
 DEFAULT_EPS = 5e-8  # ridge added to the shrunk covariance
 
+# ---- the shared linear closed form (the library's default fit)
+# "auto": the whitening's shrinkage is chosen from the fit rows, every time, by cross-validated
+# cross-encoder retrieval over SHRINKAGE_GRID (`relrep_hf.regularization`); exact whitening is
+# best with many rows per dimension, shrinkage with few (docs/quality.md). A float fixes it.
+SHARED_LINEAR_SHRINKAGE = "auto"
+SHRINKAGE_GRID = (0.0, 0.01, 0.03, 0.1, 0.2, 0.3, 0.5)
+SHRINKAGE_FOLDS = 3
+
 # ---- PARAM training (Table 5)
 DEFAULT_NUM_ANCHORS = 300  # m
 DEFAULT_MIXTURE_TEMPERATURE = 2.9  # T in P = softmax(logits / T)

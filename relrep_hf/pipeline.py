@@ -33,6 +33,7 @@ from relrep_hf.defaults import (
     DEFAULT_METHOD,
     DEFAULT_TEST_SIZE,
     METHODS,
+    SHARED_LINEAR_SHRINKAGE,
 )
 from relrep_hf.encoders import EncoderSpec, extraction_id, load_encoder, resolve_pooling
 from relrep_hf.extraction import embeddings_tensor, extract_embedding_views, extract_embeddings
@@ -53,7 +54,6 @@ from relrep_hf.run_folder import (
 )
 from relrep_hf.run_methods import (
     closed_form_projectors,
-    closed_form_shrinkage,
     param_projectors,
 )
 from relrep_hf.run_report import render_report, write_heads_metrics, write_report
@@ -177,9 +177,10 @@ def fit(
 
     The closed form and full support take every training row as support unless
     ``args.support_size`` says otherwise. ``shrinkage`` (None: each method's measured best,
-    docs/quality.md) is the whitening's: the paper's 0.15 for PARAM (``args.shrinkage``), exact
-    whitening (0) for the shared linear map when every encoder has more training rows than
-    dimensions (else the paper's), the paper's for full support."""
+    docs/quality.md) is the whitening's: the paper's 0.15 for PARAM (``args.shrinkage``), chosen
+    from the training rows for the shared linear map (``"auto"``, `relrep_hf.regularization`;
+    the number of anchors is capped at the rank the rows support, with a warning), the paper's
+    for full support."""
     if method not in METHODS:
         raise RunError(f"Invalid method {method!r}. Valid: {', '.join(map(repr, METHODS))}.")
     run_dir = Path(run_dir)
@@ -237,7 +238,7 @@ def fit(
                 training,
                 args.num_anchors,
                 support_rows=support_indices,
-                shrinkage=closed_form_shrinkage(training) if shrinkage is None else shrinkage,
+                shrinkage=SHARED_LINEAR_SHRINKAGE if shrinkage is None else shrinkage,
                 eps=args.eps,
             )
         anchor_set.support_reference = support_reference

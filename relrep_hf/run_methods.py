@@ -16,18 +16,9 @@ import torch
 from torch import Tensor
 
 from relrep_hf.anchor_set import AnchorSet
-from relrep_hf.defaults import DEFAULT_SHRINKAGE
 from relrep_hf.modeling_relative_projector import RelativeProjector
 from relrep_hf.param_trainer import ParamTrainer, ParamTrainingArguments
-from relrep_hf.shared_linear import SHARED_LINEAR_SHRINKAGE
 from relrep_hf.zero_shot import build_projectors
-
-
-def closed_form_shrinkage(fit_embeddings: dict[str, Tensor]) -> float:
-    """Exact whitening, the measured best, where it exists (more fit rows than dimensions in
-    every encoder); else the paper's shrinkage."""
-    exact = all(len(x) > x.shape[1] for x in fit_embeddings.values())
-    return SHARED_LINEAR_SHRINKAGE if exact else DEFAULT_SHRINKAGE
 
 
 def closed_form_projectors(
@@ -37,7 +28,7 @@ def closed_form_projectors(
     train_rows: Tensor,
 ) -> dict[str, RelativeProjector]:
     """Every encoder's projector from the shared linear closed form as the quality benchmark's
-    winner fits it (every training row as support, exact whitening where it exists), on the same
+    winner fits it (every training row as support, shrinkage chosen from the data), on the same
     training encoders and number of anchors as ``anchor_set``: seconds to fit, beside PARAM."""
     fit_embeddings = {n: spaces[n][train_rows] for n in training}
     closed_form = AnchorSet.shared_linear(
@@ -45,7 +36,6 @@ def closed_form_projectors(
         fit_embeddings,
         anchor_set.num_anchors,
         support_rows=torch.arange(len(train_rows)),
-        shrinkage=closed_form_shrinkage(fit_embeddings),
         eps=anchor_set.eps,
     )
     return build_projectors(

@@ -19,12 +19,14 @@ eigenproblem (onboarding is unchanged):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
 
+from relrep_hf.regularization import cross_validated_shrinkage, supported_rank
 from relrep_hf.statistics import (
     DEFAULT_EPS,
     DEFAULT_SHRINKAGE,
@@ -35,10 +37,6 @@ from relrep_hf.statistics import (
 from relrep_hf.validation import check_embeddings
 
 Normalization = Literal["none", "encoder", "row"]
-# Exact whitening (eps only): measured best for the shared map (docs/quality.md; 0.593 against
-# 0.251 R@1 at the paper's 0.15 on the small-LM group, K = every fit row), picked by a
-# validation split of the fit rows alone. PARAM keeps the paper's 0.15.
-SHARED_LINEAR_SHRINKAGE = 0.0
 NORMALIZATIONS: tuple[str, ...] = ("none", "encoder", "row")
 
 
@@ -169,15 +167,25 @@ def shared_linear_map(
 
 
 def top_singular_vectors(
-    factors: Sequence[Tensor], num_anchors: int, *, rank_tolerance: float = 1e-10
+    factors: Sequence[Tensor],
+    num_anchors: int,
+    *,
+    rank_tolerance: float = 1e-10,
+    cap: bool = False,
 ) -> tuple[Tensor, Tensor]:
     """`top_eigenvectors` of ``sum_i F_i @ F_i.T`` from the factors ``F_i [K, d_i]``
     (`feature_factor`): the left singular vectors of ``[F_1, ..., F_n]``, same checks, signs
-    and eigenvalues (the squared singular values)."""
-    check_encoders_and_size([f.shape[0] for f in factors], len(factors), num_anchors)
+    and eigenvalues (the squared singular values). ``cap=True`` returns at most as many
+    columns as the rank the factors support instead of raising (the caller says so)."""
+    k = factors[0].shape[0] if factors else 0
+    requested = min(num_anchors, k) if cap else num_anchors
+    check_encoders_and_size([f.shape[0] for f in factors], len(factors), requested)
     stacked = torch.cat([f.to(torch.float64) for f in factors], dim=1)
     u, singular, _ = torch.linalg.svd(stacked, full_matrices=False)
-    return _top(u, singular.square(), num_anchors, rank_tolerance)
+    eigenvalues = singular.square()
+    if cap:
+        requested = max(min(requested, supported_rank(eigenvalues, rank_tolerance)), 1)
+    return _top(u, eigenvalues, requested, rank_tolerance)
 
 
 def check_encoders_and_size(sizes: Sequence[int], encoders: int, num_anchors: int) -> int:
@@ -199,19 +207,28 @@ def check_encoders_and_size(sizes: Sequence[int], encoders: int, num_anchors: in
 
 
 def top_eigenvectors(
-    grams: Sequence[Tensor], num_anchors: int, *, rank_tolerance: float = 1e-10
+    grams: Sequence[Tensor],
+    num_anchors: int,
+    *,
+    rank_tolerance: float = 1e-10,
+    cap: bool = False,
 ) -> tuple[Tensor, Tensor]:
     """``(U [K, m], eigenvalues [m])``: the top-m eigenvectors of the sum of the encoders'
-    feature Gram matrices ``R_i.T @ R_i`` ([K, K] each).
+    feature Gram matrices ``R_i.T @ R_i`` ([K, K] each); ``cap`` as `top_singular_vectors`.
 
     At least two encoders are needed (with one, nothing is shared), ``m <= K``, and the sum
     must have rank ``>= m`` (an eigenvector of a zero eigenvalue is arbitrary). The sign of
     each column is fixed (largest entry positive), so the result is deterministic.
     """
-    check_encoders_and_size([g.shape[1] for g in grams], len(grams), num_anchors)
+    k = grams[0].shape[1] if grams else 0
+    requested = min(num_anchors, k) if cap else num_anchors
+    check_encoders_and_size([g.shape[1] for g in grams], len(grams), requested)
     total = sum(g.to(torch.float64) for g in grams)
     eigenvalues, eigenvectors = torch.linalg.eigh((total + total.T) / 2)
-    return _top(eigenvectors.flip(1), eigenvalues.flip(0), num_anchors, rank_tolerance)
+    eigenvalues, eigenvectors = eigenvalues.flip(0), eigenvectors.flip(1)
+    if cap:
+        requested = max(min(requested, supported_rank(eigenvalues, rank_tolerance)), 1)
+    return _top(eigenvectors, eigenvalues, requested, rank_tolerance)
 
 
 def _top(
@@ -219,8 +236,7 @@ def _top(
 ) -> tuple[Tensor, Tensor]:
     """The first ``num_anchors`` of eigenvectors sorted by decreasing eigenvalue, after the
     rank check, each column's sign fixed (largest entry positive)."""
-    top = eigenvalues[0].clamp_min(0.0)
-    rank = int((eigenvalues > top * rank_tolerance).sum()) if top > 0 else 0
+    rank = supported_rank(eigenvalues, rank_tolerance)
     if rank < num_anchors:
         raise ValueError(
             f"The training encoders' full-support features have rank {rank} < num_anchors="
@@ -230,3 +246,88 @@ def _top(
     u = vectors[:, :num_anchors]
     signs = torch.sign(u.gather(0, u.abs().argmax(dim=0, keepdim=True)))
     return u * signs, eigenvalues[:num_anchors]
+
+
+@dataclass(frozen=True)
+class SharedLinearFit:
+    """What `fit_shared_linear` found: the mixing ``M = U.T`` and how it was chosen."""
+
+    mixture: Tensor  # [m, K] float32, m <= the requested number (capped at the rank)
+    explained_energy: float
+    shrinkage: float
+    selection: dict[str, Any] = field(default_factory=dict)  # how the shrinkage was chosen
+
+
+def check_shared_linear_shrinkage(shrinkage: float | str) -> None:
+    """``"auto"`` (chosen from the data) or a number in [0, 1]; raises ValueError otherwise."""
+    if shrinkage == "auto":
+        return
+    if isinstance(shrinkage, bool) or not isinstance(shrinkage, (int, float)):
+        raise ValueError(
+            f"shrinkage must be 'auto' (chosen from the fit rows) or a number in [0, 1], got "
+            f"{shrinkage!r}."
+        )
+    if not 0.0 <= shrinkage <= 1.0:
+        raise ValueError(f"shrinkage must be 'auto' or in [0, 1], got {shrinkage}.")
+
+
+def support_positions(support_rows: Tensor, fit_rows: Tensor | None) -> Tensor | None:
+    """Where each support row is among the fit rows (None when some support row is not a fit
+    row: the shrinkage's cross-validation then takes every fit row as support)."""
+    if fit_rows is None:
+        return support_rows
+    position = {int(row): i for i, row in enumerate(fit_rows)}
+    found = [position.get(int(row)) for row in support_rows]
+    return None if None in found else torch.tensor(found, dtype=torch.long)
+
+
+def fit_shared_linear(
+    fit_spaces: Mapping[str, Tensor],
+    support_spaces: Mapping[str, Tensor],
+    num_anchors: int,
+    *,
+    support_positions: Tensor | None,
+    shrinkage: float | str,
+    eps: float,
+    normalization: Normalization = "none",
+) -> SharedLinearFit:
+    """The closed form from each training encoder's fit rows ``[N, d_i]`` (row-aligned) and
+    support embeddings ``[K, d_i]``. ``shrinkage="auto"`` chooses it by
+    `relrep_hf.regularization.cross_validated_shrinkage` (``support_positions``: the support
+    rows among the fit rows); the number of anchors is capped at the rank the data supports
+    (at most K and the sum of the encoders' dimensions)."""
+    names = list(fit_spaces)
+    sizes = [len(support_spaces[name]) for name in names]
+    check_encoders_and_size(sizes, len(names), min(num_anchors, sizes[0]) if sizes else 1)
+    selection: dict[str, Any] = {"method": "fixed", "chosen": shrinkage}
+    if shrinkage == "auto":
+        n = len(fit_spaces[names[0]])
+        positions = torch.arange(n) if support_positions is None else support_positions
+        chosen = cross_validated_shrinkage(
+            [fit_spaces[name] for name in names], positions, num_anchors, eps=eps
+        )
+        shrinkage, selection = chosen.shrinkage, chosen.to_dict()
+    make = feature_gram if normalization == "row" else feature_factor
+    parts = [
+        make(
+            fit_spaces[name],
+            support_spaces[name],
+            Statistics.from_embeddings(fit_spaces[name]),
+            shrinkage=shrinkage,
+            eps=eps,
+            normalization=normalization,
+        )
+        for name in names
+    ]
+    if normalization == "row":
+        u, eigenvalues = top_eigenvectors(parts, num_anchors, cap=True)
+        total_energy = float(sum(g.trace() for g in parts))
+    else:
+        u, eigenvalues = top_singular_vectors(parts, num_anchors, cap=True)
+        total_energy = float(sum(f.square().sum() for f in parts))
+    return SharedLinearFit(
+        u.T.float().contiguous(),
+        float(eigenvalues.sum()) / total_energy,
+        float(shrinkage),
+        selection,
+    )

@@ -9,12 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 from transformers import AutoModel
 
 from relrep_hf import AnchorSet, ParamTrainingArguments, RelativeProjector, pipeline
 from relrep_hf.cli import build_parser, main
-from relrep_hf.run_methods import closed_form_shrinkage
 
 ENCODERS = ["minilm:mean:-1", "minilm:mean:3", "minilm:cls:-1"]
 
@@ -328,14 +326,19 @@ def test_every_training_argument_is_a_flag(capsys):
 
 
 def test_the_default_method_takes_every_training_row_as_support(run_dir, tmp_path):
-    """The closed form as the benchmark's winner fits it: K = every training row, exact
-    whitening where it exists (more rows than dimensions), else the paper's shrinkage."""
+    """The closed form as the benchmark's winner fits it: K = every training row, the shrinkage
+    chosen from the training rows (recorded in the anchor set and every projector), and more
+    anchors than the rows support capped with a warning, never refused."""
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
     assert main(["--quiet", "fit", str(copy), "--num-anchors", "48"]) == 0
     anchor_set = AnchorSet.from_pretrained(copy / "anchor_set")
     assert anchor_set.strategy == "shared_linear" and anchor_set.support_size == 350
-    assert anchor_set.shrinkage == 0.15  # 350 training rows, 384 dimensions: no exact whitening
+    selection = anchor_set.training["shrinkage_selection"]
+    assert selection["method"] == "cross-validation"
+    assert anchor_set.shrinkage == selection["chosen"] > 0  # 350 rows of 384 dims: shrunk
+    projector = RelativeProjector.from_pretrained(copy / "projectors" / "minilm-cls-L-1")
+    assert projector.config.shrinkage == anchor_set.shrinkage
     # the main job's report: PARAM-WIP (trained as `fit --method param` would) and Random-Cos
     # beside the run's own anchor set
     param_args = ParamTrainingArguments("unused", num_anchors=48, support_size=200,
@@ -345,6 +348,6 @@ def test_the_default_method_takes_every_training_row_as_support(run_dir, tmp_pat
     assert list(report["retrieval"]) == ["Random-Cos", "PARAM-WIP", "Shared-Linear-WIP"]
     new = sorted(p.name for p in copy.rglob("*") if p.is_dir())
     assert not [f for f in new if "checkpoint" in f and f not in folders]  # kept out of the run
-    enough, few = torch.zeros(385, 384), torch.zeros(350, 384)
-    assert closed_form_shrinkage({"a": enough, "b": enough}) == 0.0
-    assert closed_form_shrinkage({"a": enough, "b": few}) == 0.15
+    with pytest.warns(UserWarning, match=r"asked for 400 anchors .* capped at 349"):
+        assert main(["--quiet", "fit", str(copy), "--num-anchors", "400"]) == 0
+    assert AnchorSet.from_pretrained(copy / "anchor_set").num_anchors == 349  # K - 1: centred rows

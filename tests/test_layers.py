@@ -37,6 +37,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "losses",
         "metrics",
         "mixing",
+        "regularization",
         "shared_linear",
         "similarities",
         "statistics",

@@ -49,11 +49,16 @@ def fit(spaces, names=("e0", "e1", "e2"), num_anchors=8, **kwargs) -> AnchorSet:
     )
 
 
-@pytest.mark.parametrize("shrinkage", [None, 0.15])  # None: the default, exact whitening
+@pytest.mark.parametrize("shrinkage", [None, 0.0, 0.15])  # None: the default, from the data
 def test_closed_form_is_the_top_eigenvectors_of_a_direct_decomposition(spaces, shrinkage):
     kwargs = {} if shrinkage is None else {"shrinkage": shrinkage}
     anchor_set = fit(spaces, num_anchors=8, **kwargs)
-    assert anchor_set.shrinkage == (shrinkage or 0.0)
+    selection = anchor_set.training["shrinkage_selection"]
+    if shrinkage is None:  # chosen by cross-validation, recorded with every candidate's score
+        assert selection["method"] == "cross-validation" and len(selection["scores"]) == 7
+        assert anchor_set.shrinkage == selection["chosen"]
+    else:
+        assert anchor_set.shrinkage == shrinkage and selection["method"] == "fixed"
     lam = anchor_set.shrinkage
     direct = np.zeros((K, K))
     for name in ("e0", "e1", "e2"):  # the formula, written out in numpy float64
@@ -89,7 +94,9 @@ def test_support_of_every_fit_row_is_maxvar_generalized_cca(spaces):
     }
     fit_embeddings = {n: noisy[n] for n in ("e0", "e1", "e2")}
     support = [f"input {i}" for i in range(300)]
-    anchor_set = AnchorSet.shared_linear(support, fit_embeddings, 8, support_rows=rows, eps=0.0)
+    anchor_set = AnchorSet.shared_linear(
+        support, fit_embeddings, 8, support_rows=rows, shrinkage=0.0, eps=0.0
+    )
     total = np.zeros((300, 300))
     for x in fit_embeddings.values():
         centred = (x - x.mean(0)).double().numpy()
@@ -232,8 +239,8 @@ def test_every_kind_round_trips_through_the_hub(spaces, tmp_path):
 def test_closed_form_bad_inputs(spaces):
     with pytest.raises(ValueError, match="at least 2 training encoders"):
         fit(spaces, names=("e0",))
-    with pytest.raises(ValueError, match="support size K=60, got 61"):
-        fit(spaces, num_anchors=61)
+    with pytest.raises(ValueError, match="support size K=60, got 0"):
+        fit(spaces, num_anchors=0)
     rank_deficient = [torch.ones(10, 5, dtype=torch.float64), torch.ones(10, 5).double()]
     with pytest.raises(ValueError, match="rank 1 < num_anchors=2"):
         shared_linear_map(rank_deficient, 2)
@@ -362,3 +369,64 @@ def test_fine_tuning_lowers_the_info_nce_and_keeps_the_kind(spaces):
         fine_tune_shared_linear(
             AnchorSet.random(SUPPORT, 4), fit_embeddings, support_rows=SUPPORT_ROWS
         )
+
+
+# ---- the default holds where the data is thin: never a refusal (issue #22) -----------------
+
+
+def test_more_anchors_than_the_rank_are_capped_with_one_warning():
+    """Two encoders of 16 and 24 dims support at most 40 anchors: m = 50 is capped, and the
+    anchor set, its projectors and a head all use the cap."""
+    generator = torch.Generator().manual_seed(0)
+    base = torch.randn(400, 8, generator=generator)
+    spaces = {
+        f"e{d}": base @ torch.randn(8, d, generator=generator) + 0.3 * torch.randn(400, d)
+        for d in (16, 24, 20)
+    }
+    train = {n: spaces[n] for n in ("e16", "e24")}
+    with pytest.warns(UserWarning, match=r"asked for 50 anchors .* rank 40 .* capped at 40") as w:
+        anchor_set = AnchorSet.shared_linear(SUPPORT, train, 50, support_rows=SUPPORT_ROWS)
+    assert len([x for x in w if "capped" in str(x.message)]) == 1
+    assert anchor_set.num_anchors == 40 and anchor_set.training["requested_num_anchors"] == 50
+    projector = RelativeProjector.from_anchor_set(
+        anchor_set, spaces["e20"][SUPPORT_ROWS], spaces["e20"]
+    )
+    assert projector(spaces["e20"][:5]).shape == (5, 40)
+    assert projector.config.num_anchors == 40
+
+
+@pytest.mark.parametrize("shrinkage", ["auto", 0.0, 0.15])
+def test_no_more_fit_rows_than_dims_fits_and_exact_whitening_warns(shrinkage):
+    """100 fit rows of 128 dims: the default chooses shrinkage from those rows; a fixed 0 fits
+    too, with the statistics' warning that the unseen directions are whitened by eps alone."""
+    generator = torch.Generator().manual_seed(1)
+    base = torch.randn(100, 10, generator=generator)
+    train = {f"e{i}": base @ torch.randn(10, 128, generator=generator) for i in range(2)}
+    train = {n: x + 0.1 * torch.randn(x.shape, generator=generator) for n, x in train.items()}
+    if shrinkage == 0.0:
+        with pytest.warns(UserWarning, match="no more rows than dimensions"):
+            anchor_set = AnchorSet.shared_linear(SUPPORT, train, 8, support_rows=SUPPORT_ROWS,
+                                                 shrinkage=shrinkage)  # fmt: skip
+    else:
+        anchor_set = AnchorSet.shared_linear(
+            SUPPORT, train, 8, support_rows=SUPPORT_ROWS, shrinkage=shrinkage
+        )
+    assert anchor_set.num_anchors == 8 and bool(torch.isfinite(anchor_set.mixture).all())
+    if shrinkage == "auto":  # few rows per dimension: the selector shrinks
+        assert anchor_set.shrinkage > 0
+
+
+def test_an_encoder_of_rank_one_is_fitted_not_refused():
+    generator = torch.Generator().manual_seed(2)
+    x = torch.randn(300, 12, generator=generator)
+    rank_one = torch.randn(300, 1, generator=generator) @ torch.randn(1, 6, generator=generator)
+    train = {"full": x, "rank one": rank_one}
+    anchor_set = AnchorSet.shared_linear(SUPPORT, train, 10, support_rows=SUPPORT_ROWS)
+    assert 1 <= anchor_set.num_anchors <= 10
+    assert bool(torch.isfinite(anchor_set.mixture).all())
+
+
+def test_shrinkage_must_be_auto_or_a_fraction(spaces):
+    for bad in ("best", -0.1, 1.5, True):
+        with pytest.raises(ValueError, match="'auto'"):
+            fit(spaces, shrinkage=bad)

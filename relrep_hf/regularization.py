@@ -1,0 +1,176 @@
+"""The whitening's shrinkage for the shared linear map, chosen from the fit rows alone.
+
+Why: with N fit rows, two exactly whitened encoders of d_i and d_j dimensions share at least
+d_i + d_j - N directions that correlate perfectly by construction; the eigenproblem takes that
+noise for shared signal. Exact whitening is best with many rows per dimension (small LMs trained
+from scratch), shrinkage with few (pretrained encoders at the fit sizes users have), so no
+single number is right (docs/quality.md).
+
+The selector (`cross_validated_shrinkage`): split the fit rows into folds; for each shrinkage
+of a small grid, fit the map on the other folds (statistics, support and map from them only)
+and score held-out rows by cross-encoder retrieval (MRR, every ordered pair of training
+encoders); keep the best mean. Each encoder's covariance is diagonalised once per fold, so a
+shrinkage costs one column scaling and one SVD of ``[K, sum d_i]``.
+
+`oas_shrinkage` (the analytic Oracle Approximating Shrinkage of Chen et al. 2010, as in
+scikit-learn) is kept for comparison: it lost on the benchmark (docs/quality.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from relrep_hf.defaults import DEFAULT_EPS, SHRINKAGE_FOLDS, SHRINKAGE_GRID
+from relrep_hf.metrics import retrieval_metrics
+from relrep_hf.statistics import Statistics
+
+MIN_ROWS_TO_SELECT = 20  # below it, no fold holds enough rows to score: the grid's largest
+
+
+@dataclass(frozen=True)
+class ShrinkageSelection:
+    """The chosen shrinkage and how: ``scores`` maps each candidate to its mean held-out MRR."""
+
+    shrinkage: float
+    method: str
+    scores: dict[float, float] = field(default_factory=dict)
+    folds: int = 0
+
+    def to_dict(self) -> dict:
+        return {
+            "chosen": self.shrinkage,
+            "method": self.method,
+            "folds": self.folds,
+            "scores": {str(k): round(v, 6) for k, v in self.scores.items()},
+        }
+
+
+def oas_shrinkage(stats: Statistics) -> float:
+    """Oracle Approximating Shrinkage towards ``tr(S)/d I`` (scikit-learn's ``oas``)."""
+    n, d = stats.count, stats.dim
+    covariance = stats.scatter / max(n, 1)  # the biased estimate, as scikit-learn's
+    mu = covariance.diagonal().sum() / d
+    alpha = covariance.square().mean()
+    denominator = (n + 1) * (alpha - mu**2 / d)
+    if denominator <= 0:
+        return 1.0
+    return float(min((alpha + mu**2) / denominator, 1.0))
+
+
+def supported_rank(eigenvalues: Tensor, rank_tolerance: float = 1e-10) -> int:
+    """How many of ``eigenvalues`` (sorted, decreasing) exceed ``rank_tolerance`` times the
+    largest: the number of anchors the data supports."""
+    top = eigenvalues[0].clamp_min(0.0) if len(eigenvalues) else eigenvalues.new_zeros(())
+    return int((eigenvalues > top * rank_tolerance).sum()) if top > 0 else 0
+
+
+@dataclass(frozen=True)
+class _Basis:
+    """One encoder's fold statistics: mean, covariance eigenbasis, its eigenvalues, trace/d."""
+
+    mean: Tensor  # [d]
+    vectors: Tensor  # [d, d]
+    values: Tensor  # [d], of the unbiased covariance
+    isotropic: float
+    count: int
+
+
+def _basis(rows: Tensor) -> _Basis:
+    stats = Statistics.from_embeddings(rows)
+    covariance = stats.covariance()
+    values, vectors = torch.linalg.eigh((covariance + covariance.T) / 2)
+    values = values.clamp_min(0.0)
+    return _Basis(stats.mean, vectors, values, float(values.sum()) / len(values), stats.count)
+
+
+def _shrunk(basis: _Basis, shrinkage: float, eps: float) -> Tensor:
+    """Eigenvalues of ``(1 - lambda) S + lambda tr(S)/d I + eps I`` (same eigenvectors as S)."""
+    return (1.0 - shrinkage) * basis.values + shrinkage * basis.isotropic + eps
+
+
+def _fold_score(
+    train: Sequence[Tensor],
+    test: Sequence[Tensor],
+    support: Sequence[Tensor],
+    num_anchors: int,
+    grid: Sequence[float],
+    eps: float,
+) -> dict[float, float]:
+    """Held-out MRR of each shrinkage: the map fitted on ``train`` with ``support`` rows."""
+    bases = [_basis(x) for x in train]
+    centred_support = [s.to(torch.float64) - b.mean for s, b in zip(support, bases, strict=True)]
+    rotated_support = [c @ b.vectors for c, b in zip(centred_support, bases, strict=True)]
+    rotated_test = [
+        (x.to(torch.float64) - b.mean) @ b.vectors for x, b in zip(test, bases, strict=True)
+    ]
+    scores = {}
+    for shrinkage in grid:
+        shrunk = [_shrunk(b, shrinkage, eps) for b in bases]
+        # feature_factor in the eigenbasis: F = S_c Q diag(sqrt((n - 1) l) / s)
+        factors = [
+            rs * ((b.count - 1) * b.values).sqrt() / s
+            for rs, b, s in zip(rotated_support, bases, shrunk, strict=True)
+        ]
+        u, singular, _ = torch.linalg.svd(torch.cat(factors, dim=1), full_matrices=False)
+        m = min(num_anchors, max(supported_rank(singular.square()), 1))
+        u = u[:, :m]
+        # relative features of held-out rows: (x - mu) L L (S - mu)^T U, in the eigenbasis
+        relative = [
+            (rt / s) @ (rs.T @ u)
+            for rt, rs, s in zip(rotated_test, rotated_support, shrunk, strict=True)
+        ]
+        pairs = [
+            retrieval_metrics(a, b, ks=(1,))["mrr"]
+            for i, a in enumerate(relative)
+            for j, b in enumerate(relative)
+            if i != j
+        ]
+        scores[shrinkage] = sum(pairs) / len(pairs)
+    return scores
+
+
+def cross_validated_shrinkage(
+    fit_embeddings: Sequence[Tensor],
+    support_rows: Tensor,
+    num_anchors: int,
+    *,
+    grid: Sequence[float] = SHRINKAGE_GRID,
+    folds: int = SHRINKAGE_FOLDS,
+    eps: float = DEFAULT_EPS,
+    seed: int = 0,
+) -> ShrinkageSelection:
+    """The grid's shrinkage with the best held-out cross-encoder retrieval (module docstring).
+
+    ``fit_embeddings`` are the training encoders' fit rows ``[N, d_i]`` (row-aligned),
+    ``support_rows`` index the support inputs among them. With fewer than
+    ``MIN_ROWS_TO_SELECT`` rows nothing can be scored: the grid's largest value is chosen.
+    """
+    n = len(fit_embeddings[0])
+    if n < MIN_ROWS_TO_SELECT or folds < 2:
+        return ShrinkageSelection(max(grid), "fewest rows: the grid's largest")
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+    in_support = torch.zeros(n, dtype=torch.bool)
+    in_support[torch.as_tensor(support_rows)] = True
+    totals = dict.fromkeys(grid, 0.0)
+    for fold in range(folds):
+        held = torch.zeros(n, dtype=torch.bool)
+        held[order[fold::folds]] = True
+        support = (~held & in_support).nonzero().squeeze(1)
+        if len(support) < 2:
+            continue
+        scores = _fold_score(
+            [x[~held] for x in fit_embeddings],
+            [x[held] for x in fit_embeddings],
+            [x[support] for x in fit_embeddings],
+            num_anchors,
+            grid,
+            eps,
+        )
+        for shrinkage, score in scores.items():
+            totals[shrinkage] += score / folds
+    best = max(grid, key=lambda s: (round(totals[s], 9), -s))  # ties: the least shrinkage
+    return ShrinkageSelection(float(best), "cross-validation", totals, folds)
