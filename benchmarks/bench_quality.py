@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from statistics import mean
@@ -26,6 +27,7 @@ from statistics import mean
 import torch
 
 from benchmarks.common import row
+from benchmarks.k_sweep import plot_sweep, sweep_group
 from benchmarks.spaces import GROUPS, load_group
 from relrep_hf import AnchorSet, ParamTrainer, ParamTrainingArguments, RelativeProjector, Statistics
 from relrep_hf.metrics import retrieval_metrics
@@ -35,16 +37,19 @@ RESULTS = Path(__file__).resolve().parent / "results"
 NUM_ANCHORS = 300
 SWEEP = (25, 50, 100, 200, 300)
 PARAM_EPOCHS = 95  # the paper's default (fewer epochs leave PARAM far from converged here)
+PARTS = ("table", "sweep")
 QUICK = {"num_anchors": 20, "sweep": (10, 20), "param_epochs": 2, "support": 60, "rows": 400}
 PAPER_SHRINKAGE = 0.15  # the paper's (Table 5), for the shared linear map as first shipped
 # The held-out spaces (every method alike): one per group, two for the small LMs (a GPT-2 and a
 # Llama, one pooling each); PARAM at 95 epochs is 2-5 minutes a fold on 2 loaded cores.
 HELD_OUT = {
+    "real": ("e5-small", "smollm2:last"),  # a BERT-like sentence encoder and a decoder LM
     "minilm": ("minilm-cls-L-1",),
     "small_lms": ("gpt2-w192-s1:mean", "llama-w128-s2:last"),  # a GPT-2 and a Llama
     "affine": ("AE4",),
 }  # fmt: skip
-GCCA = "Shared linear (K = N, exact whitening)"
+GCCA = "Shared linear (K = N, default)"  # the library's default: shrinkage from the data
+GCCA_EXACT = "Shared linear (K = N, exact whitening)"
 DEFAULT_METHODS = (
     "Random-Cos",
     "Random-WIP",
@@ -53,6 +58,7 @@ DEFAULT_METHODS = (
     "Full support",
     "Shared linear (shrinkage 0.15)",
     "Shared linear (exact whitening)",
+    GCCA_EXACT,
     GCCA,
 )
 
@@ -99,7 +105,8 @@ def methods(param_epochs: int) -> dict[str, tuple[Fit, str, bool]]:
         "PARAM-WIP": (_param(param_epochs), "wip", True),
         "Full support": (lambda s, f, r, m: AnchorSet.full_support(s), "wip", False),
         "Shared linear (shrinkage 0.15)": (_shared(shrinkage=PAPER_SHRINKAGE), "wip", True),
-        "Shared linear (exact whitening)": (_shared(), "wip", True),
+        "Shared linear (exact whitening)": (_shared(shrinkage=0.0), "wip", True),
+        GCCA_EXACT: (_shared(shrinkage=0.0), "wip", True),
         GCCA: (_shared(), "wip", True),
         "Shared linear (encoder norm)": (
             _shared(shrinkage=PAPER_SHRINKAGE, normalization="encoder"),
@@ -161,31 +168,27 @@ def run_group(group, quick: bool, only: list[str] | None = None) -> dict:
     for method, (fit, similarity, has_m) in methods(param_epochs).items():
         if method not in only:
             continue
-        support_rows = fit_rows if method == GCCA else first_k
+        support_rows = fit_rows if method in (GCCA, GCCA_EXACT) else first_k
         support = [{"index": int(i)} for i in support_rows]
         ms = [main_m] if method == "PARAM-WIP" else (sweep if has_m else [len(support_rows)])
         by_m = {}
         for m in ms:
-            folds, seconds, skipped = [], 0.0, None
+            folds, seconds = [], 0.0
             for held_out in held_outs:
                 train = {k: v[fit_rows] for k, v in spaces.items() if k != held_out}
                 start = time.perf_counter()
-                try:
+                with warnings.catch_warnings():  # m above the rank: capped, and said once here
+                    warnings.filterwarnings("ignore", message=".*capped at")
                     anchor_set = fit(support, train, support_rows, m)
-                except ValueError as error:  # m above the rank of low-rank spaces: no such map
-                    if "rank" not in str(error):
-                        raise
-                    skipped = str(error)
-                    break
                 seconds += time.perf_counter() - start
                 folds.append(
                     evaluate_fold(
                         anchor_set, similarity, spaces, held_out, support_rows, fit_rows, test_rows
                     )
                 )
-            if skipped is None:
-                by_m[m] = {k: mean(f[k] for f in folds) for k in folds[0]}
-                by_m[m]["fit_seconds"] = seconds
+            by_m[m] = {k: mean(f[k] for f in folds) for k in folds[0]}
+            by_m[m]["fit_seconds"] = seconds
+            by_m[m]["num_anchors"] = anchor_set.num_anchors
         results[method] = by_m
     return {
         "group": group.name,
@@ -222,6 +225,30 @@ def print_table(result: dict) -> None:
         )
 
 
+def sweep_rows(results: list[dict]) -> list[dict]:
+    """Per group and K: the default against the best fixed shrinkage in hindsight and against
+    PARAM-WIP (R@1), and the default's fit time (selection included) against PARAM's."""
+    rows = []
+    for result in results:
+        for k, r in result.get("k_sweep", {}).items():
+            prefix = f"quality/{result['group']}/K={k}"
+            default = r["default"]
+            rows.append(row(f"{prefix}/default vs best fixed", "best fixed shrinkage",
+                            r["best fixed"]["recall@1"], default["recall@1"], "Recall@1",
+                            best_fixed=r["best fixed"]["shrinkage"],
+                            chosen=default["shrinkage"]))  # fmt: skip
+            if "PARAM-WIP" in r:
+                param = r["PARAM-WIP"]
+                rows.append(row(f"{prefix}/default vs PARAM-WIP", "PARAM-WIP",
+                                param["recall@1"], default["recall@1"], "Recall@1"))  # fmt: skip
+                rows.append(row(f"{prefix}/default fit time vs PARAM's", "PARAM-WIP fit time",
+                                param["fit_seconds"], default["fit_seconds"], "s"))  # fmt: skip
+            rows.append(row(f"{prefix}/default vs affine least squares", "affine least squares",
+                            r["affine least squares"]["recall@1"], default["recall@1"],
+                            "Recall@1"))  # fmt: skip
+    return rows
+
+
 def plot(results: list[dict], path: Path) -> None:
     from matplotlib.figure import Figure  # no pyplot: the global backend stays as it is
 
@@ -245,23 +272,45 @@ def plot(results: list[dict], path: Path) -> None:
 
 
 def run(
-    quick: bool = False, groups: list[str] | None = None, only: list[str] | None = None
+    quick: bool = False,
+    groups: list[str] | None = None,
+    only: list[str] | None = None,
+    parts: tuple[str, ...] = PARTS,
 ) -> list[dict]:
-    """Every group of `benchmarks.spaces` (or ``groups``), every method (or ``only``)."""
+    """Every group of `benchmarks.spaces` (or ``groups``), every method (or ``only``): the
+    method table at K = 1,000 (``"table"``) and the fit-size sweep (``"sweep"``)."""
     results = []
     for name in groups or GROUPS:
-        result = run_group(load_group(name, quick=quick), quick, only=only)
-        print_table(result)
+        group = load_group(name, quick=quick)
+        if "table" in parts:
+            result = run_group(group, quick, only=only)
+            print_table(result)
+        else:
+            result = {"group": name, "encoders": list(group.embeddings), "methods": {}}
+        if "sweep" in parts:
+            held_outs = held_out_spaces(group, quick)
+            print(f"\n{name}: fit-size sweep, held out {', '.join(held_outs)}", flush=True)
+            result["k_sweep"] = sweep_group(
+                group,
+                held_outs,
+                quick=quick,
+                num_anchors=QUICK["num_anchors"] if quick else NUM_ANCHORS,
+                param_fit=_param(QUICK["param_epochs"] if quick else PARAM_EPOCHS),
+            )
         results.append(result)
     RESULTS.mkdir(parents=True, exist_ok=True)
     name = "quality_quick" if quick else "quality"
-    if groups or only:  # a partial run does not overwrite the whole benchmark's results
-        name += "_" + "_".join(groups or ["all"])
+    if groups or only or tuple(parts) != PARTS:  # a partial run keeps the whole one's results
+        name += "_" + "_".join([*(groups or ["all"]), *parts])
     (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=2))
-    plot(results, RESULTS / f"{name}.png")
-    print(f"\nwrote {RESULTS / f'{name}.json'} and {name}.png")
-    rows = []
+    if "table" in parts:
+        plot(results, RESULTS / f"{name}.png")
+    plot_sweep(results, RESULTS / f"{name}_k_sweep.png")
+    print(f"\nwrote {RESULTS / f'{name}.json'}, {name}.png and {name}_k_sweep.png")
+    rows = sweep_rows(results)
     for result in results:
+        if not result["methods"]:
+            continue
         if "PARAM-WIP" not in result["methods"]:
             continue
         param = at_main(result, "PARAM-WIP")
@@ -298,5 +347,6 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--group", action="append", choices=GROUPS, help="repeatable")
     parser.add_argument("--method", action="append", choices=list(methods(1)), help="repeatable")
+    parser.add_argument("--part", action="append", choices=PARTS, help="default: both")
     arguments = parser.parse_args()
-    run(arguments.quick, arguments.group, arguments.method)
+    run(arguments.quick, arguments.group, arguments.method, tuple(arguments.part or PARTS))

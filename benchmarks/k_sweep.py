@@ -1,0 +1,193 @@
+"""The fit-size sweep of the quality benchmark: does the default hold at every K?
+
+For each group and each number of fit rows K (support = every fit row, the default's K = N),
+each held-out encoder of `bench_quality.HELD_OUT` (``--quick``: every encoder), fit on the
+others' first K rows and retrieve the last test rows into the held-out encoder (Recall@1, mean
+over ordered pairs, then held-out encoders), for:
+
+- the library's default, ``AnchorSet.shared_linear`` with no shrinkage argument (chosen from
+  the fit rows, `relrep_hf.regularization`); its fit time includes the selection;
+- the same map at every fixed shrinkage of ``FIXED`` (exact whitening is 0): the best of them
+  is "the best fixed shrinkage in hindsight", chosen on the test rows;
+- the analytic OAS shrinkage of each encoder's fit rows (Chen et al. 2010), the mean over the
+  training encoders as the map's shrinkage (a selector that lost, docs/quality.md);
+- PARAM-WIP, the paper's `ParamTrainer` at its defaults, on the same fit rows (support: the
+  first min(K, 1,000), as the paper samples it);
+- a supervised affine least-squares map from each other encoder into the held-out one, fitted
+  on the same K rows of both (it sees the held-out encoder's rows; the anchors never do).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from statistics import mean
+
+import torch
+
+from relrep_hf import AnchorSet, RelativeProjector, Statistics
+from relrep_hf.least_squares import fit_affine
+from relrep_hf.metrics import retrieval_metrics
+from relrep_hf.regularization import oas_shrinkage
+
+FIXED = (0.0, 0.01, 0.03, 0.1, 0.15, 0.2, 0.3, 0.5, 0.7)
+KS = (500, 1000, 2000, 4000)
+QUICK_KS = (100, 250)
+TEST_ROWS = 1000
+PARAM_SUPPORT = 1000
+
+
+def _retrieval(anchor_set, spaces, held_out, support_rows, fit_rows, test_rows) -> float:
+    relative = {}
+    for name, space in spaces.items():
+        projector = RelativeProjector.from_anchor_set(
+            anchor_set, space[support_rows], Statistics.from_embeddings(space[fit_rows])
+        )
+        with torch.no_grad():
+            relative[name] = projector(space[test_rows])
+    return mean(
+        retrieval_metrics(relative[o], relative[held_out], ks=(1,))["recall@1"]
+        for o in spaces
+        if o != held_out
+    )
+
+
+def _affine(spaces, held_out, fit_rows, test_rows) -> float:
+    target = spaces[held_out]
+    scores = []
+    for name, space in spaces.items():
+        if name == held_out:
+            continue
+        translate = fit_affine(space[fit_rows].double(), target[fit_rows].double())
+        with torch.no_grad():
+            predicted = translate(space[test_rows].double())
+        scores.append(retrieval_metrics(predicted, target[test_rows], ks=(1,))["recall@1"])
+    return mean(scores)
+
+
+def _shared_linear(spaces, held_out, fit_rows, test_rows, num_anchors, **kwargs):
+    """(anchor set, R@1, fit seconds) of the closed form on every encoder but ``held_out``."""
+    train = {name: x[fit_rows] for name, x in spaces.items() if name != held_out}
+    support = [{"index": int(i)} for i in fit_rows]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the cap's and thin statistics' warnings
+        start = time.perf_counter()
+        anchor_set = AnchorSet.shared_linear(
+            support, train, num_anchors, support_rows=fit_rows, **kwargs
+        )
+        seconds = time.perf_counter() - start
+        r1 = _retrieval(anchor_set, spaces, held_out, fit_rows, fit_rows, test_rows)
+    return anchor_set, r1, seconds
+
+
+def _fold(spaces, held_out, fit_rows, test_rows, num_anchors, param_fit) -> dict[str, tuple]:
+    """``{method: (R@1, fit seconds)}`` for one held-out encoder and one K; and the default's
+    chosen shrinkage under ``"chosen"``."""
+    out = {}
+    anchor_set, r1, seconds = _shared_linear(spaces, held_out, fit_rows, test_rows, num_anchors)
+    out["default"], out["chosen"] = (r1, seconds), (anchor_set.shrinkage, 0.0)
+    for shrinkage in FIXED:
+        _, r1, seconds = _shared_linear(
+            spaces, held_out, fit_rows, test_rows, num_anchors, shrinkage=shrinkage
+        )
+        out[f"fixed {shrinkage}"] = (r1, seconds)
+    train = [x[fit_rows] for name, x in spaces.items() if name != held_out]
+    oas = mean(oas_shrinkage(Statistics.from_embeddings(x)) for x in train)
+    _, r1, seconds = _shared_linear(
+        spaces, held_out, fit_rows, test_rows, num_anchors, shrinkage=round(oas, 6)
+    )
+    out["OAS"] = (r1, seconds)
+    out["affine least squares"] = (_affine(spaces, held_out, fit_rows, test_rows), 0.0)
+    if param_fit is not None:
+        support_rows = fit_rows[: min(len(fit_rows), PARAM_SUPPORT)]
+        train_spaces = {name: x[fit_rows] for name, x in spaces.items() if name != held_out}
+        start = time.perf_counter()
+        anchor_set = param_fit(
+            [{"index": int(i)} for i in support_rows], train_spaces, support_rows, num_anchors
+        )
+        seconds = time.perf_counter() - start
+        r1 = _retrieval(anchor_set, spaces, held_out, support_rows, fit_rows, test_rows)
+        out["PARAM-WIP"] = (r1, seconds)
+    return out
+
+
+def sweep_group(group, held_outs, *, quick: bool, num_anchors: int, param_fit=None) -> dict:
+    """``{K: {method: {"recall@1", "fit_seconds"}}}`` for one group (module docstring)."""
+    spaces = group.embeddings
+    n = len(next(iter(spaces.values())))
+    test = min(TEST_ROWS, n // 4)
+    test_rows = torch.arange(n - test, n)
+    ks = [k for k in (QUICK_KS if quick else KS) if k <= n - test] or [n - test]
+    if not quick and n - test not in ks and n - test < max(KS):
+        ks.append(n - test)  # the group's every fit row
+    out = {}
+    for k in ks:
+        folds = [
+            _fold(spaces, h, torch.arange(k), test_rows, num_anchors, param_fit) for h in held_outs
+        ]
+        by_method = {
+            method: {
+                "recall@1": mean(f[method][0] for f in folds),
+                "fit_seconds": sum(f[method][1] for f in folds),
+            }
+            for method in folds[0]
+            if method != "chosen"
+        }
+        chosen = [f["chosen"][0] for f in folds]
+        by_method["default"].update(shrinkage=mean(chosen), shrinkage_per_fold=chosen)
+        fixed = {s: by_method[f"fixed {s}"]["recall@1"] for s in FIXED}
+        best = max(fixed, key=fixed.get)
+        by_method["best fixed"] = {"recall@1": fixed[best], "shrinkage": best}
+        out[k] = by_method
+        _print_k(group.name, k, by_method, len(held_outs))
+    return out
+
+
+def _print_k(name: str, k: int, r: dict, folds: int) -> None:
+    default, best = r["default"], r["best fixed"]
+    line = (
+        f"  {name} K={k:>5}: default {default['recall@1']:.3f} (shrinkage "
+        f"{default['shrinkage']:.3g}), best fixed {best['recall@1']:.3f} "
+        f"({best['shrinkage']}), exact {r['fixed 0.0']['recall@1']:.3f}, 0.15 "
+        f"{r['fixed 0.15']['recall@1']:.3f}, OAS {r['OAS']['recall@1']:.3f}, affine LS "
+        f"{r['affine least squares']['recall@1']:.3f}"
+    )
+    if "PARAM-WIP" in r:
+        param = r["PARAM-WIP"]
+        line += (
+            f", PARAM-WIP {param['recall@1']:.3f}; fit s default {default['fit_seconds']:.1f} "
+            f"/ PARAM {param['fit_seconds']:.1f} = {default['fit_seconds'] / param['fit_seconds']:.3f}"
+        )
+    print(line + f"  ({folds} folds; load {os.getloadavg()[0]:.1f})", flush=True)
+
+
+def plot_sweep(results: list[dict], path) -> None:
+    """One panel per group: R@1 against fixed shrinkage, one curve per K, the default's point
+    (its mean chosen shrinkage, its R@1) on each."""
+    from matplotlib.figure import Figure
+
+    sweeps = [r for r in results if r.get("k_sweep")]
+    if not sweeps:
+        return
+    fig = Figure(figsize=(5 * len(sweeps), 4))
+    for index, result in enumerate(sweeps):
+        ax = fig.add_subplot(1, len(sweeps), index + 1)
+        for k, r in result["k_sweep"].items():
+            curve = [r[f"fixed {s}"]["recall@1"] for s in FIXED]
+            (line,) = ax.plot(FIXED, curve, marker=".", label=f"K={k}")
+            ax.plot(
+                [r["default"]["shrinkage"]],
+                [r["default"]["recall@1"]],
+                marker="*",
+                markersize=14,
+                color=line.get_color(),
+                markeredgecolor="black",
+            )
+        ax.set_title(f"{result['group']} (star: the default)")
+        ax.set_xlabel("fixed shrinkage")
+        ax.set_ylabel("Recall@1 into the held-out encoder")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
