@@ -151,6 +151,24 @@ def test_anchor_set_card_without_cross_encoder_metrics(tmp_path):
     assert 'column="img"' in card.text and "10 rows of the dataset `uoft-cs/cifar100`" in card.text
 
 
+def test_cards_show_the_shrinkage_chosen_from_the_data(tmp_path):
+    generator = torch.Generator().manual_seed(0)
+    base = torch.randn(200, 4, generator=generator)
+    spaces = {f"e{i}": base @ torch.randn(4, 8, generator=generator) for i in range(3)}
+    spaces = {n: x + 0.1 * torch.randn(x.shape, generator=generator) for n, x in spaces.items()}
+    support = [f"input {i}" for i in range(200)]
+    train = {n: spaces[n] for n in ("e0", "e1")}
+    anchor_set = AnchorSet.shared_linear(support, train, 6, support_rows=range(200))
+    chosen = anchor_set.shrinkage
+    write_card(anchor_set, tmp_path)
+    text = (tmp_path / "README.md").read_text()
+    assert f"`{chosen}, chosen from the fit rows by cross-validation among 0.0, 0.01," in text
+    assert "shrinkage_selection" not in text
+    projector = RelativeProjector.from_anchor_set(anchor_set, spaces["e2"], spaces["e2"])
+    assert projector.config.shrinkage == chosen
+    assert f"shrinkage {chosen}" in projector_card(projector).text
+
+
 def make_projector(**provenance) -> RelativeProjector:
     x = torch.randn(100, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     return RelativeProjector.from_statistics(

@@ -142,12 +142,28 @@ def anchor_set_card(
         "onboarding_snippet": _onboarding_snippet(facts, repo_id, text_support),
         "support_section": _support_section(facts, text_support),
         "training_table": sections.key_value_table(
-            {"strategy": strategy, **dict(sorted(facts["training"].items()))},
+            {"strategy": strategy, **_training_rows(facts["training"])},
             "No training hyperparameters recorded.",
             header=("hyperparameter", "value"),
         ),
     }
     return render("anchor_set.md", data, fields)
+
+
+def _training_rows(training: Mapping[str, Any]) -> dict[str, Any]:
+    """The training hyperparameters, sorted; how the whitening's shrinkage was chosen as one
+    readable row ("0.3, chosen by cross-validation among 0, 0.01, ...")."""
+    rows = dict(sorted(training.items()))
+    selection = rows.pop("shrinkage_selection", None)
+    if isinstance(selection, Mapping):
+        chosen, method = selection.get("chosen"), selection.get("method", "")
+        candidates = ", ".join(str(k) for k in selection.get("scores", {}))
+        rows["whitening shrinkage"] = (
+            f"{chosen}, chosen from the fit rows by {method} among {candidates}"
+            if candidates
+            else f"{chosen} ({method})"
+        )
+    return rows
 
 
 def _encoders_table(encoders: Sequence[Any]) -> str:
