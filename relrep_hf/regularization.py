@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from relrep_hf.defaults import DEFAULT_EPS, SHRINKAGE_FOLDS, SHRINKAGE_GRID
+from relrep_hf.defaults import DEFAULT_EPS, SHRINKAGE_FOLDS, SHRINKAGE_GRID, SHRINKAGE_ROUNDS
 from relrep_hf.metrics import retrieval_metrics
 from relrep_hf.statistics import Statistics
 
@@ -160,13 +160,15 @@ def cross_validated_shrinkage(
     *,
     grid: Sequence[float] = SHRINKAGE_GRID,
     folds: int = SHRINKAGE_FOLDS,
+    rounds: int = SHRINKAGE_ROUNDS,
     eps: float = DEFAULT_EPS,
     seed: int = 0,
 ) -> ShrinkageSelection:
     """The grid's shrinkage with the best held-out cross-encoder retrieval (module docstring).
 
     ``fit_embeddings`` are the training encoders' fit rows ``[N, d_i]`` (row-aligned),
-    ``support_rows`` index the support inputs among them. With fewer than
+    ``support_rows`` index the support inputs among them. The rows are split into ``folds``;
+    the first ``rounds`` of them are held out in turn. With fewer than
     ``MIN_ROWS_TO_SELECT`` rows nothing can be scored: the grid's largest value is chosen.
     """
     n = len(fit_embeddings[0])
@@ -176,7 +178,8 @@ def cross_validated_shrinkage(
     in_support = torch.zeros(n, dtype=torch.bool)
     in_support[torch.as_tensor(support_rows)] = True
     totals = dict.fromkeys(grid, 0.0)
-    for fold in range(folds):
+    rounds = min(rounds, folds)
+    for fold in range(rounds):
         held = torch.zeros(n, dtype=torch.bool)
         held[order[fold::folds]] = True
         support = (~held & in_support).nonzero().squeeze(1)
@@ -191,6 +194,6 @@ def cross_validated_shrinkage(
             eps,
         )
         for shrinkage, score in scores.items():
-            totals[shrinkage] += score / folds
+            totals[shrinkage] += score / rounds
     best = max(grid, key=lambda s: (round(totals[s], 9), -s))  # ties: the least shrinkage
-    return ShrinkageSelection(float(best), "cross-validation", totals, folds)
+    return ShrinkageSelection(float(best), "cross-validation", totals, rounds)

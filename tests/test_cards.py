@@ -162,7 +162,7 @@ def test_cards_show_the_shrinkage_chosen_from_the_data(tmp_path):
     chosen = anchor_set.shrinkage
     write_card(anchor_set, tmp_path)
     text = (tmp_path / "README.md").read_text()
-    assert f"`{chosen}, chosen from the fit rows by cross-validation among 0.0, 0.01," in text
+    assert f"`{chosen}, chosen from the fit rows by cross-validation among 0.0, 0.03," in text
     assert "shrinkage_selection" not in text
     projector = RelativeProjector.from_anchor_set(anchor_set, spaces["e2"], spaces["e2"])
     assert projector.config.shrinkage == chosen
