@@ -2,7 +2,7 @@
 
 from types import SimpleNamespace
 
-from benchmarks import bench_quality
+from benchmarks import bench_quality, k_sweep
 from tests.synthetic import affine_spaces
 
 
@@ -30,3 +30,27 @@ def test_quality_benchmark_code_path(tmp_path, monkeypatch):
     assert bench_quality.at_main(result, gcca)["recall@1"] > 0.9
     bench_quality.plot([result], tmp_path / "quality.png")
     assert (tmp_path / "quality.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_fit_size_sweep_never_raises_and_plots(tmp_path):
+    """The sweep on spaces whose rank (2 x 24 dims) is below m = 100: capped, never refused;
+    every K reports the default, each fixed shrinkage, the best of them, OAS and the affine
+    map; the plot is written."""
+    spaces = affine_spaces(("e0", "e1", "e2"), n=400, d=24)
+    group = SimpleNamespace(name="affine", texts=None, labels=None, embeddings=spaces)
+    sweep = k_sweep.sweep_group(group, ["e2"], quick=True, num_anchors=100)
+    assert list(sweep) == list(k_sweep.QUICK_KS)
+    for r in sweep.values():
+        assert r["best fixed"]["recall@1"] == max(
+            r[f"fixed {s}"]["recall@1"] for s in k_sweep.FIXED
+        )
+        assert 0.0 <= r["default"]["recall@1"] <= 1.0 and "OAS" in r
+        assert r["default"]["shrinkage"] in bench_quality_grid()
+    k_sweep.plot_sweep([{"group": "affine", "k_sweep": sweep}], tmp_path / "sweep.png")
+    assert (tmp_path / "sweep.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def bench_quality_grid() -> tuple[float, ...]:
+    from relrep_hf.defaults import SHRINKAGE_GRID
+
+    return SHRINKAGE_GRID
