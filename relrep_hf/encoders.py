@@ -80,6 +80,8 @@ class EncoderSpec:
         """A folder-safe name: ``<last part of id>-<pooling>-L<layer>``."""
         path = f"{self.model_id}/{self.gguf_file}" if self.gguf_file else self.model_id
         short = path.rstrip("/").split("/")[-1].removesuffix(".gguf")
+        if self.model_id == BUNDLED_SMOLLM2:
+            short = BUNDLED_SMOLLM2
         return f"{short}-{self.pooling or 'auto'}-L{self.layer}"
 
     def __str__(self) -> str:

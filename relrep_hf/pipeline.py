@@ -59,6 +59,7 @@ from relrep_hf.run_folder import (
     run_dataset,
     run_embeddings,
     run_labels,
+    user_embedding_cache,
     write_run,
 )
 from relrep_hf.run_methods import (
@@ -86,6 +87,7 @@ __all__ = [
     "load_dataset_for_run",
     "onboard",
     "render_report",
+    "user_embedding_cache",
 ]
 
 logger = logging.getLogger(__name__)

@@ -26,6 +26,7 @@ from relrep_hf.defaults import (
     DEFAULT_NUM_TRAIN_EPOCHS,
     DEFAULT_SUPPORT_SIZE,
     DEFAULT_TEST_SIZE,
+    QUICK_DEMO_ROWS,
 )
 from relrep_hf.extraction import embeddings_tensor
 from relrep_hf.io import atomic_write_bytes
@@ -65,7 +66,6 @@ FULL_DEMO = {
     "num_train_epochs": DEFAULT_NUM_TRAIN_EPOCHS,
     "head_epochs": DEFAULT_HEAD_EPOCHS,
 }
-QUICK_DEMO_ROWS = 1000  # --quick: about a minute on a quiet laptop CPU
 # Sizes scaled with the rows, and their floors (below them the tables say nothing). Epochs are
 # passes over the rows, so their cost already shrinks with the rows; fewer epochs on fewer rows
 # left PARAM with 23 optimizer steps and worse than random anchors (tried: R@1 43-83%).
@@ -121,6 +121,12 @@ def demo_sizes(
 
 
 LOCAL_DATA_FILES = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
+
+
+def user_embedding_cache() -> Path:
+    """The user-level embedding cache the main job shares between runs (under the `datasets`
+    cache, ``HF_DATASETS_CACHE`` / ``HF_HOME``): a second ``relrep-hf demo`` embeds nothing."""
+    return Path(datasets.config.HF_DATASETS_CACHE) / "relrep_hf"
 
 
 def load_dataset_for_run(
