@@ -4,6 +4,7 @@
     relrep-hf fit OUT --held-out minilm-cls-L-1
     relrep-hf onboard OUT --encoder minilm:mean:3
     relrep-hf evaluate OUT
+    relrep-hf translate OUT --source OLD --target NEW --vectors old.npy --out new.npy
     relrep-hf push OUT --repo-id user/my-anchors
     relrep-hf demo [OUT]          # all of the above on the embedded default, offline
 
@@ -184,6 +185,31 @@ def build_parser() -> argparse.ArgumentParser:
         "--head-epochs", type=int, default=DEFAULT_HEAD_EPOCHS, help="epochs of each classifier"
     )
 
+    translate = add_command(
+        "translate",
+        help="migrate old-encoder vectors into a new encoder's space through the run's anchor "
+        "set; without --vectors, measure the recall a migration keeps",
+    )
+    translate.add_argument("run_dir", type=Path)
+    translate.add_argument("--source", required=True, metavar="NAME", help="the old encoder")
+    translate.add_argument("--target", required=True, metavar="NAME", help="the new encoder")
+    translate.add_argument(
+        "--vectors",
+        type=Path,
+        default=None,
+        help="old-encoder vectors to migrate (.npy, .safetensors or a datasets folder)",
+    )
+    translate.add_argument(
+        "--out", type=Path, default=None, help="where the migrated vectors go (.npy)"
+    )
+    translate.add_argument(
+        "--queries",
+        metavar="NAME",
+        default=None,
+        help="evaluation: the run's encoder whose test rows query the migrated corpus (the new "
+        "encoder on another column; default: --target)",
+    )
+
     push = add_command(
         "push", help="push a run folder's anchor set, projectors and heads to the Hub"
     )
@@ -303,6 +329,8 @@ def run(args: argparse.Namespace) -> None:
         )
     elif args.command == "evaluate":
         _print_report(pipeline.evaluate(args.run_dir, head_epochs=args.head_epochs))
+    elif args.command == "translate":
+        _translate(args)
     elif args.command == "push":
         from relrep_hf.hub import artifact_kind, push_artifact, push_run
 
@@ -355,6 +383,42 @@ def run(args: argparse.Namespace) -> None:
             f"\nWrote {args.run_dir}/: anchor_set/, projectors/, heads/, report.json, report.md, "
             f"stitching_heatmap.png, relative_spaces.png ({time.perf_counter() - start:.0f} s)"
         )
+
+
+def _translate(args: argparse.Namespace) -> None:
+    from relrep_hf import migration
+
+    if args.vectors is not None:
+        if args.out is None or args.out.suffix != ".npy":
+            raise ValueError("--vectors needs --out FILE.npy, where the migrated vectors go.")
+        import numpy as np
+
+        from relrep_hf.array_encoders import load_precomputed
+
+        migrated = migration.migrate_run_vectors(
+            args.run_dir, args.source, args.target, load_precomputed(args.vectors)
+        )
+        np.save(args.out, migrated.numpy())
+        print(f"Migrated {len(migrated)} vectors {args.source} -> {args.target} into {args.out}")
+        return
+    from relrep_hf.tables import format_table
+
+    report = migration.evaluate_migration(args.run_dir, args.source, args.target, args.queries)
+    rows = [
+        {
+            "corpus": name,
+            "R@1": report[name]["recall@1"],
+            "R@5": report[name]["recall@5"],
+            "MRR": report[name]["mrr"],
+            "R@1 / re-embedded R@1": report[name].get("fraction", 1.0),
+        }
+        for name in ("re-embedded", "anchors", "affine")
+    ]
+    print(
+        f"Queries {report['queries']} against the {report['rows']} test rows of "
+        f"{report['source']} migrated to {report['target']}:\n"
+    )
+    print(format_table(rows, ["R@1", "R@5", "MRR", "R@1 / re-embedded R@1"]) + "\n(in %)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -45,6 +45,7 @@ from relrep_hf.encoders import (
     resolve_pooling,
 )
 from relrep_hf.extraction import embeddings_tensor, extract_embedding_views, extract_embeddings
+from relrep_hf.language_pairs import language_pair_rows
 from relrep_hf.modeling_relative_projector import RelativeProjector
 from relrep_hf.parallel_corpus import PARALLEL_VERSES_ID
 from relrep_hf.param_trainer import ParamTrainer, ParamTrainingArguments
@@ -507,6 +508,11 @@ def evaluate(
         "retrieval": retrieval,
         "classification": classification,
     }
+    pairs = language_pair_rows(
+        report, spaces, train_rows, test_rows, labels, head_epochs=head_epochs
+    )
+    if pairs:  # encoders on different languages of a parallel dataset
+        report["language_pairs"] = pairs
     write_report(run_dir, report, test, None if labels is None else labels[test_rows], id2label)
     anchor_set.metrics["zero_shot_retrieval"] = retrieval[saved.name]
     anchor_set.metrics["zero_shot_classification"] = classification

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -218,7 +219,7 @@ def encoder_entry(
         f["filename"] for f in embedded.cache_files if f["filename"].endswith("embeddings.arrow")
     )
     entry = {
-        "name": spec.name + (f"-{column}" if column else ""),
+        "name": spec.name + (f"-{re.sub(r'[^A-Za-z0-9_.-]', '_', column)}" if column else ""),
         "spec": str(spec) + (f"#{column}" if column else ""),
         **provenance,
         "pooling": getattr(spec, "pooling", None) or "",

@@ -106,6 +106,17 @@ def render_report(report: dict[str, Any]) -> str:
             "",
             format_table(report["classification"], ["Abs.", *report["retrieval"]]),
         ]
+    if report.get("language_pairs"):
+        rows = report["language_pairs"]
+        parts += [
+            "",
+            "Language pairs: Recall@1 of the source's verse finding the same verse in the "
+            "target's language, and weighted F1 of the source's classifier on the target's "
+            "features (zero-shot across language and encoder), in %. Affine-LS is a supervised "
+            "affine map fitted per pair on the same parallel training rows.",
+            "",
+            format_table(rows, [k for k in rows[0] if k not in ("pair", "source", "target")]),
+        ]
     return "\n".join(parts)
 
 
