@@ -509,7 +509,12 @@ def evaluate(
         "classification": classification,
     }
     pairs = language_pair_rows(
-        report, spaces, train_rows, test_rows, labels, head_epochs=head_epochs
+        report,
+        spaces,
+        train_rows,
+        test_rows,
+        labels,
+        stitching.absolute_head if labels is not None else None,
     )
     if pairs:  # encoders on different languages of a parallel dataset
         report["language_pairs"] = pairs
