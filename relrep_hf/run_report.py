@@ -87,6 +87,10 @@ def render_report(report: dict[str, Any]) -> str:
     rows = retrieval_rows(report)
     columns = [k for k in rows[0] if k not in ("source", "target")]
     parts = [
+        "Encoders: "
+        + "; ".join(_encoder_summary(e) for e in report["encoders"])
+        + f" (dataset {report['dataset']['id']}).",
+        "",
         f"Zero-shot retrieval between relative spaces on {report['test_rows']} held-out rows "
         f"({report['num_anchors']} anchors; the run's anchor set has {report['support_size']} "
         "support inputs; * = pair with an encoder held out of fitting: its projector was built "
@@ -102,4 +106,27 @@ def render_report(report: dict[str, Any]) -> str:
             "",
             format_table(report["classification"], ["Abs.", *report["retrieval"]]),
         ]
+    if report.get("language_pairs"):
+        rows = report["language_pairs"]
+        parts += [
+            "",
+            "Language pairs: Recall@1 of the source's verse finding the same verse in the "
+            "target's language, and weighted F1 of the source's classifier on the target's "
+            "features (zero-shot across language and encoder), in %. Affine-LS is a supervised "
+            "affine map fitted per pair on the same parallel training rows.",
+            "",
+            format_table(rows, [k for k in rows[0] if k not in ("pair", "source", "target")]),
+        ]
     return "\n".join(parts)
+
+
+def _encoder_summary(entry: dict[str, Any]) -> str:
+    """``name`` (architecture or kind, Hub id or source, GGUF quantisation, column read)."""
+    facts = [
+        entry.get("architecture") or entry.get("encoder_kind") or "",
+        entry.get("encoder_id") or entry.get("encoder_source") or "",
+        f"{entry['encoder_quantization']} GGUF" if entry.get("encoder_quantization") else "",
+        f"reads {entry['column']!r}" if entry.get("column") else "",
+    ]
+    facts = [fact for fact in facts if fact]
+    return f"`{entry['name']}`" + (f" ({', '.join(facts)})" if facts else "")

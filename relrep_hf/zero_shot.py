@@ -322,11 +322,21 @@ class ZeroShotStitching:
         test = self.features(method, target, source=source, target=target)[1]
         return head_f1(self.head(method, source, target), test, self.data[target].test_labels)
 
+    def absolute_head(self, name: str) -> RelativeHeadForClassification:
+        """A head on ``name``'s own absolute training embeddings, standardized with their mean
+        and std (`standardize`); trained once."""
+        key = ("absolute", name)
+        if key not in self._heads:
+            data = self.data[name]
+            (train,) = standardize(data.train)
+            self._heads[key] = self._train(train, data.train_labels)
+        return self._heads[key]
+
     def absolute_f1(self, target: str) -> float:
         """Weighted F1 of a head on ``target``'s own (standardized) absolute embeddings."""
         data = self.data[target]
-        train, test = standardize(data.train, data.test)
-        return head_f1(self._train(train, data.train_labels), test, data.test_labels)
+        _, test = standardize(data.train, data.test)
+        return head_f1(self.absolute_head(target), test, data.test_labels)
 
     def retrieval(
         self, method: Method, source: str, target: str, *, ks: Sequence[int] = (1, 5)

