@@ -53,7 +53,12 @@ from relrep_hf.shared_linear import (
 )
 from relrep_hf.similarities import get_similarity
 from relrep_hf.statistics import DEFAULT_EPS, DEFAULT_SHRINKAGE, Statistics
-from relrep_hf.validation import check_embeddings
+from relrep_hf.validation import (
+    as_embeddings,
+    check_embeddings,
+    check_row_indices,
+    check_same_rows,
+)
 
 
 @dataclass
@@ -368,6 +373,13 @@ class AnchorSet:
         training encoders, and onboarding is a least-squares fit of a new encoder to it. The
         fit is one SVD of ``[K, sum d_i]`` (no ``[K, K]`` eigenproblem), so any K is cheap.
         """
+        fit_embeddings = {
+            n: as_embeddings(x, name=f"{n!r} fit embeddings") for n, x in fit_embeddings.items()
+        }
+        num_rows = check_same_rows(fit_embeddings, what="fit embeddings")
+        support_rows = check_row_indices(support_rows, num_rows, name="support_rows")
+        if fit_rows is not None:
+            fit_rows = check_row_indices(fit_rows, num_rows, name="fit_rows")
         support_rows = torch.as_tensor(support_rows, dtype=torch.long)
         if len(support_rows) != len(support):
             raise ValueError(

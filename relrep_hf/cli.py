@@ -110,7 +110,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     embed = add_command("embed", help="embed a dataset with several encoders into a run folder")
-    embed.add_argument("run_dir", type=Path, help="the run folder to create or update")
+    embed.add_argument(
+        "run_dir",
+        type=Path,
+        help="the run folder to create, or an unfitted run to re-embed (a fitted run is "
+        "refused unless --overwrite)",
+    )
+    embed.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="start a new run in a folder that holds a fitted one: deletes its anchor set, "
+        "projectors, heads and report (the embeddings cache is kept)",
+    )
     embed.add_argument(
         "--encoder",
         action="append",
@@ -206,6 +217,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="encoders (default: four layers/poolings of the bundled MiniLM; the last is held out)",
     )
     demo.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a fitted run already in the folder (without it, such a folder is refused)",
+    )
+    demo.add_argument(
         "--quick",
         action="store_true",
         help="a first run in about a minute: 1,000 sentences, test rows, support and anchors "
@@ -255,6 +271,7 @@ def run(args: argparse.Namespace) -> None:
             test_size=args.test_size,
             batch_size=args.batch_size,
             show_progress=False if args.quiet else None,
+            overwrite=args.overwrite,
         )
         print(
             f"Embedded {run_info['dataset']['rows']} rows with {len(run_info['encoders'])} encoders into {args.run_dir}"
@@ -305,6 +322,7 @@ def run(args: argparse.Namespace) -> None:
             limit=sizes["rows"],
             test_size=sizes["test_size"],
             show_progress=False if args.quiet else None,
+            overwrite=args.overwrite,
         )
         # the benchmark's winner (every training row as support); the report puts the paper's
         # PARAM anchors (trained with the demo's sizes) and Random-Cos beside it

@@ -45,6 +45,7 @@ from relrep_hf.run_folder import (
     demo_sizes,
     encoder_entry,
     load_dataset_for_run,
+    prepare_embed,
     read_run,
     run_dataset,
     run_embeddings,
@@ -94,12 +95,15 @@ def embed(
     seed: int = 0,
     batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
     show_progress: bool | None = None,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Embed the dataset with every encoder into ``run_dir/embeddings`` and write run.json.
 
     Specs of the same model (several layers / poolings) share one load and one forward pass.
+    A folder holding a fitted run is refused unless ``overwrite`` (which deletes that fit).
     """
     run_dir = Path(run_dir)
+    prepare_embed(run_dir, overwrite=overwrite)
     data = load_dataset_for_run(dataset, split=split, column=column, limit=limit)
     if test_size >= len(data):
         raise RunError(f"test_size={test_size} leaves no training rows out of {len(data)}.")
