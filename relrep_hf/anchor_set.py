@@ -40,7 +40,7 @@ from relrep_hf.anchor_strategies import farthest_point_mixture, kmeans_mixture, 
 from relrep_hf.file_checks import ArtifactFileError
 from relrep_hf.hub_files import artifact_kind, resolve_folder
 from relrep_hf.io import atomic_directory
-from relrep_hf.manifest import verify_folder, write_manifest
+from relrep_hf.manifest import read_consistently, verify_folder, write_manifest
 from relrep_hf.mixing import STRATEGY_MIXING, check_mixture, fingerprint, mixed_anchors
 from relrep_hf.publishing_hooks import publisher
 from relrep_hf.shared_linear import (
@@ -238,14 +238,20 @@ class AnchorSet:
                 "Anchor sets are written by AnchorSet.save_pretrained or ParamTrainer."
                 + _what_it_is(folder)
             )
-        verify_folder(
-            folder,
-            required=(WEIGHTS_NAME, CONFIG_NAME, SUPPORT_NAME),
-            what="anchor set",
-            source=source,
-            verify=verify,
-        )
-        mixture, description, support = read_anchor_set_files(folder, source)
+
+        def load(read: Path) -> tuple[Tensor, dict[str, Any], list[Any]]:
+            verify_folder(  # ``read``: the folder, or a copy of one version of it
+                read,
+                required=(WEIGHTS_NAME, CONFIG_NAME, SUPPORT_NAME),
+                what="anchor set",
+                source=source,
+                verify=verify,
+                stacklevel=5,
+            )
+            return read_anchor_set_files(read, source)
+
+        # one version of the folder, though other processes save to it meanwhile
+        mixture, description, support = read_consistently(folder, load, source=source)
         is_local = commit is None
         training = description.get("training", {})
         settings = {  # anchor sets saved before the settings were recorded: their training's
