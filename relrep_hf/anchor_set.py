@@ -105,6 +105,18 @@ class AnchorSet:
 
     def __post_init__(self) -> None:
         self.mixing = self.mixing or STRATEGY_MIXING.get(self.strategy, "stochastic")
+        if not self.support:
+            raise ValueError(
+                "An anchor set needs at least one support input, got none: pass the parallel "
+                "inputs (texts, or dataset references such as {'index': 0}) the anchors mix."
+            )
+        bad = next((x for x in self.support if not isinstance(x, (str, dict))), None)
+        if bad is not None:
+            raise TypeError(
+                f"Support inputs must be texts (str) or dataset references (dict, e.g. "
+                f"{{'index': 3}}), got {bad!r} ({type(bad).__name__}): convert them, e.g. "
+                "[str(x) for x in support] or [{'index': i} for i in rows]."
+            )
         check_mixture(self.mixture, self.mixing)
         if len(self.support) != self.mixture.shape[1]:
             raise ValueError(
@@ -348,7 +360,7 @@ class AnchorSet:
         eps: float = DEFAULT_EPS,
     ) -> AnchorSet:
         """Every support input is an anchor (m = K, identity mixing): nothing to fit."""
-        mixture = torch.eye(len(support))
+        mixture = torch.eye(len(support) or 1)[: len(support)]  # [] is refused by __post_init__
         return cls(mixture, list(support), strategy="full_support", shrinkage=shrinkage, eps=eps)
 
     @classmethod

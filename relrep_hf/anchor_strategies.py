@@ -25,6 +25,18 @@ def _check_sizes(support_size: int, num_anchors: int) -> None:
         )
 
 
+def _check_distinct(points: Tensor, num_anchors: int) -> None:
+    """Refuse fewer distinct support points than anchors (some anchor would repeat another)."""
+    distinct = torch.unique(points, dim=0).shape[0]
+    if distinct < num_anchors:
+        raise ValueError(
+            f"The support set has only {distinct} distinct points (of {points.shape[0]}; the "
+            f"rest are duplicates), fewer than the {num_anchors} anchors asked for: every "
+            "anchor would not be a different point. Drop the duplicated support inputs, or ask "
+            f"for at most {distinct} anchors."
+        )
+
+
 def joint_whitened(support_embeddings: Tensor | Sequence[Tensor]) -> Tensor:
     """Concatenate each encoder's support embeddings, whitened by their own statistics."""
     spaces = [support_embeddings] if isinstance(support_embeddings, Tensor) else support_embeddings
@@ -73,6 +85,7 @@ def kmeans_mixture(
     points = joint_whitened(support_embeddings)  # [K, D]
     support_size = points.shape[0]
     _check_sizes(support_size, num_anchors)
+    _check_distinct(points, num_anchors)
     generator = torch.Generator().manual_seed(seed)
     centroids = points[torch.randint(support_size, (1,), generator=generator)]
     for _ in range(1, num_anchors):  # k-means++
@@ -111,6 +124,7 @@ def farthest_point_mixture(
     points = joint_whitened(support_embeddings)
     support_size = points.shape[0]
     _check_sizes(support_size, num_anchors)
+    _check_distinct(points, num_anchors)
     first = int(torch.randint(support_size, (1,), generator=torch.Generator().manual_seed(seed)))
     chosen = [first]
     distance = (points - points[first]).norm(dim=1)

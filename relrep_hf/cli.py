@@ -277,6 +277,12 @@ def run(args: argparse.Namespace) -> None:
             f"Embedded {run_info['dataset']['rows']} rows with {len(run_info['encoders'])} encoders into {args.run_dir}"
         )
     elif args.command == "fit":
+        if args.method == "full_support" and "--num-anchors" in getattr(args, "given", ()):
+            raise ValueError(
+                "--num-anchors does not apply to --method full_support: every support input is "
+                "an anchor (as many anchors as --support-size). Drop --num-anchors, or choose "
+                "--method shared_linear or param."
+            )
         anchor_set = pipeline.fit(
             args.run_dir,
             held_out=args.held_out,
@@ -345,6 +351,8 @@ def run(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # the flags given on the command line (a default is not a choice the command may refuse)
+    args.given = {a.split("=")[0] for a in (sys.argv[1:] if argv is None else argv)}
     logging.basicConfig(
         level=logging.INFO if args.debug else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",

@@ -103,7 +103,7 @@ def embed(
     A folder holding a fitted run is refused unless ``overwrite`` (which deletes that fit).
     """
     run_dir = Path(run_dir)
-    prepare_embed(run_dir, overwrite=overwrite)
+    prepare_embed(run_dir, overwrite=overwrite, test_size=test_size, batch_size=batch_size)
     data = load_dataset_for_run(dataset, split=split, column=column, limit=limit)
     if test_size >= len(data):
         raise RunError(f"test_size={test_size} leaves no training rows out of {len(data)}.")

@@ -111,11 +111,17 @@ FIT_OUTPUTS = (
 )
 
 
-def prepare_embed(run_dir: Path, *, overwrite: bool) -> None:
+def prepare_embed(
+    run_dir: Path, *, overwrite: bool, test_size: int = 1, batch_size: int = 1
+) -> None:
     """Before `embed` rewrites ``run.json``: refuse a folder that holds a fitted run (its anchor
     set, projectors, heads, report or onboarded encoders would no longer match its encoders)
     unless ``overwrite``; with it, remove those outputs and the old ``run.json`` first. An
-    unfitted run is re-embedded in place (its embeddings stay in the cache)."""
+    unfitted run is re-embedded in place (its embeddings stay in the cache). ``test_size`` and
+    ``batch_size`` are checked first."""
+    for flag, value, low in (("--test-size", test_size, 0), ("--batch-size", batch_size, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise RunError(f"{flag} {value}: give a whole number >= {low}.")
     run_file = run_dir / RUN_FILE
     fitted = [name for name in FIT_OUTPUTS if (run_dir / name).exists()]
     if run_file.is_file():
@@ -218,6 +224,8 @@ def load_dataset_for_run(
     limit: int | None = None,
 ) -> datasets.Dataset:
     """The embedded English sentences, or any `datasets` dataset by Hub id / local path."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise RunError(f"--limit {limit}: give a positive number of rows (or leave it out).")
     if dataset == BUNDLED_DATASET:
         from relrep_hf.corpora import load_sentences
 

@@ -60,6 +60,11 @@ def check_embeddings(
         raise TypeError(f"{name} must be a floating-point tensor, got dtype {embeddings.dtype}.")
     if embeddings.ndim < 1:
         raise ValueError(f"{name} must have shape [..., d], got a 0-d tensor.")
+    if embeddings.shape[-1] == 0:
+        raise ValueError(
+            f"{name} has shape {tuple(embeddings.shape)}: rows of 0 values. Pass embeddings "
+            "[N, d] with d >= 1 (one row per input)."
+        )
     if dim is not None and embeddings.shape[-1] != dim:
         raise ValueError(
             f"{name}: last dimension is {embeddings.shape[-1]}, expected {dim}{dim_hint}."
