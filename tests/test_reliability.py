@@ -55,7 +55,7 @@ from relrep_hf.extraction import extract_embeddings
 from relrep_hf.pipeline import demo_sizes
 from relrep_hf.translation import relative_inverse
 from relrep_hf.zero_shot import EncoderData, ZeroShotStitching
-from tests import distributed_statistics, killable_save, killable_train
+from tests import distributed_statistics, hostile_inputs, killable_save, killable_train
 
 REPO = Path(__file__).resolve().parents[1]
 BAD_INPUTS_DOC = REPO / "docs" / "bad_inputs.md"
@@ -766,6 +766,9 @@ BAD_INPUTS = [
     BadInput("demo sizes that do not fit the rows", "`relrep-hf demo` (`demo_sizes`)",
              lambda s: demo_sizes(4192, limit=500, support_size=900)),
 ]  # fmt: skip
+
+
+BAD_INPUTS += [BadInput(*case) for case in hostile_inputs.CASES]  # issue #25
 
 
 def shared_linear(s: Setup, num_anchors: int, rows: int | None = None) -> AnchorSet:
