@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 from torch import Tensor
 
 from relrep_hf.statistics import Statistics, whiten, whitening_matrix
+from relrep_hf.validation import as_embeddings, check_embeddings
 
 
 def _check_sizes(support_size: int, num_anchors: int) -> None:
@@ -39,9 +41,20 @@ def _check_distinct(points: Tensor, num_anchors: int) -> None:
 
 def joint_whitened(support_embeddings: Tensor | Sequence[Tensor]) -> Tensor:
     """Concatenate each encoder's support embeddings, whitened by their own statistics."""
-    spaces = [support_embeddings] if isinstance(support_embeddings, Tensor) else support_embeddings
-    if not spaces:
+    per_encoder = isinstance(support_embeddings, (list, tuple)) and all(
+        isinstance(space, (Tensor, np.ndarray)) and space.ndim == 2 for space in support_embeddings
+    )
+    spaces = list(support_embeddings) if per_encoder else [support_embeddings]
+    if not spaces or (isinstance(spaces[0], (list, tuple)) and not spaces[0]):
         raise ValueError("No support embeddings were given.")
+    spaces = [as_embeddings(space, name="support embeddings") for space in spaces]
+    for space in spaces:
+        check_embeddings(space, name="support embeddings")
+        if space.ndim != 2:
+            raise ValueError(
+                f"support embeddings must be a table [K, d] per encoder, got shape "
+                f"{tuple(space.shape)}."
+            )
     if len({space.shape[0] for space in spaces}) != 1:
         raise ValueError(
             "Every encoder's support embeddings must have one row per support input; got "
