@@ -42,7 +42,7 @@ from relrep_hf.defaults import SHARED_LINEAR_SHRINKAGE
 from relrep_hf.file_checks import ArtifactFileError
 from relrep_hf.hub_files import artifact_kind, resolve_folder
 from relrep_hf.io import atomic_directory
-from relrep_hf.manifest import verify_folder, write_manifest
+from relrep_hf.manifest import read_consistently, verify_folder, write_manifest
 from relrep_hf.mixing import STRATEGY_MIXING, check_mixture, fingerprint, mixed_anchors
 from relrep_hf.publishing_hooks import publisher
 from relrep_hf.shared_linear import (
@@ -53,7 +53,12 @@ from relrep_hf.shared_linear import (
 )
 from relrep_hf.similarities import get_similarity
 from relrep_hf.statistics import DEFAULT_EPS, DEFAULT_SHRINKAGE
-from relrep_hf.validation import check_embeddings
+from relrep_hf.validation import (
+    as_embeddings,
+    check_embeddings,
+    check_row_indices,
+    check_same_rows,
+)
 
 
 @dataclass
@@ -100,6 +105,18 @@ class AnchorSet:
 
     def __post_init__(self) -> None:
         self.mixing = self.mixing or STRATEGY_MIXING.get(self.strategy, "stochastic")
+        if not self.support:
+            raise ValueError(
+                "An anchor set needs at least one support input, got none: pass the parallel "
+                "inputs (texts, or dataset references such as {'index': 0}) the anchors mix."
+            )
+        bad = next((x for x in self.support if not isinstance(x, (str, dict))), None)
+        if bad is not None:
+            raise TypeError(
+                f"Support inputs must be texts (str) or dataset references (dict, e.g. "
+                f"{{'index': 3}}), got {bad!r} ({type(bad).__name__}): convert them, e.g. "
+                "[str(x) for x in support] or [{'index': i} for i in rows]."
+            )
         check_mixture(self.mixture, self.mixing)
         if len(self.support) != self.mixture.shape[1]:
             raise ValueError(
@@ -233,14 +250,20 @@ class AnchorSet:
                 "Anchor sets are written by AnchorSet.save_pretrained or ParamTrainer."
                 + _what_it_is(folder)
             )
-        verify_folder(
-            folder,
-            required=(WEIGHTS_NAME, CONFIG_NAME, SUPPORT_NAME),
-            what="anchor set",
-            source=source,
-            verify=verify,
-        )
-        mixture, description, support = read_anchor_set_files(folder, source)
+
+        def load(read: Path) -> tuple[Tensor, dict[str, Any], list[Any]]:
+            verify_folder(  # ``read``: the folder, or a copy of one version of it
+                read,
+                required=(WEIGHTS_NAME, CONFIG_NAME, SUPPORT_NAME),
+                what="anchor set",
+                source=source,
+                verify=verify,
+                stacklevel=5,
+            )
+            return read_anchor_set_files(read, source)
+
+        # one version of the folder, though other processes save to it meanwhile
+        mixture, description, support = read_consistently(folder, load, source=source)
         is_local = commit is None
         training = description.get("training", {})
         settings = {  # anchor sets saved before the settings were recorded: their training's
@@ -337,7 +360,7 @@ class AnchorSet:
         eps: float = DEFAULT_EPS,
     ) -> AnchorSet:
         """Every support input is an anchor (m = K, identity mixing): nothing to fit."""
-        mixture = torch.eye(len(support))
+        mixture = torch.eye(len(support) or 1)[: len(support)]  # [] is refused by __post_init__
         return cls(mixture, list(support), strategy="full_support", shrinkage=shrinkage, eps=eps)
 
     @classmethod
@@ -374,6 +397,13 @@ class AnchorSet:
         is a least-squares fit of a new encoder to it. The fit is one SVD of ``[K, sum d_i]``
         (no ``[K, K]`` eigenproblem), so any K is cheap.
         """
+        fit_embeddings = {
+            n: as_embeddings(x, name=f"{n!r} fit embeddings") for n, x in fit_embeddings.items()
+        }
+        num_rows = check_same_rows(fit_embeddings, what="fit embeddings")
+        support_rows = check_row_indices(support_rows, num_rows, name="support_rows")
+        if fit_rows is not None:
+            fit_rows = check_row_indices(fit_rows, num_rows, name="fit_rows")
         support_rows = torch.as_tensor(support_rows, dtype=torch.long)
         if len(support_rows) != len(support):
             raise ValueError(

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 from torch import Tensor
 
 from relrep_hf.statistics import Statistics, whiten, whitening_matrix
+from relrep_hf.validation import as_embeddings, check_embeddings
 
 
 def _check_sizes(support_size: int, num_anchors: int) -> None:
@@ -25,11 +27,34 @@ def _check_sizes(support_size: int, num_anchors: int) -> None:
         )
 
 
+def _check_distinct(points: Tensor, num_anchors: int) -> None:
+    """Refuse fewer distinct support points than anchors (some anchor would repeat another)."""
+    distinct = torch.unique(points, dim=0).shape[0]
+    if distinct < num_anchors:
+        raise ValueError(
+            f"The support set has only {distinct} distinct points (of {points.shape[0]}; the "
+            f"rest are duplicates), fewer than the {num_anchors} anchors asked for: every "
+            "anchor would not be a different point. Drop the duplicated support inputs, or ask "
+            f"for at most {distinct} anchors."
+        )
+
+
 def joint_whitened(support_embeddings: Tensor | Sequence[Tensor]) -> Tensor:
     """Concatenate each encoder's support embeddings, whitened by their own statistics."""
-    spaces = [support_embeddings] if isinstance(support_embeddings, Tensor) else support_embeddings
-    if not spaces:
+    per_encoder = isinstance(support_embeddings, (list, tuple)) and all(
+        isinstance(space, (Tensor, np.ndarray)) and space.ndim == 2 for space in support_embeddings
+    )
+    spaces = list(support_embeddings) if per_encoder else [support_embeddings]
+    if not spaces or (isinstance(spaces[0], (list, tuple)) and not spaces[0]):
         raise ValueError("No support embeddings were given.")
+    spaces = [as_embeddings(space, name="support embeddings") for space in spaces]
+    for space in spaces:
+        check_embeddings(space, name="support embeddings")
+        if space.ndim != 2:
+            raise ValueError(
+                f"support embeddings must be a table [K, d] per encoder, got shape "
+                f"{tuple(space.shape)}."
+            )
     if len({space.shape[0] for space in spaces}) != 1:
         raise ValueError(
             "Every encoder's support embeddings must have one row per support input; got "
@@ -73,6 +98,7 @@ def kmeans_mixture(
     points = joint_whitened(support_embeddings)  # [K, D]
     support_size = points.shape[0]
     _check_sizes(support_size, num_anchors)
+    _check_distinct(points, num_anchors)
     generator = torch.Generator().manual_seed(seed)
     centroids = points[torch.randint(support_size, (1,), generator=generator)]
     for _ in range(1, num_anchors):  # k-means++
@@ -111,6 +137,7 @@ def farthest_point_mixture(
     points = joint_whitened(support_embeddings)
     support_size = points.shape[0]
     _check_sizes(support_size, num_anchors)
+    _check_distinct(points, num_anchors)
     first = int(torch.randint(support_size, (1,), generator=torch.Generator().manual_seed(seed)))
     chosen = [first]
     distance = (points - points[first]).norm(dim=1)

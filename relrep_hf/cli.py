@@ -116,7 +116,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     embed = add_command("embed", help="embed a dataset with several encoders into a run folder")
-    embed.add_argument("run_dir", type=Path, help="the run folder to create or update")
+    embed.add_argument(
+        "run_dir",
+        type=Path,
+        help="the run folder to create, or an unfitted run to re-embed (a fitted run is "
+        "refused unless --overwrite)",
+    )
+    embed.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="start a new run in a folder that holds a fitted one: deletes its anchor set, "
+        "projectors, heads and report (the embeddings cache is kept)",
+    )
     embed.add_argument(
         "--encoder",
         action="append",
@@ -255,6 +266,11 @@ def build_parser() -> argparse.ArgumentParser:
         f"each encoder on its own language ({' '.join(MULTILINGUAL_ENCODERS)})",
     )
     demo.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a fitted run already in the folder (without it, such a folder is refused)",
+    )
+    demo.add_argument(
         "--quick",
         action="store_true",
         help="a first run in about a minute: 1,000 sentences, test rows, support and anchors "
@@ -305,11 +321,18 @@ def run(args: argparse.Namespace) -> None:
             batch_size=args.batch_size,
             show_progress=False if args.quiet else None,
             embeddings=args.embeddings,
+            overwrite=args.overwrite,
         )
         print(
             f"Embedded {run_info['dataset']['rows']} rows with {len(run_info['encoders'])} encoders into {args.run_dir}"
         )
     elif args.command == "fit":
+        if args.method == "full_support" and "--num-anchors" in getattr(args, "given", ()):
+            raise ValueError(
+                "--num-anchors does not apply to --method full_support: every support input is "
+                "an anchor (as many anchors as --support-size). Drop --num-anchors, or choose "
+                "--method shared_linear or param."
+            )
         anchor_set = pipeline.fit(
             args.run_dir,
             held_out=args.held_out,
@@ -365,6 +388,7 @@ def run(args: argparse.Namespace) -> None:
             test_size=sizes["test_size"],
             show_progress=False if args.quiet else None,
             cache_dir=pipeline.user_embedding_cache(),  # a second run embeds nothing
+            overwrite=args.overwrite,
         )
         # the benchmark's winner (every training row as support); the report puts the paper's
         # PARAM anchors (trained with the demo's sizes) and Random-Cos beside it
@@ -423,6 +447,8 @@ def _translate(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # the flags given on the command line (a default is not a choice the command may refuse)
+    args.given = {a.split("=")[0] for a in (sys.argv[1:] if argv is None else argv)}
     logging.basicConfig(
         level=logging.INFO if args.debug else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",

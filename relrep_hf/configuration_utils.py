@@ -22,6 +22,7 @@ _TRANSFORMERS_KEYS = frozenset(
     | {"num_labels", "output_attentions", "use_return_dict", "tie_word_embeddings"}
     | {"model_type", "_commit_hash", "_name_or_path", "name_or_path", "auto_map", "torch_dtype"}
     | {"attn_implementation", "_attn_implementation", "_attn_implementation_autoset"}
+    | {"use_cache"}  # transformers.Trainer writes it into the model's config when it trains
 ) - {"self"}
 
 

@@ -109,6 +109,18 @@ def is_hub_id(value: str) -> bool:
     return True
 
 
+def check_repo_id(repo_id: Any) -> None:
+    """Refuse a repo id the Hub would refuse (``name`` or ``namespace/name``: letters, digits,
+    ``-``, ``_``, ``.``), before any request is made."""
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as error:
+        raise ValueError(
+            f"Invalid Hub repo id {repo_id!r}: {error} Use 'namespace/name' (e.g. "
+            "'my-user/my-anchors') with letters, digits, '-', '_' and '.' only."
+        ) from None
+
+
 def is_commit_hash(revision: str | None) -> bool:
     """Whether ``revision`` is a full 40-character commit hash (rather than a branch or tag)."""
     return bool(_COMMIT.match(revision or ""))

@@ -12,6 +12,7 @@ Readers never take the lock: they always see one complete version.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import socket
 from collections.abc import Iterator
@@ -46,7 +47,18 @@ def folder_lock(target: str | os.PathLike) -> Iterator[None]:
         return
     path = lock_path(target)
     while True:
-        descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as error:
+            if error.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise
+            raise PermissionError(
+                error.errno,
+                f"Cannot save {str(target)!r}: its parent folder {str(path.parent)!r} is not "
+                "writable. A save writes the new version beside the folder (and a lock file "
+                "there) and swaps it in, so it needs to write in the parent: make the parent "
+                "writable, or save to a folder whose parent is writable.",
+            ) from None
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

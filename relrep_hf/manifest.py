@@ -15,10 +15,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
+import time
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = "relrep_hf manifest 1"
@@ -29,6 +33,98 @@ _CHUNK = 1 << 20
 
 class CorruptedArtifactError(OSError):
     """A file of a saved artifact does not match the digest its manifest recorded."""
+
+
+class FolderChangingError(OSError):
+    """A folder was replaced by other saves during every attempt to read it."""
+
+
+FAST_READS = 3  # reads of the folder itself before reading from a private copy of it
+COPY_ATTEMPTS = 20
+
+
+def folder_identity(folder: str | os.PathLike) -> tuple[int, int, int] | None:
+    """What changes when a save swaps a new version in at ``folder`` (device, inode, ctime)."""
+    try:
+        info = os.stat(folder)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino, info.st_ctime_ns
+
+
+def read_consistently(folder: str | os.PathLike, load: Callable[[Path], T], *, source: str) -> T:
+    """``load(folder)``, which reads and checks the files of ``folder``, on one version of it.
+
+    A save replaces the whole folder in one atomic swap, but a reader that opens the manifest
+    of one version and a file of the next would see sizes and digests that disagree: a false
+    "corrupted" error, or a mix of two versions. So the folder's identity is taken before and
+    after each read, and a read during which it changed counts for nothing (its result or error
+    says nothing about either version). After `FAST_READS` such reads, one version is copied
+    through a handle on its folder (which a swap does not move) and ``load`` reads the copy.
+    Errors of a read that no save disturbed are real.
+
+    Raises:
+        FolderChangingError: no complete version could be copied in `COPY_ATTEMPTS` tries.
+    """
+    folder = Path(folder)
+    for _ in range(FAST_READS):
+        before = folder_identity(folder)
+        try:
+            result = load(folder)
+        except Exception:
+            if folder_identity(folder) == before:
+                raise
+        else:
+            if folder_identity(folder) == before:
+                return result
+    for attempt in range(COPY_ATTEMPTS):
+        with tempfile.TemporaryDirectory(prefix="relrep-hf-read-") as copy:
+            if _copy_one_version(folder, Path(copy)):
+                return load(Path(copy))
+        time.sleep(0.001 * min(2**attempt, 50))
+    raise FolderChangingError(
+        f"{source!r} was replaced by other saves during each of {COPY_ATTEMPTS} attempts to "
+        "read it: other processes are saving to it without pause. Load it when they are done, "
+        "or have them save to another folder."
+    )
+
+
+def _copy_one_version(folder: Path, copy: Path) -> bool:
+    """Copy every file of the version now at ``folder`` into ``copy``; whether it is complete
+    (the manifest and every file it lists, or a folder that stayed in place meanwhile)."""
+    try:
+        handle = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return False
+    try:
+        names = {
+            os.path.normpath(os.path.join(root, name))
+            for root, _, files, _ in os.fwalk(".", dir_fd=handle)
+            for name in files
+        }
+        copied = set()
+        for name in sorted(names):
+            try:
+                file = os.open(name, os.O_RDONLY, dir_fd=handle)
+            except FileNotFoundError:  # the old version is being removed
+                continue
+            with os.fdopen(file, "rb") as source:
+                (copy / name).parent.mkdir(parents=True, exist_ok=True)
+                (copy / name).write_bytes(source.read())
+            copied.add(name)
+        in_place = (
+            folder_identity(folder) is not None
+            and os.stat(folder).st_ino == os.fstat(handle).st_ino
+        )
+    finally:
+        os.close(handle)
+    if in_place:
+        return True
+    try:
+        listed = json.loads((copy / MANIFEST_NAME).read_bytes())["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return isinstance(listed, dict) and set(listed) <= copied
 
 
 def file_digest(path: str | os.PathLike) -> str:

@@ -29,7 +29,7 @@ from relrep_hf.manifest import MANIFEST_NAME, manifest_bytes
 from relrep_hf.mixing import check_same_anchor_set
 from relrep_hf.modeling_utils import RelrepPreTrainedModel
 from relrep_hf.publishing_hooks import publisher
-from relrep_hf.validation import EmbeddingsLike, as_embeddings
+from relrep_hf.validation import EmbeddingsLike, as_embeddings, check_finite
 
 __all__ = [
     "HEAD_METRICS_NAME",
@@ -108,12 +108,14 @@ class RelativeHeadForClassification(RelrepPreTrainedModel):
         multi-hot float labels (``multi_label_classification``).
         """
         relative = as_embeddings(relative, name="relative")
-        if relative.shape[-1] != self.config.num_anchors:
+        if relative.ndim == 0 or relative.shape[-1] != self.config.num_anchors:
             raise ValueError(
                 f"Expected relative features with {self.config.num_anchors} columns (the head's "
                 f"num_anchors), got shape {tuple(relative.shape)}. Was the projector built with "
                 f"another anchor set?"
             )
+        # NaN / Inf features would give NaN logits with no word: name the rows instead
+        check_finite(relative.detach().reshape(-1, relative.shape[-1]), name="relative features")
         hidden = self.layers(self.norm(relative.to(self.classifier.weight.dtype)))
         logits = self.classifier(hidden)
         loss = None if labels is None else self._loss(logits, labels)

@@ -101,6 +101,11 @@ class RelativeProjector(RelrepPreTrainedModel):
         spec = get_similarity(similarity)
         anchors = as_embeddings(anchors, name="anchors")
         check_embeddings(anchors, name="anchors", min_rows=1)
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise TypeError(
+                f"dtype must be a floating-point torch dtype (torch.float32, torch.float64, "
+                f"torch.bfloat16, ...), got {dtype!r}: a projector's features are real numbers."
+            )
         if anchors.ndim != 2:
             raise ValueError(f"anchors must have shape [m, d], got {tuple(anchors.shape)}.")
         m, d = anchors.shape
@@ -166,6 +171,13 @@ class RelativeProjector(RelrepPreTrainedModel):
         support_embeddings = as_embeddings(support_embeddings, name="support embeddings")
         if statistics is not None and not isinstance(statistics, Statistics):
             statistics = Statistics.from_embeddings(as_embeddings(statistics))
+        if statistics is not None and statistics.dim != support_embeddings.shape[-1]:
+            raise ValueError(
+                f"The statistics are {statistics.dim}-dimensional but the support embeddings "
+                f"are {support_embeddings.shape[-1]}-dimensional: both must come from the "
+                "encoder being onboarded (same model, layer and pooling). Estimate the "
+                "statistics from that encoder's embeddings."
+            )
         for key, value in anchor_set.similarity_settings.items():
             if kwargs.get(key) is None:
                 kwargs[key] = value

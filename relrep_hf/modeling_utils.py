@@ -28,7 +28,7 @@ from relrep_hf.file_checks import (
 from relrep_hf.hub_files import resolve_folder
 from relrep_hf.io import atomic_directory
 from relrep_hf.local_paths import check_local_path
-from relrep_hf.manifest import verify_folder, write_manifest
+from relrep_hf.manifest import read_consistently, verify_folder, write_manifest
 from relrep_hf.publishing_hooks import publisher
 
 _HUB_KWARGS = ("repo_id", "token", "private", "commit_message", "revision", "create_pr")
@@ -121,22 +121,30 @@ class RelrepPreTrainedModel(PreTrainedModel):
             source = f"{source} (subfolder {subfolder!r})"
             pretrained_model_name_or_path = folder
         cls._check_kind(folder, source)
-        # The digests are computed on a second thread (hashlib releases the GIL) while the
-        # files are checked and loaded; no model is returned, and no other error raised, before
-        # the check has passed.
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            digests = pool.submit(
-                verify_folder, folder, required=(CONFIG_NAME, WEIGHTS_NAME), what=what,
-                source=source, verify=verify, stacklevel=5,
-            )  # fmt: skip
-            try:
-                model, info = cls._load_checked(
-                    folder, source, pretrained_model_name_or_path, *args, **kwargs
-                )
-            except BaseException:
-                digests.result()  # a corrupted file explains the failure better: raise that
-                raise
-            digests.result()
+
+        def load(read: Path) -> tuple[RelrepPreTrainedModel, dict]:
+            # ``read``: the folder, or a private copy of one version of it (`read_consistently`)
+            name = pretrained_model_name_or_path if read == folder else read
+            # The digests are computed on a second thread (hashlib releases the GIL) while the
+            # files are checked and loaded; no model is returned, and no other error raised,
+            # before the check has passed.
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                digests = pool.submit(
+                    verify_folder, read, required=(CONFIG_NAME, WEIGHTS_NAME), what=what,
+                    source=source, verify=verify, stacklevel=5,
+                )  # fmt: skip
+                try:
+                    loaded = cls._load_checked(read, source, name, *args, **kwargs)
+                except BaseException:
+                    digests.result()  # a corrupted file explains the failure better: raise that
+                    raise
+                digests.result()
+            if read != folder:  # the model names the folder, not the copy
+                loaded[0].config._name_or_path = str(pretrained_model_name_or_path)
+            return loaded
+
+        # one version of the folder, though other processes save to it meanwhile
+        model, info = read_consistently(folder, load, source=source)
         missing = sorted(info["missing_keys"])
         if missing:
             raise OSError(

@@ -57,6 +57,7 @@ from relrep_hf.run_folder import (
     demo_sizes,
     encoder_entry,
     load_dataset_for_run,
+    prepare_embed,
     read_run,
     run_dataset,
     run_embeddings,
@@ -109,6 +110,7 @@ def embed(
     show_progress: bool | None = None,
     embeddings: Sequence[str] = (),
     cache_dir: str | os.PathLike | None = None,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Embed the dataset with every encoder into ``run_dir/embeddings`` and write run.json.
 
@@ -116,9 +118,11 @@ def embed(
     reads another column, e.g. one language of a parallel corpus); ``embeddings`` are
     precomputed ones, ``NAME=PATH``. Specs of the same model (several layers / poolings) share
     one load and one forward pass. ``cache_dir``: embed into this cache (e.g. a user-level one
-    shared by runs) and copy into the run folder; default the run folder itself.
+    shared by runs) and copy into the run folder; default the run folder itself. A folder
+    holding a fitted run is refused unless ``overwrite`` (which deletes that fit).
     """
     run_dir = Path(run_dir)
+    prepare_embed(run_dir, overwrite=overwrite, test_size=test_size, batch_size=batch_size)
     if dataset == PARALLEL_VERSES_ID and column == "text":
         column = "en"  # the parallel verses have one column per language
     parsed = [parse_encoder(spec) for spec in [*encoders, *embeddings]]

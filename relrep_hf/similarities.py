@@ -22,6 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from relrep_hf.validation import as_embeddings, check_embeddings
+
 SimilarityName = Literal["wip", "cosine", "inner", "euclidean", "l1", "linf"]
 
 Prepare = Callable[..., tuple[Tensor, Tensor]]
@@ -125,9 +127,25 @@ def relative_projection(
     whitening: Tensor | None = None,
 ) -> Tensor:
     """Relative features ``[..., m]``: ``similarity`` of each row of ``embeddings [..., d]``
-    to each anchor of ``anchors [m, d]`` (``mean``/``whitening`` for ``wip``)."""
+    to each anchor of ``anchors [m, d]`` (``mean``/``whitening`` for ``wip``). Embeddings and
+    anchors may be tensors, NumPy arrays or lists of floats; NaN / Inf are refused."""
+    get_similarity(similarity)  # validates the name first
+    anchors = as_embeddings(anchors, name="anchors")
+    check_embeddings(anchors, name="anchors", min_rows=1)
+    if anchors.ndim != 2:
+        raise ValueError(f"anchors must have shape [m, d], got {tuple(anchors.shape)}.")
+    embeddings = as_embeddings(embeddings)
+    check_embeddings(embeddings, dim=anchors.shape[1], dim_hint=" (the anchors' dimension)")
     weight, bias = prepare_anchors(anchors, similarity=similarity, mean=mean, whitening=whitening)
-    return apply_prepared(embeddings, weight, bias, similarity=similarity)
+    features = apply_prepared(embeddings, weight, bias, similarity=similarity)
+    if not bool(torch.isfinite(features).all()):
+        raise ValueError(
+            f"The {similarity!r} relative features overflow {features.dtype} (the embeddings' "
+            "largest value is "
+            f"{float(embeddings.abs().max()):.3g}): scale the embeddings and anchors down, or "
+            "compute in float64."
+        )
+    return features
 
 
 def apply_prepared(embeddings: Tensor, weight: Tensor, bias: Tensor, *, similarity: str) -> Tensor:

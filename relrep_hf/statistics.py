@@ -44,6 +44,8 @@ class Statistics:
         over row blocks of ``batch_size``."""
         embeddings = as_embeddings(embeddings)
         check_embeddings(embeddings, name="embeddings")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a whole number >= 1, got {batch_size!r}.")
         return accumulate(embeddings.split(batch_size), dim=embeddings.shape[-1])
 
     def update(self, batch: EmbeddingsLike) -> Statistics:
@@ -57,7 +59,15 @@ class Statistics:
         batch_mean = centered.mean(dim=0)
         centered -= batch_mean
         scatter = symmetric_gram(centered)
-        return self.merge(Statistics(rows.shape[0], batch_mean.cpu(), scatter.cpu()))
+        merged = self.merge(Statistics(rows.shape[0], batch_mean.cpu(), scatter.cpu()))
+        if not bool(torch.isfinite(merged.scatter).all()):
+            raise ValueError(
+                f"The squares of these embeddings overflow float64 (largest |value| "
+                f"{float(rows.abs().max()):.3g}): statistics cannot be estimated from them. "
+                "Scale the embeddings down (e.g. divide by their largest norm) or drop the rows "
+                "with huge values."
+            )
+        return merged
 
     def merge(self, other: Statistics) -> Statistics:
         """Chan's parallel combination of two disjoint sets of rows."""

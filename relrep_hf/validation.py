@@ -60,6 +60,11 @@ def check_embeddings(
         raise TypeError(f"{name} must be a floating-point tensor, got dtype {embeddings.dtype}.")
     if embeddings.ndim < 1:
         raise ValueError(f"{name} must have shape [..., d], got a 0-d tensor.")
+    if embeddings.shape[-1] == 0:
+        raise ValueError(
+            f"{name} has shape {tuple(embeddings.shape)}: rows of 0 values. Pass embeddings "
+            "[N, d] with d >= 1 (one row per input)."
+        )
     if dim is not None and embeddings.shape[-1] != dim:
         raise ValueError(
             f"{name}: last dimension is {embeddings.shape[-1]}, expected {dim}{dim_hint}."
@@ -82,3 +87,70 @@ def check_finite(rows: Tensor, *, name: str = "embeddings") -> None:
             "Drop or repair those rows before computing statistics or projecting; "
             "in half precision, check the encoder for overflow."
         )
+
+
+def check_row_indices(rows: Any, n: int, *, name: str = "rows", of: str = "rows") -> Tensor:
+    """``rows`` as a 1-d long tensor of valid row numbers of a table of ``n`` rows.
+
+    Refuses (with ``ValueError`` / ``TypeError``) what indexing would silently accept or fail
+    on deep inside: negative numbers (which wrap to the end), floats (which truncate), numbers
+    ``>= n``, booleans, and an empty list.
+    """
+    if isinstance(rows, range):
+        rows = list(rows)
+    if isinstance(rows, np.ndarray):
+        rows = torch.from_numpy(np.ascontiguousarray(rows))
+    if isinstance(rows, Tensor):
+        indices = rows.flatten()
+        if indices.is_floating_point() or indices.is_complex() or indices.dtype == torch.bool:
+            raise TypeError(
+                f"{name} must hold integer row numbers, got a tensor of dtype {indices.dtype}. "
+                "Pass integers 0..N-1 (e.g. torch.arange(N) or a list of ints)."
+            )
+        if rows.ndim != 1:
+            raise ValueError(
+                f"{name} must be a 1-d list of row numbers, got shape {tuple(rows.shape)}."
+            )
+        indices = indices.long()
+    else:
+        try:
+            values = list(rows)
+        except TypeError:
+            raise TypeError(
+                f"{name} must be a sequence of integer row numbers, got {type(rows).__name__}."
+            ) from None
+        bad = [v for v in values if isinstance(v, bool) or not isinstance(v, (int, np.integer))]
+        if bad:
+            raise TypeError(
+                f"{name} must hold integer row numbers, got {bad[0]!r} "
+                f"({type(bad[0]).__name__}). Pass integers 0..N-1; floats are not rounded."
+            )
+        indices = torch.tensor([int(v) for v in values], dtype=torch.long)
+    if indices.numel() == 0:
+        raise ValueError(f"{name} is empty: give at least one row number (0..{n - 1}).")
+    low, high = int(indices.min()), int(indices.max())
+    if low < 0 or high >= n:
+        wrong = low if low < 0 else high
+        raise ValueError(
+            f"{name} holds row {wrong}, outside the {n} {of} (valid: 0..{n - 1}). Negative "
+            "numbers are not counted from the end: give each row's position from the start."
+        )
+    return indices
+
+
+def check_same_rows(spaces: dict[str, Tensor], *, what: str = "embeddings") -> int:
+    """The common number of rows of every encoder's ``[N, d_i]`` embeddings; ``ValueError``
+    when they differ (the rows must be the same inputs, in the same order, in every encoder)."""
+    for name, space in spaces.items():
+        if space.ndim != 2:
+            raise ValueError(
+                f"{name!r} {what} must be a table [N, d], got shape {tuple(space.shape)}."
+            )
+    counts = {name: int(space.shape[0]) for name, space in spaces.items()}
+    if len(set(counts.values())) > 1:
+        raise ValueError(
+            f"The encoders' {what} must be row-aligned (row i is the same input in every "
+            f"encoder), but their numbers of rows differ: {counts}. Embed the same inputs, in "
+            "the same order, with every encoder."
+        )
+    return next(iter(counts.values()), 0)

@@ -56,7 +56,7 @@ from relrep_hf.extraction import extract_embeddings
 from relrep_hf.pipeline import demo_sizes, load_dataset_for_run
 from relrep_hf.translation import relative_inverse
 from relrep_hf.zero_shot import EncoderData, ZeroShotStitching
-from tests import distributed_statistics, killable_save, killable_train
+from tests import distributed_statistics, hostile_inputs, killable_save, killable_train
 
 REPO = Path(__file__).resolve().parents[1]
 BAD_INPUTS_DOC = REPO / "docs" / "bad_inputs.md"
@@ -705,12 +705,6 @@ BAD_INPUTS = [
     BadInput("resume_from_checkpoint=True without a checkpoint", "`ParamTrainer.train`",
              lambda s: s.trainer().train(resume_from_checkpoint=True)),
     # shared linear anchor sets (closed form) and anchor set fingerprints
-    BadInput("more shared-linear anchors than support inputs (m > K)", "`AnchorSet.shared_linear`",
-             lambda s: shared_linear(s, 17)),
-    BadInput("more shared-linear anchors than the features' rank", "`AnchorSet.shared_linear`",
-             lambda s: shared_linear(s, 12, rows=6)),
-    BadInput("exact whitening with no more fit rows than dimensions", "`AnchorSet.shared_linear`",
-             lambda s: shared_linear(s, 2, rows=4)),
     BadInput("one training encoder only", "`AnchorSet.shared_linear`",
              lambda s: AnchorSet.shared_linear(SUPPORT, {"e0": s.spaces["e0"]}, 4,
                                                support_rows=range(16))),
@@ -789,6 +783,9 @@ BAD_INPUTS = [
     BadInput("demo sizes that do not fit the rows", "`relrep-hf demo` (`demo_sizes`)",
              lambda s: demo_sizes(4192, limit=500, support_size=900)),
 ]  # fmt: skip
+
+
+BAD_INPUTS += [BadInput(*case) for case in hostile_inputs.CASES]  # issue #25
 
 
 def shared_linear(s: Setup, num_anchors: int, rows: int | None = None) -> AnchorSet:

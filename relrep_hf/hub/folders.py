@@ -17,7 +17,7 @@ from pathlib import Path
 from huggingface_hub import HfApi
 
 from relrep_hf.hub.push import copy_artifact, push_folder, validate_artifact
-from relrep_hf.hub_files import HubError, artifact_kind, hub_errors
+from relrep_hf.hub_files import HubError, artifact_kind, check_repo_id, hub_errors
 from relrep_hf.provenance import record_anchor_set
 
 __all__ = ["push_artifact", "push_run"]
@@ -76,6 +76,7 @@ def push_run(
     ``<repo_id>-head-<name>``. Projectors and heads that record no anchor set, or a local one,
     are recorded with the pushed anchor set's repo id and commit. All parts are validated first.
     """
+    check_repo_id(repo_id)
     folder = Path(folder)
     if artifact_kind(folder) != "run":
         raise FileNotFoundError(f"{str(folder)!r} is not a run folder (see push_artifact).")

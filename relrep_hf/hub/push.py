@@ -22,7 +22,7 @@ from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundErro
 
 from relrep_hf.anchor_set import AnchorSet
 from relrep_hf.cards import write_folder_card
-from relrep_hf.hub_files import ARTIFACT_FILES, detect_artifact_kind, hub_errors
+from relrep_hf.hub_files import ARTIFACT_FILES, check_repo_id, detect_artifact_kind, hub_errors
 from relrep_hf.manifest import write_manifest
 from relrep_hf.modeling_relative_head import RelativeHeadForClassification
 from relrep_hf.modeling_relative_projector import RelativeProjector
@@ -53,6 +53,7 @@ def push_folder(
         HubError: the Hub refused or could not be reached; nothing was committed (for a
             dropped connection: the commit was not confirmed, and the message says so).
     """
+    check_repo_id(repo_id)
     api = HfApi(token=token)
     with tempfile.TemporaryDirectory(prefix="relrep-hf-push-") as tmp:
         folder = Path(tmp)
