@@ -230,7 +230,8 @@ def _in_run_folder(embedded: Any, run_dir: Path) -> Any:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(arrow.parent, target, copy_function=_link_or_copy)
     copy = datasets.Dataset.from_file(str(target / arrow.name))
-    return datasets.concatenate_datasets([embedded.remove_columns("embedding"), copy], axis=1)
+    # the copy first: run.json records the first embeddings file, which must be the run's own
+    return datasets.concatenate_datasets([copy, embedded.remove_columns("embedding")], axis=1)
 
 
 def _link_or_copy(source: str, target: str) -> None:
