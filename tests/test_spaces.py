@@ -6,10 +6,16 @@ from __future__ import annotations
 import pytest
 import torch
 
+from benchmarks.real_encoders import QUICK_REAL_ENCODERS, QUICK_REAL_ROWS
 from benchmarks.small_lms import QUICK_MODELS
 from benchmarks.spaces import GROUPS, QUICK_ROWS, SpaceGroup, load_group
 
-EXPECTED_SPACES = {"minilm": 4, "small_lms": 2 * len(QUICK_MODELS), "affine": 4}
+EXPECTED_SPACES = {
+    "real": len(QUICK_REAL_ENCODERS),
+    "minilm": 4,
+    "small_lms": 2 * len(QUICK_MODELS),
+    "affine": 4,
+}
 
 
 @pytest.fixture(scope="module")
@@ -41,11 +47,12 @@ def _files(root):
 def test_quick_group_is_aligned_finite_and_distinct(groups, name):
     group = groups[name]
     assert group.name == name
-    assert len(group.texts) == len(group.labels) == QUICK_ROWS
+    rows = QUICK_REAL_ROWS if name == "real" else QUICK_ROWS
+    assert len(group.texts) == len(group.labels) == rows
     assert len(group.embeddings) == EXPECTED_SPACES[name]
     for space, embeddings in group.embeddings.items():
         assert embeddings.dtype == torch.float32 and embeddings.dim() == 2, space
-        assert embeddings.shape[0] == QUICK_ROWS, space
+        assert embeddings.shape[0] == rows, space
         assert torch.isfinite(embeddings).all(), space
         assert (embeddings.std(dim=0) > 0).all(), space
     # Distinct spaces: no two equal (up to shape).
@@ -87,5 +94,5 @@ def test_second_load_reads_the_caches_only(groups, cache):
 
 
 def test_unknown_group_names_the_valid_ones():
-    with pytest.raises(ValueError, match="Invalid space group 'bogus'. Valid: minilm"):
+    with pytest.raises(ValueError, match="Invalid space group 'bogus'. Valid: real, minilm"):
         load_group("bogus")
