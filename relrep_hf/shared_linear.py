@@ -26,11 +26,17 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from relrep_hf.regularization import cross_validated_shrinkage, supported_rank
+from relrep_hf.regularization import (
+    CovarianceBasis,
+    cross_validated_shrinkage,
+    supported_rank,
+)
 from relrep_hf.statistics import (
     DEFAULT_EPS,
     DEFAULT_SHRINKAGE,
     Statistics,
+    check_invertible,
+    warn_if_thin,
     whiten,
     whitening_matrix,
 )
@@ -139,6 +145,27 @@ def feature_factor(
     return factor
 
 
+def own_rows_factor(
+    embeddings: Tensor,
+    support_embeddings: Tensor,
+    *,
+    shrinkage: float = DEFAULT_SHRINKAGE,
+    eps: float = DEFAULT_EPS,
+) -> Tensor:
+    """`feature_factor` with the statistics of ``embeddings`` themselves (the closed form's
+    fit), from one eigendecomposition instead of two: in the covariance eigenbasis the whitening
+    and the scatter share eigenvectors (`regularization.CovarianceBasis.factor_scale`). Same
+    ``F @ F.T``, same checks and warnings."""
+    check_embeddings(embeddings, name="embeddings")
+    check_embeddings(support_embeddings, dim=embeddings.shape[-1], name="support embeddings")
+    statistics = Statistics.from_embeddings(embeddings)
+    warn_if_thin(statistics, shrinkage)
+    basis = CovarianceBasis.from_statistics(statistics)
+    check_invertible(basis.shrunk(shrinkage, eps))
+    rotated = (support_embeddings.to(torch.float64) - basis.mean) @ basis.vectors
+    return rotated * basis.factor_scale(shrinkage, eps)
+
+
 def check_finite_features(features: Tensor) -> None:
     if not bool(torch.isfinite(features).all()):
         raise ValueError(
@@ -181,8 +208,14 @@ def top_singular_vectors(
     requested = min(num_anchors, k) if cap else num_anchors
     check_encoders_and_size([f.shape[0] for f in factors], len(factors), requested)
     stacked = torch.cat([f.to(torch.float64) for f in factors], dim=1)
-    u, singular, _ = torch.linalg.svd(stacked, full_matrices=False)
-    eigenvalues = singular.square()
+    if stacked.shape[0] > stacked.shape[1]:  # K > sum d_i: the [D, D] eigh beats the SVD
+        eigenvalues, vectors = torch.linalg.eigh(stacked.T @ stacked)
+        eigenvalues, vectors = eigenvalues.flip(0).clamp_min(0.0), vectors.flip(1)
+        rank = supported_rank(eigenvalues, rank_tolerance)
+        u = stacked @ (vectors[:, :rank] / eigenvalues[:rank].sqrt())
+    else:
+        u, singular, _ = torch.linalg.svd(stacked, full_matrices=False)
+        eigenvalues = singular.square()
     if cap:
         requested = max(min(requested, supported_rank(eigenvalues, rank_tolerance)), 1)
     return _top(u, eigenvalues, requested, rank_tolerance)
@@ -307,18 +340,24 @@ def fit_shared_linear(
             [fit_spaces[name] for name in names], positions, num_anchors, eps=eps
         )
         shrinkage, selection = chosen.shrinkage, chosen.to_dict()
-    make = feature_gram if normalization == "row" else feature_factor
-    parts = [
-        make(
-            fit_spaces[name],
-            support_spaces[name],
-            Statistics.from_embeddings(fit_spaces[name]),
-            shrinkage=shrinkage,
-            eps=eps,
-            normalization=normalization,
-        )
-        for name in names
-    ]
+    if normalization == "none":
+        parts = [
+            own_rows_factor(fit_spaces[n], support_spaces[n], shrinkage=shrinkage, eps=eps)
+            for n in names
+        ]
+    else:
+        make = feature_gram if normalization == "row" else feature_factor
+        parts = [
+            make(
+                fit_spaces[name],
+                support_spaces[name],
+                Statistics.from_embeddings(fit_spaces[name]),
+                shrinkage=shrinkage,
+                eps=eps,
+                normalization=normalization,
+            )
+            for name in names
+        ]
     if normalization == "row":
         u, eigenvalues = top_eigenvectors(parts, num_anchors, cap=True)
         total_energy = float(sum(g.trace() for g in parts))

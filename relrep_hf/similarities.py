@@ -128,7 +128,8 @@ def relative_projection(
 ) -> Tensor:
     """Relative features ``[..., m]``: ``similarity`` of each row of ``embeddings [..., d]``
     to each anchor of ``anchors [m, d]`` (``mean``/``whitening`` for ``wip``). Embeddings and
-    anchors may be tensors, NumPy arrays or lists of floats; NaN / Inf are refused."""
+    anchors may be tensors, NumPy arrays or lists of floats, of any float dtypes (computed in
+    the wider); NaN / Inf are refused."""
     get_similarity(similarity)  # validates the name first
     anchors = as_embeddings(anchors, name="anchors")
     check_embeddings(anchors, name="anchors", min_rows=1)
@@ -136,6 +137,10 @@ def relative_projection(
         raise ValueError(f"anchors must have shape [m, d], got {tuple(anchors.shape)}.")
     embeddings = as_embeddings(embeddings)
     check_embeddings(embeddings, dim=anchors.shape[1], dim_hint=" (the anchors' dimension)")
+    dtype = torch.promote_types(embeddings.dtype, anchors.dtype)  # float32 with float64: float64
+    embeddings, anchors = embeddings.to(dtype), anchors.to(dtype)
+    mean = None if mean is None else torch.as_tensor(mean).to(dtype)
+    whitening = None if whitening is None else torch.as_tensor(whitening).to(dtype)
     weight, bias = prepare_anchors(anchors, similarity=similarity, mean=mean, whitening=whitening)
     features = apply_prepared(embeddings, weight, bias, similarity=similarity)
     if not bool(torch.isfinite(features).all()):

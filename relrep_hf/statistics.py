@@ -214,36 +214,37 @@ def shrunk_covariance(
     return (1.0 - shrinkage) * covariance + (shrinkage * isotropic + eps) * identity
 
 
-def symmetric_power(matrix: Tensor, power: float, *, name: str = "covariance") -> Tensor:
-    """``matrix ** power`` for a symmetric positive definite matrix, via float64 eigh.
-
-    Raises when the matrix is singular (or numerically so) for a negative power,
-    naming the smallest eigenvalue and the way out (shrinkage or more rows).
-    """
-    matrix = matrix.to(torch.float64)
-    eigenvalues, eigenvectors = torch.linalg.eigh((matrix + matrix.T) / 2)
-    largest = eigenvalues[-1].clamp_min(0.0)
-    smallest = eigenvalues[0]
+def check_invertible(eigenvalues: Tensor, *, name: str = "covariance") -> None:
+    """Raises when a symmetric matrix of these ``eigenvalues`` is singular (or numerically so)
+    and so cannot be inverted, naming the smallest eigenvalue and the way out."""
+    largest = eigenvalues.max().clamp_min(0.0)
+    smallest = eigenvalues.min()
     # Relative threshold: below it the inverse is dominated by round-off.
-    if power < 0 and (largest <= 0 or smallest <= largest * matrix.shape[-1] * 1e-15):
+    if largest <= 0 or smallest <= largest * eigenvalues.shape[-1] * 1e-15:
         raise ValueError(
             f"The {name} is singular (smallest eigenvalue {smallest.item():.3g}, largest "
             f"{largest.item():.3g}): it cannot be whitened. Use shrinkage > 0 or eps > 0 "
             f"(defaults {DEFAULT_SHRINKAGE} and {DEFAULT_EPS}), or estimate statistics from more "
-            "embeddings than "
-            "dimensions."
+            "embeddings than dimensions."
         )
+
+
+def symmetric_power(matrix: Tensor, power: float, *, name: str = "covariance") -> Tensor:
+    """``matrix ** power`` for a symmetric positive definite matrix, via float64 eigh.
+
+    Raises when the matrix is singular (or numerically so) for a negative power
+    (`check_invertible`).
+    """
+    matrix = matrix.to(torch.float64)
+    eigenvalues, eigenvectors = torch.linalg.eigh((matrix + matrix.T) / 2)
+    if power < 0:
+        check_invertible(eigenvalues, name=name)
     return (eigenvectors * eigenvalues.clamp_min(0.0).pow(power)) @ eigenvectors.T
 
 
-def whitening_matrix(
-    stats: Statistics, *, shrinkage: float = DEFAULT_SHRINKAGE, eps: float = DEFAULT_EPS
-) -> Tensor:
-    """The symmetric whitening ``L = Sigma_lambda^{-1/2}`` ([d, d], float64).
-
-    Warns when the statistics hold fewer rows than dimensions: the covariance is then of rank
-    below d, and the whitening of the missing directions is set by the shrinkage alone.
-    """
+def warn_if_thin(stats: Statistics, shrinkage: float, *, stacklevel: int = 3) -> None:
+    """Warns when the statistics hold fewer rows than dimensions: the covariance is then of rank
+    below d, and the whitening of the missing directions is set by the shrinkage alone."""
     if 2 <= stats.count <= stats.dim:
         warnings.warn(
             f"Whitening statistics estimated from {stats.count} embeddings of dimension "
@@ -252,8 +253,16 @@ def whitening_matrix(
             "Estimate statistics from many more rows than dimensions (the paper uses the "
             "whole embedding set).",
             UserWarning,
-            stacklevel=2,
+            stacklevel=stacklevel,
         )
+
+
+def whitening_matrix(
+    stats: Statistics, *, shrinkage: float = DEFAULT_SHRINKAGE, eps: float = DEFAULT_EPS
+) -> Tensor:
+    """The symmetric whitening ``L = Sigma_lambda^{-1/2}`` ([d, d], float64); warns when the
+    statistics are thin (`warn_if_thin`)."""
+    warn_if_thin(stats, shrinkage)
     sigma = shrunk_covariance(stats.covariance(), shrinkage=shrinkage, eps=eps)
     return symmetric_power(sigma, -0.5)
 

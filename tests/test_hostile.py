@@ -109,7 +109,7 @@ def test_statistics(x):
 @SETTINGS
 @given(x=tables(rows=st.integers(0, 12)), m=st.integers(-1, 6), data=st.data())
 def test_projector(x, m, data):
-    similarity = data.draw(st.sampled_from(["wip", "cosine", "euclidean", "inner_product"]))
+    similarity = data.draw(st.sampled_from(["wip", "cosine", "euclidean", "inner"]))
 
     def build_and_project():
         table = torch.as_tensor(np.asarray(x)) if not isinstance(x, torch.Tensor) else x
@@ -125,8 +125,20 @@ def test_projector(x, m, data):
 @SETTINGS
 @given(x=tables(rows=st.integers(1, 12)), a=tables(rows=st.integers(1, 6)), data=st.data())
 def test_relative_projection(x, a, data):
-    similarity = data.draw(st.sampled_from(["cosine", "euclidean", "inner_product"]))
+    similarity = data.draw(st.sampled_from(["cosine", "euclidean", "inner"]))
     clear_or_finite("relative_projection", lambda: relative_projection(x, a, similarity=similarity))
+
+
+@pytest.mark.parametrize("similarity", ["wip", "cosine", "euclidean", "inner"])
+def test_relative_projection_of_mixed_float_dtypes_is_computed_in_the_wider(similarity):
+    """Found by the property test above (float64 rows, float32 anchors: a raw torch error)."""
+    x = torch.randn(5, 3, dtype=torch.float64)
+    anchors = torch.randn(2, 3)
+    stats = {"mean": torch.zeros(3), "whitening": torch.eye(3)} if similarity == "wip" else {}
+    features = relative_projection(x, anchors, similarity=similarity, **stats)
+    assert features.dtype == torch.float64 and bool(torch.isfinite(features).all())
+    expected = relative_projection(x, anchors.double(), similarity=similarity, **stats)
+    assert torch.allclose(features, expected)
 
 
 @SETTINGS

@@ -1,0 +1,79 @@
+"""The shrinkage selector (`relrep_hf.regularization`): its hill climb finds the grid's best,
+its fast MRR is the metrics module's, and it shrinks only when rows per dimension are few."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from relrep_hf.defaults import SHRINKAGE_GRID
+from relrep_hf.metrics import retrieval_metrics
+from relrep_hf.regularization import (
+    _climb,
+    _fold_scorer,
+    _mean_reciprocal_rank,
+    cross_validated_shrinkage,
+)
+
+
+@pytest.mark.parametrize("peak", range(len(SHRINKAGE_GRID)))
+def test_climb_finds_the_peak_of_a_unimodal_score_wherever_it_is(peak):
+    grid = SHRINKAGE_GRID
+    calls = []
+
+    def score(s: float) -> float:
+        calls.append(s)
+        return -abs(grid.index(s) - peak)
+
+    scores = _climb(grid, score)
+    assert max(scores, key=scores.get) == grid[peak]
+    assert len(calls) == len(set(calls)) <= len(grid)  # each candidate scored once at most
+    if peak == len(grid) // 2:
+        assert len(calls) == 3
+
+
+def test_climb_breaks_ties_towards_less_shrinkage():
+    scores = _climb(SHRINKAGE_GRID, lambda s: 1.0)
+    assert min(scores) == 0.0  # a flat score walks down to exact whitening
+
+
+def test_fast_mrr_is_the_metrics_modules_mrr():
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(50, 6, generator=generator, dtype=torch.float64)
+    b = a + 0.8 * torch.randn(50, 6, generator=generator, dtype=torch.float64)
+    b[3] = b[4]  # a tie, counted pessimistically by both
+    unit = torch.nn.functional.normalize
+    expected = retrieval_metrics(a, b, ks=(1,))["mrr"]
+    assert _mean_reciprocal_rank(unit(a, dim=1), unit(b, dim=1)) == pytest.approx(expected)
+
+
+def _encoders(n: int, d: int, seed: int = 2) -> list[torch.Tensor]:
+    """Three encoders of a shared 6-d signal, each mixed into ``d`` dims under noise."""
+    generator = torch.Generator().manual_seed(seed)
+    signal = torch.randn(n, 6, generator=generator)
+    return [
+        signal @ torch.randn(6, d, generator=generator)
+        + 2.0 * torch.randn(n, d, generator=generator)
+        for _ in range(3)
+    ]
+
+
+def test_climb_agrees_with_scoring_the_whole_grid():
+    spaces = _encoders(300, 40)
+    held = torch.zeros(300, dtype=torch.bool)
+    held[::5] = True
+    scorer = _fold_scorer(
+        [x[~held] for x in spaces], [x[held] for x in spaces], [x[~held] for x in spaces], 6, 5e-8
+    )
+    every = {s: scorer(s) for s in SHRINKAGE_GRID}
+    climbed = _climb(SHRINKAGE_GRID, scorer)
+    assert len(set(every.values())) > 3  # the scores differ: the climb has a slope to follow
+    assert max(climbed, key=climbed.get) == max(every, key=every.get)
+    assert all(climbed[s] == pytest.approx(every[s]) for s in climbed)
+
+
+def test_fewer_rows_per_dimension_choose_more_shrinkage():
+    few = cross_validated_shrinkage(_encoders(150, 60), torch.arange(150), 6)
+    many = cross_validated_shrinkage(_encoders(3000, 60), torch.arange(3000), 6)
+    assert few.method == many.method == "cross-validation"
+    assert few.shrinkage >= 0.5 > 0.3 >= many.shrinkage
