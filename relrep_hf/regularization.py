@@ -9,10 +9,8 @@ single number is right (docs/quality.md).
 The selector (`cross_validated_shrinkage`): split the fit rows into folds; for each shrinkage
 of a small grid, fit the map on the other folds (statistics, support and map from them only)
 and score held-out rows by cross-encoder retrieval (MRR, every ordered pair of training
-encoders); keep the best mean, found by a hill climb over the grid (`_climb`). Each encoder's
-covariance is diagonalised once per fold, so a shrinkage costs one column scaling and the top
-eigenpairs of one Gram matrix, by subspace iteration from the previous candidate's
-(`_top_eigenpairs`).
+encoders); keep the best mean, found by a hill climb over the grid (`_climb`). Each encoder's covariance is diagonalised once per fold, so a
+shrinkage costs one column scaling and one SVD of ``[K, sum d_i]``.
 
 `oas_shrinkage` (the analytic Oracle Approximating Shrinkage of Chen et al. 2010, as in
 scikit-learn) is kept for comparison: it lost on the benchmark (docs/quality.md).
@@ -30,8 +28,6 @@ from torch import Tensor
 from relrep_hf.defaults import DEFAULT_EPS, SHRINKAGE_FOLDS, SHRINKAGE_GRID, SHRINKAGE_ROUNDS
 from relrep_hf.statistics import Statistics
 
-OVERSAMPLING = 50  # subspace iteration: extra directions beyond the anchors
-SUBSPACE_STEPS = 2
 MIN_ROWS_TO_SELECT = 20  # below it, no fold holds enough rows to score: the grid's largest
 
 
@@ -114,8 +110,6 @@ def _fold_scorer(
     support: Sequence[Tensor],
     num_anchors: int,
     eps: float,
-    *,
-    warm_start: bool = True,
 ) -> Callable[[float], float]:
     """Held-out MRR of a shrinkage: the map fitted on ``train`` with ``support`` rows.
 
@@ -139,23 +133,20 @@ def _fold_scorer(
     cross = stacked.T @ stacked if len(stacked) >= stacked.shape[1] else None  # C = R^T R
     bounds = torch.tensor([0] + [b.values.shape[0] for b in bases]).cumsum(0).tolist()
 
-    previous: list[Tensor] = []  # the last candidate's top eigenvectors: the next one's start
-
     def score(shrinkage: float) -> float:
         shrunk = [b.shrunk(shrinkage, eps) for b in bases]
         scale = torch.cat([b.factor_scale(shrinkage, eps) for b in bases])  # [D]
         if cross is None:  # fewer support rows than D: the [K, K] side, U directly
             scaled = stacked * scale
-            gram = scaled @ scaled.T
-        else:
-            gram = cross * scale[:, None] * scale[None, :]
-        start = previous.pop() if previous and warm_start else None
-        values, vectors = _top_eigenpairs((gram + gram.T) / 2, num_anchors, start)
-        previous.append(vectors)
-        m = min(num_anchors, max(supported_rank(values), 1))
-        if cross is None:
+            values, vectors = torch.linalg.eigh(scaled @ scaled.T)
+            values, vectors = values.flip(0), vectors.flip(1)
+            m = min(num_anchors, max(supported_rank(values), 1))
             mapped = stacked.T @ vectors[:, :m]  # R^T U [D, m]
         else:
+            gram = cross * scale[:, None] * scale[None, :]
+            values, vectors = torch.linalg.eigh((gram + gram.T) / 2)
+            values, vectors = values.flip(0), vectors.flip(1)
+            m = min(num_anchors, max(supported_rank(values), 1))
             mapped = (cross * scale) @ (vectors[:, :m] / values[:m].sqrt())  # R^T U [D, m]
         relative = [
             F.normalize((rt / s) @ mapped[lo:hi], dim=1)
@@ -170,21 +161,6 @@ def _fold_scorer(
         return sum(pairs) / len(pairs)
 
     return score
-
-
-def _top_eigenpairs(gram: Tensor, num_anchors: int, start: Tensor | None) -> tuple[Tensor, Tensor]:
-    """The top eigenpairs of a symmetric PSD ``gram`` (decreasing): all of them by eigh, or,
-    from ``start`` (a neighbouring candidate's top eigenvectors), the top ``num_anchors`` and
-    an oversampling margin by two steps of subspace iteration and a Rayleigh-Ritz step: the
-    grid's neighbours differ by a column scaling, so their top subspaces nearly coincide."""
-    if start is None or start.shape[1] < num_anchors + OVERSAMPLING:
-        values, vectors = torch.linalg.eigh(gram)
-        return values.flip(0), vectors.flip(1)
-    basis = start[:, : num_anchors + OVERSAMPLING]
-    for _ in range(SUBSPACE_STEPS):
-        basis, _ = torch.linalg.qr(gram @ basis)
-    values, rotation = torch.linalg.eigh(basis.T @ gram @ basis)
-    return values.flip(0), basis @ rotation.flip(1)
 
 
 def _climb(grid: Sequence[float], score: Callable[[float], float]) -> dict[float, float]:
