@@ -28,6 +28,7 @@ from torch import Tensor
 from relrep_hf.defaults import DEFAULT_EPS, SHRINKAGE_FOLDS, SHRINKAGE_GRID, SHRINKAGE_ROUNDS
 from relrep_hf.statistics import Statistics
 
+SUBSET_EIGH_MIN_SIZE = 1200  # below it, a full eigh is as fast as asking for a subset
 MIN_ROWS_TO_SELECT = 20  # below it, no fold holds enough rows to score: the grid's largest
 
 
@@ -66,6 +67,22 @@ def supported_rank(eigenvalues: Tensor, rank_tolerance: float = 1e-10) -> int:
     largest: the number of anchors the data supports."""
     top = eigenvalues[0].clamp_min(0.0) if len(eigenvalues) else eigenvalues.new_zeros(())
     return int((eigenvalues > top * rank_tolerance).sum()) if top > 0 else 0
+
+
+def top_eigenpairs(matrix: Tensor, count: int) -> tuple[Tensor, Tensor]:
+    """The ``count`` largest eigenvalues (decreasing) of a symmetric float64 ``matrix [n, n]``
+    and their eigenvectors ``[n, count]``. Large matrices ask LAPACK for those alone (MRRR,
+    scipy's ``subset_by_index``): the same eigenpairs as a full ``eigh``, about half its time
+    at n ~ 2,000, m = 300 on a CPU."""
+    n = matrix.shape[0]
+    count = min(count, n)
+    if n < SUBSET_EIGH_MIN_SIZE or 2 * count > n or matrix.device.type != "cpu":
+        values, vectors = torch.linalg.eigh(matrix)
+        return values.flip(0)[:count], vectors.flip(1)[:, :count]
+    from scipy.linalg import eigh  # only here: importing relrep_hf stays light
+
+    values, vectors = eigh(matrix.numpy(), subset_by_index=[n - count, n - 1], driver="evr")
+    return torch.from_numpy(values[::-1].copy()), torch.from_numpy(vectors[:, ::-1].copy())
 
 
 @dataclass(frozen=True)
@@ -117,8 +134,8 @@ def _fold_scorer(
     factor is ``F_i = R_i diag(c_i)`` with ``R_i = (S_i - mu_i) Q_i`` and
     ``c_i = sqrt((n - 1) l_i) / s_i`` (`CovarianceBasis.factor_scale`). So the map's ``[D, D]``
     Gram (``D = sum d_i``) is the support cross-products ``C = R^T R``, computed once per fold,
-    scaled by ``c c^T``: each shrinkage costs one eigh of the smaller of ``[D, D]`` and
-    ``[K, K]`` (``F F^T``), never a ``[K, D]`` SVD.
+    scaled by ``c c^T``: each shrinkage costs the top eigenpairs (`top_eigenpairs`) of the
+    smaller of ``[D, D]`` and ``[K, K]`` (``F F^T``), never a ``[K, D]`` SVD.
     A held-out row's relative features are ``(x - mu_i) Q_i diag(1/s_i) R_i^T U``, with
     ``R_i^T U = C_i diag(c) V Lambda^(-1/2)`` from the Gram's top eigenpairs ``(Lambda, V)``.
     """
@@ -138,14 +155,12 @@ def _fold_scorer(
         scale = torch.cat([b.factor_scale(shrinkage, eps) for b in bases])  # [D]
         if cross is None:  # fewer support rows than D: the [K, K] side, U directly
             scaled = stacked * scale
-            values, vectors = torch.linalg.eigh(scaled @ scaled.T)
-            values, vectors = values.flip(0), vectors.flip(1)
+            values, vectors = top_eigenpairs(scaled @ scaled.T, num_anchors)
             m = min(num_anchors, max(supported_rank(values), 1))
             mapped = stacked.T @ vectors[:, :m]  # R^T U [D, m]
         else:
             gram = cross * scale[:, None] * scale[None, :]
-            values, vectors = torch.linalg.eigh((gram + gram.T) / 2)
-            values, vectors = values.flip(0), vectors.flip(1)
+            values, vectors = top_eigenpairs((gram + gram.T) / 2, num_anchors)
             m = min(num_anchors, max(supported_rank(values), 1))
             mapped = (cross * scale) @ (vectors[:, :m] / values[:m].sqrt())  # R^T U [D, m]
         relative = [

@@ -30,6 +30,7 @@ from relrep_hf.regularization import (
     CovarianceBasis,
     cross_validated_shrinkage,
     supported_rank,
+    top_eigenpairs,
 )
 from relrep_hf.statistics import (
     DEFAULT_EPS,
@@ -209,8 +210,8 @@ def top_singular_vectors(
     check_encoders_and_size([f.shape[0] for f in factors], len(factors), requested)
     stacked = torch.cat([f.to(torch.float64) for f in factors], dim=1)
     if stacked.shape[0] > stacked.shape[1]:  # K > sum d_i: the [D, D] eigh beats the SVD
-        eigenvalues, vectors = torch.linalg.eigh(stacked.T @ stacked)
-        eigenvalues, vectors = eigenvalues.flip(0).clamp_min(0.0), vectors.flip(1)
+        eigenvalues, vectors = top_eigenpairs(stacked.T @ stacked, requested)
+        eigenvalues = eigenvalues.clamp_min(0.0)
         rank = supported_rank(eigenvalues, rank_tolerance)
         u = stacked @ (vectors[:, :rank] / eigenvalues[:rank].sqrt())
     else:

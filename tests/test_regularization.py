@@ -77,3 +77,17 @@ def test_fewer_rows_per_dimension_choose_more_shrinkage():
     many = cross_validated_shrinkage(_encoders(3000, 60), torch.arange(3000), 6)
     assert few.method == many.method == "cross-validation"
     assert few.shrinkage >= 0.5 > 0.3 >= many.shrinkage
+
+
+def test_top_eigenpairs_of_a_large_matrix_are_the_full_eigh_ones():
+    from relrep_hf.regularization import SUBSET_EIGH_MIN_SIZE, top_eigenpairs
+
+    n = SUBSET_EIGH_MIN_SIZE + 100
+    a = torch.randn(n + 50, n, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    matrix = a.T @ a
+    values, vectors = top_eigenpairs(matrix, 40)
+    full_values, full_vectors = torch.linalg.eigh(matrix)
+    assert values.shape == (40,) and vectors.shape == (n, 40)
+    assert torch.allclose(values, full_values.flip(0)[:40], rtol=1e-10)
+    overlap = (vectors.T @ full_vectors.flip(1)[:, :40]).abs().diagonal()
+    assert torch.allclose(overlap, torch.ones(40, dtype=torch.float64), atol=1e-8)
