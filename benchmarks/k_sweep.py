@@ -31,7 +31,7 @@ from relrep_hf.least_squares import fit_affine
 from relrep_hf.metrics import retrieval_metrics
 from relrep_hf.regularization import oas_shrinkage
 
-FIXED = (0.0, 0.003, 0.01, 0.03, 0.1, 0.15, 0.2, 0.3, 0.5, 0.7)
+FIXED = (0.0, 0.001, 0.003, 0.01, 0.03, 0.1, 0.15, 0.2, 0.3, 0.5, 0.7)
 KS = (500, 1000, 2000, 4000)
 QUICK_KS = (100, 250)
 TEST_ROWS = 1000

@@ -16,7 +16,8 @@ with:
   ``reference``, the training encoders' mean relative features of those rows (what retrieval
   will meet; an anchor set would have to ship them).
 
-``python -m benchmarks.onboarding_shrinkage`` (about 5 minutes on 2 cores with warm caches).
+``python -m benchmarks.onboarding_shrinkage`` (about 5 minutes on 2 cores with warm caches;
+``--group small_lms --held-out llama-w128-s2:last`` for another group).
 """
 
 from __future__ import annotations
@@ -113,15 +114,28 @@ def run_one(spaces: dict[str, torch.Tensor], held_out: str, k: int) -> dict:
 
 
 def main() -> None:
-    spaces = real_spaces(REAL_ROWS)
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--group", default="real", help="a group of benchmarks.spaces")
+    parser.add_argument("--held-out", nargs="*", default=None)
+    parser.add_argument("--k", nargs="*", type=int, default=list(KS))
+    arguments = parser.parse_args()
+    if arguments.group == "real":
+        spaces = real_spaces(REAL_ROWS)
+    else:
+        from benchmarks.spaces import load_group
+
+        spaces = load_group(arguments.group).embeddings
+    held_outs = arguments.held_out or [h for h in HELD_OUT if h in spaces]
     print(
         f"{'held out':<14} {'K':>5}  "
         + "  ".join(
             f"{m:>18}" for m in ("anchor set's", "consensus", "reference", "best in hindsight")
         )
     )
-    for held_out in HELD_OUT:
-        for k in KS:
+    for held_out in held_outs:
+        for k in arguments.k:
             r = run_one(spaces, held_out, k)
             cells = [f"{r['recall@1'][m]:.3f} ({r['chosen'][m]:g})" for m in r["chosen"]]
             cells.append(f"{r['best'][1]:.3f} ({r['best'][0]:g})")

@@ -184,7 +184,7 @@ def _climb(grid: Sequence[float], score: Callable[[float], float]) -> dict[float
     """Scores of the grid's candidates visited by a hill climb from its middle: a candidate's
     neighbours are scored and the climb moves to the best until none is better (ties: the
     least shrinkage). Held-out retrieval is unimodal in the shrinkage on every group of the
-    benchmark, so this finds the grid's best with 3-6 of its 9 eigendecompositions."""
+    benchmark, so this finds the grid's best with 3-7 of its 10 eigendecompositions."""
     scores: dict[float, float] = {}
 
     def key(index: int) -> tuple[float, float]:
