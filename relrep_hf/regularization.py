@@ -9,7 +9,7 @@ single number is right (docs/quality.md).
 The selector (`cross_validated_shrinkage`): split the fit rows into folds; for each shrinkage
 of a small grid, fit the map on the other folds (statistics, support and map from them only)
 and score held-out rows by cross-encoder retrieval (MRR, every ordered pair of training
-encoders); keep the best mean (every candidate scored for up to 1,000 rows, a hill climb over
+encoders); keep the best mean (every candidate scored for up to 500 rows, a hill climb over
 the grid above, `_climb`). Each encoder's covariance is diagonalised once per fold, so a
 shrinkage costs one column scaling and one SVD of ``[K, sum d_i]``.
 
@@ -29,7 +29,7 @@ from torch import Tensor
 from relrep_hf.defaults import DEFAULT_EPS, SHRINKAGE_FOLDS, SHRINKAGE_GRID, SHRINKAGE_ROUNDS
 from relrep_hf.statistics import Statistics
 
-EXHAUSTIVE_MAX_ROWS = 1000  # up to it every candidate is scored; above it, a hill climb
+EXHAUSTIVE_MAX_ROWS = 500  # up to it every candidate is scored; above it, a hill climb
 SUBSET_EIGH_MIN_SIZE = 1200  # below it, a full eigh is as fast as asking for a subset
 MIN_ROWS_TO_SELECT = 20  # below it, no fold holds enough rows to score: the grid's largest
 
