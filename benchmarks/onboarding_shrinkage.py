@@ -45,8 +45,13 @@ def _standardised(x: torch.Tensor) -> torch.Tensor:
     return F.normalize((x - x.mean(0)) / x.std(0).clamp_min(1e-300), dim=1)
 
 
-def select_from_support(mixture: torch.Tensor, support: torch.Tensor, target: torch.Tensor):
-    """The grid's shrinkage whose held-out support rows best match ``target`` rows (MRR)."""
+def select_from_support(
+    mixture: torch.Tensor, support: torch.Tensor, target: torch.Tensor, *, standardise: bool
+):
+    """The grid's shrinkage whose held-out support rows best match ``target`` rows (MRR both
+    ways); ``standardise`` scales each anchor's column first (the consensus coordinates' scale
+    is not the features')."""
+    unit = _standardised if standardise else (lambda x: F.normalize(x, dim=1))
     u = mixture.T.double()  # [K, m]
     k = len(support)
     order = torch.randperm(k, generator=torch.Generator().manual_seed(0))
@@ -57,10 +62,10 @@ def select_from_support(mixture: torch.Tensor, support: torch.Tensor, target: to
         basis = CovarianceBasis.from_statistics(Statistics.from_embeddings(support[~held]))
         rotated = (support.double() - basis.mean) @ basis.vectors
         anchors_side = rotated[~held].T @ u[~held]  # [d, m]
-        wanted = _standardised(target[held].double())
+        wanted = unit(target[held].double())
 
         def score(shrinkage, rows=rotated[held], side=anchors_side, b=basis, wanted=wanted):
-            features = _standardised((rows / b.shrunk(shrinkage, DEFAULT_EPS)) @ side)
+            features = unit((rows / b.shrunk(shrinkage, DEFAULT_EPS)) @ side)
             return (
                 _mean_reciprocal_rank(features, wanted) + _mean_reciprocal_rank(wanted, features)
             ) / 2
@@ -102,8 +107,12 @@ def run_one(spaces: dict[str, torch.Tensor], held_out: str, k: int) -> dict:
             )
     chosen = {
         "anchor set's": anchor_set.shrinkage,
-        "consensus": select_from_support(anchor_set.mixture, x[rows], anchor_set.mixture.T),
-        "reference": select_from_support(anchor_set.mixture, x[rows], sum(reference)),
+        "consensus": select_from_support(
+            anchor_set.mixture, x[rows], anchor_set.mixture.T, standardise=True
+        ),
+        "reference": select_from_support(
+            anchor_set.mixture, x[rows], sum(reference), standardise=False
+        ),
     }
     best = max(r1, key=r1.get)
     return {
