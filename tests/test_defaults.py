@@ -1,4 +1,4 @@
-"""Every default is defined once, in `relrep_hf.defaults`, and read from there: changing a
+"""Every default is defined once, in `relrep_hf.utils.defaults`, and read from there: changing a
 constant there changes it everywhere. Each test names a place that must not hold its own copy."""
 
 from dataclasses import fields
@@ -7,8 +7,8 @@ import pytest
 
 from relrep_hf import defaults
 from relrep_hf.cli import _training_args, build_parser
-from relrep_hf.losses import LossWeights
-from relrep_hf.param_arguments import ParamTrainingArguments
+from relrep_hf.functional.losses import LossWeights
+from relrep_hf.models.param_arguments import ParamTrainingArguments
 
 
 def test_the_paper_table_5_values():
