@@ -72,7 +72,7 @@ def _transformer(spec: str, poolings: tuple[str, ...]) -> Callable[[list[str]], 
 
 
 def _callable(name: str) -> Callable[[list[str]], list[np.ndarray]]:
-    from relrep_hf import packaged_encoders
+    from relrep_hf.encoding import packaged_encoders
 
     function = getattr(packaged_encoders, name)
     return lambda texts: [

@@ -14,8 +14,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from relrep_hf import hub as _publishing  # noqa: F401  registers the card and push hook
 from relrep_hf.pipeline.auto_registration import install_auto_registration
+from relrep_hf.publishing import hub as _publishing  # noqa: F401  registers the card and push hook
 
 if TYPE_CHECKING:
     from relrep_hf.functional.similarities import SIMILARITIES, relative_projection

@@ -299,14 +299,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _print_report(report: dict) -> None:
-    from relrep_hf import pipeline
+    from relrep_hf.pipeline import steps as pipeline
 
     print()
     print(pipeline.render_report(report))
 
 
 def run(args: argparse.Namespace) -> None:
-    from relrep_hf import pipeline  # datasets, accelerate, evaluate, matplotlib: only now
+    from relrep_hf.pipeline import (
+        steps as pipeline,
+    )  # datasets, accelerate, evaluate, matplotlib: only now
 
     if args.command == "embed":
         run_info = pipeline.embed(
@@ -410,7 +412,7 @@ def run(args: argparse.Namespace) -> None:
 
 
 def _translate(args: argparse.Namespace) -> None:
-    from relrep_hf import migration
+    from relrep_hf.pipeline import migration
 
     if args.vectors is not None:
         if args.out is None or args.out.suffix != ".npy":

@@ -127,3 +127,11 @@ def test_each_encoder_reads_its_language_of_the_parallel_verses(tmp_path):
     en, de = (torch.nn.functional.normalize(spaces[f"use_multilingual-{c}"]) for c in ("en", "de"))
     # a multilingual encoder puts a verse and its German translation close: real parallel rows
     assert ((en @ de.T).argmax(1) == torch.arange(120)).float().mean() > 0.5
+
+
+def test_the_old_packaged_encoder_spec_still_resolves():
+    """Run folders record ``py:relrep_hf.packaged_encoders:use_multilingual``."""
+    from relrep_hf.encoding.packaged_encoders import use_multilingual
+    from relrep_hf.training.array_encoders import load_callable
+
+    assert load_callable("relrep_hf.packaged_encoders:use_multilingual") is use_multilingual

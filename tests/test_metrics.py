@@ -17,7 +17,7 @@ import pytest
 import torch
 from sklearn.metrics import accuracy_score, f1_score, r2_score
 
-from relrep_hf import metrics
+from relrep_hf.functional import metrics
 from relrep_hf.functional.metrics import (
     accuracy,
     mean_reciprocal_rank,

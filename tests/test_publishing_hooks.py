@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from relrep_hf import publishing_hooks
 from relrep_hf.publishing.hub import RelrepPublisher
+from relrep_hf.utils import publishing_hooks
 
 
 def test_importing_relrep_hf_registers_the_publisher_lazily():

@@ -221,3 +221,23 @@ def test_bad_inputs(relative_model, anchor_set, tmp_path):
     config.write_text(json.dumps({**json.loads(config.read_text()), "scale": 2}))
     with pytest.raises(ValueError, match=r"unknown keys \['scale'\]"):
         RelativeProjection.load(str(tmp_path / "m"))
+
+
+def test_a_save_that_names_the_modules_old_path_still_loads(relative_model, texts, tmp_path):
+    """Saves from before the package had layers name ``relrep_hf.sentence_transformers_module``
+    in modules.json; that path still imports the module (a re-export), so they load."""
+    from sentence_transformers import SentenceTransformer
+
+    relative_model.save(str(tmp_path / "st"))
+    index = tmp_path / "st" / "modules.json"
+    modules = json.loads(index.read_text())
+    modules[-1]["type"] = "relrep_hf.sentence_transformers_module.RelativeProjection"
+    index.write_text(json.dumps(modules))
+    loaded = SentenceTransformer(str(tmp_path / "st"), trust_remote_code=True)
+    sample = texts[-8:]
+    torch.testing.assert_close(
+        loaded.encode(sample, convert_to_tensor=True),
+        relative_model.encode(sample, convert_to_tensor=True),
+        atol=1e-6,
+        rtol=0,
+    )

@@ -4,7 +4,7 @@ Pure functions first -- retrieval ranks, Recall@k and MRR between two relative s
 normalised MSE and RR_std, weighted F1 and accuracy -- then :mod:`evaluate` modules over
 them that work offline (nothing is fetched from the Hub)::
 
-    from relrep_hf import metrics
+    from relrep_hf.functional import metrics
     retrieval = metrics.load("retrieval")
     retrieval.compute(predictions=rel_test, references=rel_train, ks=[1, 5])
 """

@@ -15,9 +15,9 @@ from typing import Any
 
 from huggingface_hub import EvalResult
 
-from relrep_hf import hub_files
 from relrep_hf.encoding.corpora import BUNDLED_SENTENCES_ID
 from relrep_hf.functional.tables import markdown_table, metric_label
+from relrep_hf.utils import hub_files
 
 
 def metric_type(name: str) -> str:
