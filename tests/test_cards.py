@@ -33,6 +33,7 @@ from relrep_hf.publishing.cards import (
     write_folder_card,
     write_heatmap,
 )
+from relrep_hf.utils.defaults import SHRINKAGE_GRID
 
 TAGS = {"relrep_hf", "relative-representations", "zero-shot-stitching"}
 ENCODERS = [
@@ -162,7 +163,8 @@ def test_cards_show_the_shrinkage_chosen_from_the_data(tmp_path):
     chosen = anchor_set.shrinkage
     write_card(anchor_set, tmp_path)
     text = (tmp_path / "README.md").read_text()
-    assert f"`{chosen}, chosen from the fit rows by cross-validation among 0.0, 0.03," in text
+    grid = ", ".join(str(s) for s in SHRINKAGE_GRID)  # 200 rows: every candidate scored
+    assert f"`{chosen}, chosen from the fit rows by cross-validation among {grid}`" in text
     assert "shrinkage_selection" not in text
     projector = RelativeProjector.from_anchor_set(anchor_set, spaces["e2"], spaces["e2"])
     assert projector.config.shrinkage == chosen

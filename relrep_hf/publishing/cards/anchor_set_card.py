@@ -157,7 +157,7 @@ def _training_rows(training: Mapping[str, Any]) -> dict[str, Any]:
     selection = rows.pop("shrinkage_selection", None)
     if isinstance(selection, Mapping):
         chosen, method = selection.get("chosen"), selection.get("method", "")
-        candidates = ", ".join(str(k) for k in selection.get("scores", {}))
+        candidates = ", ".join(sorted(selection.get("scores", {}), key=float))
         rows["whitening shrinkage"] = (
             f"{chosen}, chosen from the fit rows by {method} among {candidates}"
             if candidates
