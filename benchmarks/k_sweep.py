@@ -6,7 +6,7 @@ others' first K rows and retrieve the last test rows into the held-out encoder (
 over ordered pairs, then held-out encoders), for:
 
 - the library's default, ``AnchorSet.shared_linear`` with no shrinkage argument (chosen from
-  the fit rows, `relrep_hf.regularization`); its fit time includes the selection;
+  the fit rows, `relrep_hf.functional.regularization`); its fit time includes the selection;
 - the same map at every fixed shrinkage of ``FIXED`` (exact whitening is 0): the best of them
   is "the best fixed shrinkage in hindsight", chosen on the test rows;
 - the analytic OAS shrinkage of each encoder's fit rows (Chen et al. 2010), the mean over the
@@ -27,9 +27,9 @@ from statistics import mean
 import torch
 
 from relrep_hf import AnchorSet, RelativeProjector, Statistics
-from relrep_hf.least_squares import fit_affine
-from relrep_hf.metrics import retrieval_metrics
-from relrep_hf.regularization import oas_shrinkage
+from relrep_hf.functional.least_squares import fit_affine
+from relrep_hf.functional.metrics import retrieval_metrics
+from relrep_hf.functional.regularization import oas_shrinkage
 
 FIXED = (0.0, 0.001, 0.003, 0.01, 0.03, 0.1, 0.15, 0.2, 0.3, 0.5, 0.7)
 KS = (500, 1000, 2000, 4000)

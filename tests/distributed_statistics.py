@@ -12,7 +12,7 @@ import sys
 
 import torch
 
-from relrep_hf.statistics import Statistics, all_reduce
+from relrep_hf.functional.statistics import Statistics, all_reduce
 
 N, D = 1001, 12
 # Row boundaries of the two ranks' shards: uneven, and each rank empty once.

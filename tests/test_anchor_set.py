@@ -3,7 +3,11 @@ import pytest
 import torch
 
 from relrep_hf import AnchorSet, RelativeProjector, Statistics
-from relrep_hf.anchor_strategies import farthest_point_mixture, kmeans_mixture, random_mixture
+from relrep_hf.functional.anchor_strategies import (
+    farthest_point_mixture,
+    kmeans_mixture,
+    random_mixture,
+)
 
 SUPPORT = [f"sentence {i}" for i in range(40)]
 

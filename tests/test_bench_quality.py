@@ -51,6 +51,6 @@ def test_fit_size_sweep_never_raises_and_plots(tmp_path):
 
 
 def bench_quality_grid() -> tuple[float, ...]:
-    from relrep_hf.defaults import SHRINKAGE_GRID
+    from relrep_hf.utils.defaults import SHRINKAGE_GRID
 
     return SHRINKAGE_GRID

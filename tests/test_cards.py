@@ -17,7 +17,10 @@ import torch
 from huggingface_hub import ModelCard
 
 from relrep_hf import AnchorSet, RelativeProjector, Statistics
-from relrep_hf.cards import (
+from relrep_hf.encoding.corpora import BUNDLED_SENTENCES_ID
+from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
+from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
+from relrep_hf.publishing.cards import (
     CITATION,
     HEATMAP_NAME,
     anchor_set_card,
@@ -30,10 +33,7 @@ from relrep_hf.cards import (
     write_folder_card,
     write_heatmap,
 )
-from relrep_hf.configuration_relative_head import RelativeHeadConfig
-from relrep_hf.corpora import BUNDLED_SENTENCES_ID
-from relrep_hf.defaults import SHRINKAGE_GRID
-from relrep_hf.modeling_relative_head import RelativeHeadForClassification
+from relrep_hf.utils.defaults import SHRINKAGE_GRID
 
 TAGS = {"relrep_hf", "relative-representations", "zero-shot-stitching"}
 ENCODERS = [
@@ -300,7 +300,7 @@ def test_one_bibtex_entry_everywhere():
     """The README, the cards and the evaluate modules cite the paper with the same entry."""
     from pathlib import Path
 
-    from relrep_hf.metrics import Retrieval
+    from relrep_hf.functional.metrics import Retrieval
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert CITATION in readme

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from transformers import AutoModel
 
-from relrep_hf import AnchorSet, ParamTrainingArguments, RelativeProjector, pipeline
+from relrep_hf import AnchorSet, ParamTrainingArguments, RelativeProjector
 from relrep_hf.cli import build_parser, main
-from relrep_hf.defaults import SHRINKAGE_GRID
+from relrep_hf.pipeline import steps as pipeline
+from relrep_hf.utils.defaults import SHRINKAGE_GRID
 
 ENCODERS = ["minilm:mean:-1", "minilm:mean:3", "minilm:cls:-1"]
 
@@ -28,7 +29,7 @@ def printed_by(argv: list[str]) -> str:
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    from relrep_hf.pipeline import embed
+    from relrep_hf.pipeline.steps import embed
 
     run_dir = tmp_path_factory.mktemp("run")
     # One forward pass for every spec of this module, the one onboarded later included: the
@@ -199,7 +200,7 @@ def test_push_a_run_folder_to_the_hub(run_dir, tmp_path):
 def test_heads_carry_the_topic_names_and_the_swap_example_prints_one(run_dir):
     """The README's swap example on the run's artifacts prints a topic name, not LABEL_4."""
     from relrep_hf import RelativeWrapper
-    from relrep_hf.corpora import sentence_labels
+    from relrep_hf.encoding.corpora import sentence_labels
 
     if not (run_dir / "report.json").is_file():
         assert main(["--quiet", "evaluate", str(run_dir), "--head-epochs", "2"]) == 0
@@ -225,7 +226,7 @@ def test_help_and_version_import_no_pipeline():
         "    main(sys.argv[1:])\n"
         "except SystemExit:\n"
         "    pass\n"
-        "heavy = ('datasets', 'evaluate', 'matplotlib', 'relrep_hf.pipeline', 'relrep_hf.param_trainer')\n"
+        "heavy = ('datasets', 'evaluate', 'matplotlib', 'relrep_hf.pipeline.steps', 'relrep_hf.training.param_trainer')\n"
         "print(sorted(m for m in heavy if m in sys.modules))\n"
         "from transformers import AutoConfig\n"
         "print(type(AutoConfig.for_model('relative_projector')).__name__)\n"
@@ -252,7 +253,7 @@ def test_quiet_and_debug_go_before_or_after_the_command(tmp_path):
 
 
 def test_demo_sizes_follow_the_limit_and_are_checked_before_embedding(tmp_path, capsys):
-    from relrep_hf.pipeline import FULL_DEMO, RunError, demo_sizes
+    from relrep_hf.pipeline.steps import FULL_DEMO, RunError, demo_sizes
 
     assert demo_sizes(4192) == FULL_DEMO
     quick = demo_sizes(4192, quick=True)
@@ -305,7 +306,7 @@ def test_every_training_argument_is_a_flag(capsys):
     from dataclasses import fields
 
     from relrep_hf.cli import _training_args
-    from relrep_hf.param_arguments import ParamTrainingArguments
+    from relrep_hf.models.param_arguments import ParamTrainingArguments
 
     parser = build_parser()
     names = {f.name for f in fields(ParamTrainingArguments)} - {"output_dir"}

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from relrep_hf import RelativeProjector
-from relrep_hf.locking import FolderLockedError
+from relrep_hf.utils.locking import FolderLockedError
 from tests import killable_save
 
 SIZES = killable_save.SMALL

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from relrep_hf import RelativeHeadConfig, RelativeProjector, RelativeProjectorConfig, Statistics
-from relrep_hf.configuration_utils import FORMAT_VERSION
+from relrep_hf.models.configuration_utils import FORMAT_VERSION
 
 
 def _saved_projector(folder):

@@ -1,4 +1,4 @@
-"""Tests for relrep_hf.corpora: the packaged real sentences and the template generator."""
+"""Tests for relrep_hf.encoding.corpora: the packaged real sentences and the template generator."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import datasets
 import pytest
 
-from relrep_hf import corpora
-from relrep_hf.corpora import (
+from relrep_hf.encoding import corpora
+from relrep_hf.encoding.corpora import (
     TEMPLATE_CAPACITY,
     TEMPLATES,
     load_sentences,

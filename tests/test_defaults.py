@@ -1,14 +1,14 @@
-"""Every default is defined once, in `relrep_hf.defaults`, and read from there: changing a
+"""Every default is defined once, in `relrep_hf.utils.defaults`, and read from there: changing a
 constant there changes it everywhere. Each test names a place that must not hold its own copy."""
 
 from dataclasses import fields
 
 import pytest
 
-from relrep_hf import defaults
 from relrep_hf.cli import _training_args, build_parser
-from relrep_hf.losses import LossWeights
-from relrep_hf.param_arguments import ParamTrainingArguments
+from relrep_hf.functional.losses import LossWeights
+from relrep_hf.models.param_arguments import ParamTrainingArguments
+from relrep_hf.utils import defaults
 
 
 def test_the_paper_table_5_values():
@@ -68,7 +68,7 @@ def test_the_cli_defaults_are_the_library_defaults():
 
 
 def test_statistics_default_to_the_same_shrinkage():
-    from relrep_hf import statistics
+    from relrep_hf.functional import statistics
 
     assert statistics.DEFAULT_SHRINKAGE is defaults.DEFAULT_SHRINKAGE
     assert statistics.DEFAULT_EPS is defaults.DEFAULT_EPS

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from transformers import BertConfig, BertModel
 
-from relrep_hf.encoders import encoder_provenance
-from relrep_hf.hub_files import is_commit_hash
+from relrep_hf.encoding.encoders import encoder_provenance
+from relrep_hf.utils.hub_files import is_commit_hash
 
 
 def tiny_bert_from_folder(path) -> BertModel:

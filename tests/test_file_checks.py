@@ -30,9 +30,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from relrep_hf import AnchorSet, RelativeHeadConfig, RelativeProjector, Statistics
-from relrep_hf.cards import write_folder_card
-from relrep_hf.manifest import write_manifest
-from relrep_hf.modeling_relative_head import RelativeHeadForClassification
+from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
+from relrep_hf.publishing.cards import write_folder_card
+from relrep_hf.utils.manifest import write_manifest
 
 MIB = 1024**2
 LIMIT = 50 * MIB

@@ -23,10 +23,10 @@ from transformers import AutoTokenizer
 
 from relrep_hf import AnchorSet, RelativeProjector, RelativeWrapper, Statistics
 from relrep_hf.cli import main
-from relrep_hf.corpora import load_sentences
-from relrep_hf.encoders import EncoderSpec
-from relrep_hf.extraction import embeddings_tensor
-from relrep_hf.gguf_encoders import gguf_quantization, split_gguf_path
+from relrep_hf.encoding.corpora import load_sentences
+from relrep_hf.encoding.encoders import EncoderSpec
+from relrep_hf.encoding.gguf_encoders import gguf_quantization, split_gguf_path
+from relrep_hf.training.extraction import embeddings_tensor
 
 try:
     from hub_server import LocalHub, hub_env
@@ -216,7 +216,7 @@ from huggingface_hub import HfApi
 from safetensors.torch import save_file
 
 from relrep_hf import RelativeWrapper
-from relrep_hf.encoders import EncoderSpec, load_encoder
+from relrep_hf.encoding.encoders import EncoderSpec, load_encoder
 
 folder, projector, out = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
 texts = json.loads(sys.argv[4])

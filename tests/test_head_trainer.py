@@ -9,9 +9,9 @@ import pytest
 import torch
 import transformers
 
-from relrep_hf.configuration_relative_head import RelativeHeadConfig
-from relrep_hf.head_trainer import HeadTrainer, HeadTrainingArguments
-from relrep_hf.modeling_relative_head import RelativeHeadForClassification
+from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
+from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
+from relrep_hf.training.head_trainer import HeadTrainer, HeadTrainingArguments
 from tests.test_relative_head import toy_problem
 
 transformers.logging.set_verbosity_error()

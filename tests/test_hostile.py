@@ -193,7 +193,7 @@ def report_cases():
 
 def test_embed_over_a_fitted_run_refuses_or_overwrites(tmp_path):
     """A fitted run is refused without ``overwrite``; with it, the fit goes and the cache stays."""
-    from relrep_hf.run_folder import RunError, prepare_embed
+    from relrep_hf.pipeline.run_folder import RunError, prepare_embed
 
     (tmp_path / "anchor_set").mkdir()
     (tmp_path / "embeddings").mkdir()
@@ -208,7 +208,7 @@ def test_embed_over_a_fitted_run_refuses_or_overwrites(tmp_path):
 
 
 def test_row_indices_are_checked():
-    from relrep_hf.validation import check_row_indices
+    from relrep_hf.utils.validation import check_row_indices
 
     assert check_row_indices(range(3), 3).tolist() == [0, 1, 2]
     assert check_row_indices(np.array([2, 0]), 3).tolist() == [2, 0]

@@ -33,15 +33,15 @@ from tokenizers.models import WordLevel
 from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
 from relrep_hf import SIMILARITIES, AnchorSet, RelativeProjector, Statistics
-from relrep_hf.configuration_relative_head import RelativeHeadConfig
-from relrep_hf.corpora import load_sentences
-from relrep_hf.head_trainer import HeadTrainer, HeadTrainingArguments
-from relrep_hf.hub import push_artifact
-from relrep_hf.hub_files import ARTIFACT_FILES, artifact_kind
-from relrep_hf.metrics import accuracy, retrieval_metrics, weighted_f1
-from relrep_hf.modeling_relative_head import RelativeHeadForClassification
-from relrep_hf.modeling_relative_wrapper import RelativeWrapper
-from relrep_hf.remote_code import AUTO_MAP, write_remote_code
+from relrep_hf.encoding.corpora import load_sentences
+from relrep_hf.functional.metrics import accuracy, retrieval_metrics, weighted_f1
+from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
+from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
+from relrep_hf.models.remote_code import AUTO_MAP, write_remote_code
+from relrep_hf.publishing.hub import push_artifact
+from relrep_hf.training.head_trainer import HeadTrainer, HeadTrainingArguments
+from relrep_hf.training.modeling_relative_wrapper import RelativeWrapper
+from relrep_hf.utils.hub_files import ARTIFACT_FILES, artifact_kind
 
 try:
     from hub_server import LocalHub, hub_env
@@ -272,8 +272,8 @@ import json, sys, urllib.request, warnings
 from pathlib import Path
 from huggingface_hub import HfApi, constants
 from relrep_hf import AnchorSet, RelativeProjector
-from relrep_hf.hub import HubError, push_artifact, push_folder, push_run
-from relrep_hf.modeling_relative_head import RelativeHeadForClassification
+from relrep_hf.publishing.hub import HubError, push_artifact, push_folder, push_run
+from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
 
 work, closed_port = Path(sys.argv[1]), sys.argv[2]
 api = HfApi()
@@ -384,8 +384,8 @@ import torch
 from huggingface_hub import HfApi, ModelCard
 from safetensors.torch import load_file
 from relrep_hf import AnchorSet, RelativeProjector
-from relrep_hf.modeling_relative_head import RelativeHeadForClassification
-from relrep_hf.modeling_relative_wrapper import RelativeWrapper
+from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
+from relrep_hf.training.modeling_relative_wrapper import RelativeWrapper
 
 work, shas = Path(sys.argv[1]), json.loads(sys.stdin.readline())  # imported while PUSH ran
 api = HfApi()
@@ -484,8 +484,8 @@ import json, sys
 from pathlib import Path
 import torch
 from relrep_hf import AnchorSet, RelativeProjector
-from relrep_hf.hub import HubError
-from relrep_hf.modeling_relative_head import RelativeHeadForClassification
+from relrep_hf.publishing.hub import HubError
+from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
 
 work, shas = Path(sys.argv[1]), json.loads(sys.stdin.readline())  # imported while PULL ran
 for revision in (None, shas["as1"], "v1"):
@@ -590,7 +590,7 @@ def test_push_pull_revisions_offline_and_failures(hub, work, tmp_path):
 
 @pytest.mark.parametrize("similarity", sorted(SIMILARITIES))
 def test_remote_code_equals_the_package(similarity, tmp_path):
-    from relrep_hf.remote_code import modeling_relative_projector as remote
+    from relrep_hf.models.remote_code import modeling_relative_projector as remote
 
     assert set(remote.APPLY) == set(SIMILARITIES)  # a new similarity needs its remote apply
     generator = torch.Generator().manual_seed(0)

@@ -1,10 +1,10 @@
-"""The download side of the Hub (`relrep_hf.hub_files`): ids, commits, snapshots, folders."""
+"""The download side of the Hub (`relrep_hf.utils.hub_files`): ids, commits, snapshots, folders."""
 
 from __future__ import annotations
 
 import pytest
 
-from relrep_hf.hub_files import (
+from relrep_hf.utils.hub_files import (
     ARTIFACT_FILES,
     LOCAL_PREFIX,
     artifact_kind,

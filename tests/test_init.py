@@ -68,8 +68,8 @@ EXPECTED = [
         ("from transformers import AutoModel", "import relrep_hf"),  # transformers first: at once
         ("from transformers import AutoConfig", "import relrep_hf"),  # configs now, models later
         ("import relrep_hf", "from transformers import BertModel"),  # auto loaded mid-import
-        ("import relrep_hf.modeling_relative_projector", ""),  # a submodule, no package name
-        ("import relrep_hf.anchor_set", ""),
+        ("import relrep_hf.models.modeling_relative_projector", ""),  # a submodule, no package name
+        ("import relrep_hf.models.anchor_set", ""),
     ],
 )
 def test_auto_classes_load_the_saved_artifacts(saved, before, after):
@@ -82,9 +82,9 @@ def test_auto_classes_load_the_saved_artifacts(saved, before, after):
 def test_registration_leaves_the_import_system_as_it_was():
     found = run_python(
         "import sys, relrep_hf\n"
-        "print(any(type(f).__module__ == 'relrep_hf.auto_registration' for f in sys.meta_path))\n"
+        "print(any(type(f).__module__ == 'relrep_hf.pipeline.auto_registration' for f in sys.meta_path))\n"
         "from transformers import AutoModel\n"
-        "print(any(type(f).__module__ == 'relrep_hf.auto_registration' for f in sys.meta_path))\n"
+        "print(any(type(f).__module__ == 'relrep_hf.pipeline.auto_registration' for f in sys.meta_path))\n"
     )
     assert found == ["True", "False"]  # the import hook is gone once both registrations ran
 

@@ -26,8 +26,11 @@ import pytest
 import torch
 
 from relrep_hf import AnchorSet, RelativeHeadConfig, RelativeProjector, Statistics
-from relrep_hf import io as relrep_io
-from relrep_hf.modeling_relative_head import RelativeHeadForClassification, write_head_metrics
+from relrep_hf.models.modeling_relative_head import (
+    RelativeHeadForClassification,
+    write_head_metrics,
+)
+from relrep_hf.utils import io as relrep_io
 
 REPO = Path(__file__).resolve().parents[1]
 

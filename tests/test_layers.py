@@ -18,100 +18,66 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "relrep_hf"
 
 LAYERS: dict[str, tuple[str, ...]] = {
-    "foundations": (
-        "citation",
-        "defaults",
-        "file_checks",
-        "hub_files",
-        "io",
-        "local_paths",
-        "locking",
-        "manifest",
-        "publishing_hooks",
-        "validation",
-    ),
-    "math": (
-        "anchor_strategies",
-        "fused_losses",
-        "least_squares",
-        "losses",
-        "metrics",
-        "mixing",
-        "regularization",
-        "shared_linear",
-        "similarities",
-        "statistics",
-        "tables",
-    ),
-    "encoding": (
-        "corpora",
-        "encoders",
-        "encoding",
-        "gguf_encoders",
-        "packaged_encoders",
-        "parallel_corpus",
-    ),
-    "artifacts": (
-        "anchor_set",
-        "anchor_set_files",
-        "configuration_relative_head",
-        "configuration_relative_projector",
-        "configuration_utils",
-        "modeling_relative_head",
-        "modeling_relative_projector",
-        "modeling_utils",
-        "param_arguments",
-        "remote_code",
-    ),
-    "training, extraction, evaluation": (
-        "array_encoders",
-        "extraction",
-        "head_trainer",
-        "inverse",
-        "language_pairs",
-        "modeling_relative_wrapper",
-        "param_checkpoints",
-        "param_data",
-        "param_trainer",
-        "plots",
-        "sentence_transformers_module",
-        "shared_linear_trainer",
-        "translation",
-        "wrapper_checks",
-        "zero_shot",
-    ),
-    "publishing": ("cards", "hub", "provenance"),
+    "foundations": ("utils",),
+    "math": ("functional",),
+    "encoding": ("encoding",),
+    "artifacts": ("models",),
+    "training, extraction, evaluation": ("training",),
+    "publishing": ("publishing",),
+    # the old paths of two modules that saved artifacts record (re-exports, imported by nobody)
     "entry points": (
-        "__init__",
-        "auto_registration",
-        "cli",
-        "migration",
         "pipeline",
-        "run_folder",
-        "run_methods",
-        "run_report",
+        "cli",
+        "__init__",
+        "packaged_encoders",
+        "sentence_transformers_module",
     ),
+}
+MAX_TOP_LEVEL_MODULES = 8
+MAX_LINES = 400
+# Over the limit when the package moved into its layers, not yet split (issue #24): a ceiling
+# each, so they can only shrink. Remove an entry once its module is under MAX_LINES.
+TOO_LONG_YET = {
+    "cli.py": 486,
+    "pipeline/steps.py": 540,
+    "models/anchor_set.py": 471,
+    "training/extraction.py": 437,
+    "training/modeling_relative_wrapper.py": 428,
+    "training/zero_shot.py": 405,
 }
 
 
 def _layer_of() -> dict[str, int]:
+    """Folder (or top-level module) -> its layer's number, bottom up."""
     index: dict[str, int] = {}
-    for number, modules in enumerate(LAYERS.values()):
-        for module in modules:
-            assert module not in index, f"{module} is listed in two layers"
-            index[module] = number
+    for number, places in enumerate(LAYERS.values()):
+        for place in places:
+            assert place not in index, f"{place} is listed in two layers"
+            index[place] = number
     return index
 
 
 def _modules() -> dict[str, Path]:
-    """Top-level module name -> its files (a sub-package counts as one module)."""
+    """Module key -> its files: ``folder.module`` for each module of a layer's folder (a
+    sub-package inside it counts as one module), ``folder`` for its ``__init__``, and the name
+    of each module at the top of the package."""
     found: dict[str, Path] = {}
     for path in sorted(PACKAGE.iterdir()):
         if path.suffix == ".py":
             found[path.stem] = path
         elif path.is_dir() and (path / "__init__.py").is_file():
-            found[path.name] = path
+            found[path.name] = path / "__init__.py"
+            for inner in sorted(path.iterdir()):
+                if inner.suffix == ".py" and inner.stem != "__init__":
+                    found[f"{path.name}.{inner.stem}"] = inner
+                elif inner.is_dir() and (inner / "__init__.py").is_file():
+                    found[f"{path.name}.{inner.name}"] = inner
     return found
+
+
+def _place(module: str) -> str:
+    """The folder (layer) a module key belongs to."""
+    return module.split(".")[0]
 
 
 def _files(path: Path) -> Iterator[Path]:
@@ -119,7 +85,7 @@ def _files(path: Path) -> Iterator[Path]:
 
 
 def _imports(path: Path, modules: set[str] = frozenset()) -> set[str]:
-    """The relrep_hf modules (top level) that the files of one module import, anywhere.
+    """The relrep_hf modules (keys of `_modules`) that the files of one module import, anywhere.
 
     ``from relrep_hf import Name`` of a name that is not a module reads the package's
     ``__init__`` (the top layer).
@@ -137,7 +103,11 @@ def _imports(path: Path, modules: set[str] = frozenset()) -> set[str]:
                 continue
             for target in targets:
                 parts = target.split(".")
-                if parts[0] == "relrep_hf" and len(parts) > 1 and parts[1] in modules:
+                if parts[0] != "relrep_hf" or len(parts) < 2:
+                    continue
+                if ".".join(parts[1:3]) in modules:
+                    names.add(".".join(parts[1:3]))
+                elif parts[1] in modules:
                     names.add(parts[1])
     return names
 
@@ -154,17 +124,29 @@ def _graph() -> dict[str, set[str]]:
 
 def test_every_module_has_one_layer():
     layer = _layer_of()
-    unlisted = sorted(set(_modules()) - set(layer))
-    assert not unlisted, f"list these modules in a layer of tests/test_layers.py: {unlisted}"
+    unlisted = sorted(m for m in _modules() if _place(m) not in layer)
+    assert not unlisted, f"put these modules in a layer's folder (tests/test_layers.py): {unlisted}"
+
+
+def test_few_modules_at_the_top_and_none_too_long():
+    top = [p.name for p in PACKAGE.iterdir() if p.suffix == ".py"]
+    assert len(top) <= MAX_TOP_LEVEL_MODULES, f"modules at the top of relrep_hf/: {sorted(top)}"
+    long = {
+        str(p.relative_to(PACKAGE)): n
+        for p in PACKAGE.rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines()))
+        > TOO_LONG_YET.get(str(p.relative_to(PACKAGE)), MAX_LINES)
+    }
+    assert not long, f"modules over {MAX_LINES} lines: {long}"
 
 
 def test_imports_only_point_down():
     layer, names = _layer_of(), list(LAYERS)
     upward = sorted(
-        f"{module} ({names[layer[module]]}) imports {other} ({names[layer[other]]})"
+        f"{module} ({names[layer[_place(module)]]}) imports {other} ({names[layer[_place(other)]]})"
         for module, imported in _graph().items()
         for other in imported
-        if module in layer and other in layer and layer[other] > layer[module]
+        if layer[_place(other)] > layer[_place(module)]
     )
     assert not upward, "imports from a higher layer:\n" + "\n".join(upward)
 
@@ -195,10 +177,10 @@ def test_the_rule_can_fail(tmp_path):
     """The reader sees an import inside a function, and a from-import of a submodule."""
     source = tmp_path / "m.py"
     source.write_text(
-        "def f():\n    from relrep_hf import cli\n    import relrep_hf.hub\n"
+        "def f():\n    from relrep_hf import cli\n    import relrep_hf.publishing.hub\n"
         "from relrep_hf import AnchorSet\n"
     )
-    assert _imports(source, {"cli", "hub"}) == {"cli", "hub", "__init__"}
+    assert _imports(source, {"cli", "publishing.hub"}) == {"cli", "publishing.hub", "__init__"}
 
 
 def test_architecture_doc_names_every_module_in_its_layer():

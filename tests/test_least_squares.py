@@ -3,7 +3,12 @@
 import pytest
 import torch
 
-from relrep_hf.least_squares import AffineMap, fit_affine, fit_procrustes, least_squares_operator
+from relrep_hf.functional.least_squares import (
+    AffineMap,
+    fit_affine,
+    fit_procrustes,
+    least_squares_operator,
+)
 from tests.translation_data import (
     F64,
     D,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from relrep_hf.locking import FolderLockedError, folder_lock, lock_path
+from relrep_hf.utils.locking import FolderLockedError, folder_lock, lock_path
 from tests import killable_save
 from tests.test_reliability import References, files_of, finish, start
 
@@ -39,7 +39,7 @@ needs_fork = pytest.mark.skipif(
 def saver(kind: str, folder: Path, first: int, go: float, log: Path) -> None:
     """Save versions ``first .. first + ROUNDS - 1``, starting at ``go``; log each outcome and,
     for a save that went through, when it held the folder's lock."""
-    from relrep_hf import io as relrep_io
+    from relrep_hf.utils import io as relrep_io
 
     held: list[float] = []
     real_lock = relrep_io.folder_lock
@@ -99,7 +99,7 @@ def test_the_lock_is_released_when_its_holder_is_killed(tmp_path):
         [sys.executable, "-c", textwrap.dedent(f"""
             import time
             from pathlib import Path
-            from relrep_hf.locking import folder_lock
+            from relrep_hf.utils.locking import folder_lock
             with folder_lock({str(folder)!r}):
                 Path({str(ready)!r}).write_text("locked")
                 time.sleep(600)
@@ -130,9 +130,9 @@ import json, sys, time
 from pathlib import Path
 import torch
 from relrep_hf import RelativeHeadConfig
-from relrep_hf.modeling_relative_head import write_head_metrics
-from relrep_hf.hub import HubError, push_artifact
-from relrep_hf.modeling_relative_head import RelativeHeadForClassification
+from relrep_hf.models.modeling_relative_head import write_head_metrics
+from relrep_hf.publishing.hub import HubError, push_artifact
+from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
 
 work, repo_id, first, go = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 folders = []
@@ -161,7 +161,7 @@ CHECKER = r"""
 import json, sys
 from pathlib import Path
 from huggingface_hub import HfApi
-from relrep_hf.modeling_relative_head import RelativeHeadForClassification
+from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
 repo_id, work = sys.argv[1], Path(sys.argv[2])
 api = HfApi()
 head = RelativeHeadForClassification.from_pretrained(repo_id)  # verified against its manifest
@@ -171,7 +171,7 @@ commits = [c.commit_id for c in api.list_repo_commits(repo_id)]
 # the test process made the Hub answer the next commit with 412, as when a push overtook it
 import torch
 from relrep_hf import RelativeHeadConfig
-from relrep_hf.hub import HubError
+from relrep_hf.publishing.hub import HubError
 torch.manual_seed(7)
 late = RelativeHeadForClassification(RelativeHeadConfig(num_anchors=4, num_labels=2))
 try:

@@ -11,7 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from relrep_hf.losses import (
+from relrep_hf.functional.losses import (
     LossWeights,
     coverage_loss,
     info_nce_loss,

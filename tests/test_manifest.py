@@ -20,8 +20,8 @@ import pytest
 import torch
 
 from relrep_hf import AnchorSet, RelativeHeadConfig, RelativeProjector, Statistics
-from relrep_hf.manifest import MANIFEST_NAME, CorruptedArtifactError
-from relrep_hf.modeling_relative_head import RelativeHeadForClassification
+from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
+from relrep_hf.utils.manifest import MANIFEST_NAME, CorruptedArtifactError
 
 try:
     from hub_server import LocalHub, hub_env
@@ -113,7 +113,7 @@ def test_artifacts_saved_before_manifests_load_with_a_warning(tmp_path):
 
 
 def test_metrics_written_after_the_save_are_in_the_manifest(tmp_path):
-    from relrep_hf.modeling_relative_head import write_head_metrics
+    from relrep_hf.models.modeling_relative_head import write_head_metrics
 
     folder = tmp_path / "head"
     small_head().save_pretrained(folder)
@@ -131,9 +131,9 @@ from pathlib import Path
 import torch
 from huggingface_hub import HfApi
 from relrep_hf import AnchorSet, RelativeHeadConfig, RelativeProjector, Statistics
-from relrep_hf.modeling_relative_head import write_head_metrics
-from relrep_hf.manifest import CorruptedArtifactError
-from relrep_hf.modeling_relative_head import RelativeHeadForClassification
+from relrep_hf.models.modeling_relative_head import write_head_metrics
+from relrep_hf.utils.manifest import CorruptedArtifactError
+from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
 
 work, user = Path(sys.argv[1]), sys.argv[2]
 api = HfApi()
@@ -166,7 +166,7 @@ torch.manual_seed(0)
 head = RelativeHeadForClassification(RelativeHeadConfig(num_anchors=2, num_labels=2))
 head.save_pretrained(work / "head")
 write_head_metrics(work / "head", {"enc": {"accuracy": 0.987654}})
-from relrep_hf.hub import push_artifact
+from relrep_hf.publishing.hub import push_artifact
 push_artifact(work / "head", f"{user}/head")
 assert "metrics.json" in api.list_repo_files(f"{user}/head")
 torch.manual_seed(1)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 
-os.environ["HF_EVALUATE_OFFLINE"] = "1"  # before evaluate is imported (by relrep_hf.metrics)
+os.environ["HF_EVALUATE_OFFLINE"] = (
+    "1"  # before evaluate is imported (by relrep_hf.functional.metrics)
+)
 
 import math
 import socket
@@ -15,8 +17,8 @@ import pytest
 import torch
 from sklearn.metrics import accuracy_score, f1_score, r2_score
 
-from relrep_hf import metrics
-from relrep_hf.metrics import (
+from relrep_hf.functional import metrics
+from relrep_hf.functional.metrics import (
     accuracy,
     mean_reciprocal_rank,
     normalized_mse,

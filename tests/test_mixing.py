@@ -2,9 +2,9 @@
 
 import pytest
 
-from relrep_hf.configuration_relative_head import RelativeHeadConfig
-from relrep_hf.configuration_relative_projector import RelativeProjectorConfig
-from relrep_hf.mixing import check_same_anchor_set
+from relrep_hf.functional.mixing import check_same_anchor_set
+from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
+from relrep_hf.models.configuration_relative_projector import RelativeProjectorConfig
 
 
 def projector_config(**fields) -> RelativeProjectorConfig:

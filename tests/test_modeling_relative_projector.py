@@ -7,9 +7,9 @@ from transformers import AutoConfig, AutoModel
 
 import relrep_hf
 from relrep_hf import RelativeProjector, RelativeProjectorConfig, Statistics
-from relrep_hf.io import atomic_directory
-from relrep_hf.similarities import SIMILARITIES, relative_projection
-from relrep_hf.statistics import whitening_matrix
+from relrep_hf.functional.similarities import SIMILARITIES, relative_projection
+from relrep_hf.functional.statistics import whitening_matrix
+from relrep_hf.utils.io import atomic_directory
 
 D, M = 16, 8
 

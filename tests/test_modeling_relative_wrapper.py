@@ -32,7 +32,7 @@ from transformers import (
 
 from relrep_hf import RelativeProjector, Statistics
 from relrep_hf.encoding import pool, tokenize
-from relrep_hf.modeling_relative_wrapper import RelativeWrapper, RelativeWrapperOutput
+from relrep_hf.training.modeling_relative_wrapper import RelativeWrapper, RelativeWrapperOutput
 
 transformers.logging.set_verbosity_error()
 
@@ -234,7 +234,7 @@ def test_vit_encodes_pil_images(saved, pooling):
 def test_minilm_mean_pooling_equals_sentence_transformers(minilm_path):
     from sentence_transformers import SentenceTransformer
 
-    from relrep_hf.corpora import load_sentences
+    from relrep_hf.encoding.corpora import load_sentences
 
     sentences = load_sentences(40)["text"]
     st = SentenceTransformer(minilm_path, device="cpu")
@@ -254,7 +254,7 @@ def test_sentence_transformers_output_into_the_wrappers_projector_warns(minilm_p
     ``projector(st.encode(texts))``: NumPy is accepted, and the normalised rows are flagged."""
     from sentence_transformers import SentenceTransformer
 
-    from relrep_hf.corpora import load_sentences
+    from relrep_hf.encoding.corpora import load_sentences
 
     texts = load_sentences(600)["text"]
     pooled = (

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from relrep_hf.packaged_encoders import e5_small, smollm2_gguf_path, use_multilingual
-from relrep_hf.parallel_corpus import TOPICS, load_parallel_verses, topic_of_book
+from relrep_hf.encoding.packaged_encoders import e5_small, smollm2_gguf_path, use_multilingual
+from relrep_hf.encoding.parallel_corpus import TOPICS, load_parallel_verses, topic_of_book
 
 
 def test_verses_are_aligned_across_languages_with_topic_labels():

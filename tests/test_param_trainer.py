@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from relrep_hf import AnchorSet, ParamTrainer, ParamTrainingArguments, RelativeProjector, Statistics
-from relrep_hf.metrics import retrieval_metrics
-from relrep_hf.param_trainer import STATE_NAME
+from relrep_hf.functional.metrics import retrieval_metrics
+from relrep_hf.training.param_trainer import STATE_NAME
 from tests.distributed_param import main as distributed_main
 from tests.synthetic import affine_spaces
 

@@ -13,8 +13,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from relrep_hf import RelativeProjector, Statistics, relative_projection
-from relrep_hf.similarities import SIMILARITIES
-from relrep_hf.statistics import whiten, whitening_matrix
+from relrep_hf.functional.similarities import SIMILARITIES
+from relrep_hf.functional.statistics import whiten, whitening_matrix
 
 PROPERTY = settings(max_examples=30, deadline=None)
 

@@ -1,5 +1,5 @@
 """Portable provenance: configs record encoders and anchor sets by Hub id and commit, never by
-a local path (`relrep_hf.provenance`)."""
+a local path (`relrep_hf.publishing.provenance`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import warnings
 import pytest
 from huggingface_hub import constants
 
-from relrep_hf.provenance import portable_provenance
+from relrep_hf.publishing.provenance import portable_provenance
 
 
 def test_portable_provenance(tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""The one hook from artifacts up to the publishing layer (`relrep_hf.publishing_hooks`)."""
+"""The one hook from artifacts up to the publishing layer (`relrep_hf.utils.publishing_hooks`)."""
 
 from __future__ import annotations
 
@@ -7,17 +7,17 @@ import sys
 
 import pytest
 
-from relrep_hf import publishing_hooks
-from relrep_hf.hub import RelrepPublisher
+from relrep_hf.publishing.hub import RelrepPublisher
+from relrep_hf.utils import publishing_hooks
 
 
 def test_importing_relrep_hf_registers_the_publisher_lazily():
     """The registration is in effect after ``import relrep_hf`` and loads neither the card nor
     the push code (they load on first use)."""
     code = (
-        "import sys, relrep_hf, relrep_hf.publishing_hooks as hooks; "
+        "import sys, relrep_hf, relrep_hf.utils.publishing_hooks as hooks; "
         "assert type(hooks.publisher()).__name__ == 'RelrepPublisher'; "
-        "loaded = [m for m in ('relrep_hf.cards', 'relrep_hf.hub.push', 'relrep_hf.provenance') "
+        "loaded = [m for m in ('relrep_hf.publishing.cards', 'relrep_hf.publishing.hub.push', 'relrep_hf.publishing.provenance') "
         "if m in sys.modules]; "
         "assert not loaded, loaded"
     )

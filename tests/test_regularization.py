@@ -1,4 +1,4 @@
-"""The shrinkage selector (`relrep_hf.regularization`): its hill climb finds the grid's best,
+"""The shrinkage selector (`relrep_hf.functional.regularization`): its hill climb finds the grid's best,
 its fast MRR is the metrics module's, and it shrinks only when rows per dimension are few."""
 
 from __future__ import annotations
@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from relrep_hf.defaults import SHRINKAGE_GRID
-from relrep_hf.metrics import retrieval_metrics
-from relrep_hf.regularization import (
+from relrep_hf.functional.metrics import retrieval_metrics
+from relrep_hf.functional.regularization import (
     _climb,
     _fold_scorer,
     _mean_reciprocal_rank,
     cross_validated_shrinkage,
 )
+from relrep_hf.utils.defaults import SHRINKAGE_GRID
 
 
 @pytest.mark.parametrize("peak", range(len(SHRINKAGE_GRID)))
@@ -80,7 +80,7 @@ def test_fewer_rows_per_dimension_choose_more_shrinkage():
 
 
 def test_top_eigenpairs_of_a_large_matrix_are_the_full_eigh_ones():
-    from relrep_hf.regularization import SUBSET_EIGH_MIN_SIZE, top_eigenpairs
+    from relrep_hf.functional.regularization import SUBSET_EIGH_MIN_SIZE, top_eigenpairs
 
     n = SUBSET_EIGH_MIN_SIZE + 100
     a = torch.randn(n + 50, n, generator=torch.Generator().manual_seed(4), dtype=torch.float64)

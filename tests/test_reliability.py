@@ -50,12 +50,12 @@ from relrep_hf import (
     translate,
     whitening_matrix,
 )
-from relrep_hf.array_encoders import array_embeddings
-from relrep_hf.encoders import ArraySpec, EncoderSpec, parse_encoder
-from relrep_hf.extraction import extract_embeddings
-from relrep_hf.pipeline import demo_sizes, load_dataset_for_run
-from relrep_hf.translation import relative_inverse
-from relrep_hf.zero_shot import EncoderData, ZeroShotStitching
+from relrep_hf.encoding.encoders import ArraySpec, EncoderSpec, parse_encoder
+from relrep_hf.pipeline.steps import demo_sizes, load_dataset_for_run
+from relrep_hf.training.array_encoders import array_embeddings
+from relrep_hf.training.extraction import extract_embeddings
+from relrep_hf.training.translation import relative_inverse
+from relrep_hf.training.zero_shot import EncoderData, ZeroShotStitching
 from tests import distributed_statistics, hostile_inputs, killable_save, killable_train
 
 REPO = Path(__file__).resolve().parents[1]
@@ -446,7 +446,7 @@ def truncated_lines(path: Path, keep: int) -> Path:
 
 
 def saved_while_locked(s: Setup) -> None:
-    from relrep_hf.locking import folder_lock
+    from relrep_hf.utils.locking import folder_lock
 
     folder = s.folder / "projector-locked"
     with folder_lock(folder):  # as another process's save would hold it
@@ -459,8 +459,8 @@ def without(path: Path) -> Path:
 
 
 def st_module():
-    """relrep_hf.sentence_transformers_module, imported only when a case needs it."""
-    from relrep_hf import sentence_transformers_module
+    """relrep_hf.training.sentence_transformers_module, imported only when a case needs it."""
+    from relrep_hf.training import sentence_transformers_module
 
     return sentence_transformers_module
 

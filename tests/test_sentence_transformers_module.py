@@ -25,8 +25,8 @@ from sentence_transformers.sentence_transformer.modules import Pooling
 from transformers import AutoModel
 
 from relrep_hf import AnchorSet, RelativeProjector, RelativeWrapper
-from relrep_hf.corpora import load_sentences
-from relrep_hf.sentence_transformers_module import (
+from relrep_hf.encoding.corpora import load_sentences
+from relrep_hf.training.sentence_transformers_module import (
     RelativeProjection,
     add_relative_projection,
     projector_from_sentence_transformer,
@@ -100,7 +100,9 @@ def test_encode_equals_wrapper_and_round_trips_save(relative_model, texts, tmp_p
     relative_model.save(str(tmp_path / "st"))
     module_folder = tmp_path / "st" / "2_RelativeProjection"
     modules = json.loads((tmp_path / "st" / "modules.json").read_text())
-    assert modules[-1]["type"] == "relrep_hf.sentence_transformers_module.RelativeProjection"
+    assert (
+        modules[-1]["type"] == "relrep_hf.training.sentence_transformers_module.RelativeProjection"
+    )
     assert json.loads((module_folder / "relative_projection.json").read_text()) == {
         "module_input_name": "sentence_embedding",
         "module_output_name": "sentence_embedding",
@@ -158,7 +160,7 @@ import torch
 from safetensors.torch import save_file
 from sentence_transformers import SentenceTransformer
 
-import relrep_hf.sentence_transformers_module  # noqa: F401 (the only relrep_hf line)
+import relrep_hf.training.sentence_transformers_module  # noqa: F401 (the only relrep_hf line)
 
 saved, texts_file, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
 texts = texts_file.read_text().splitlines()
@@ -219,3 +221,23 @@ def test_bad_inputs(relative_model, anchor_set, tmp_path):
     config.write_text(json.dumps({**json.loads(config.read_text()), "scale": 2}))
     with pytest.raises(ValueError, match=r"unknown keys \['scale'\]"):
         RelativeProjection.load(str(tmp_path / "m"))
+
+
+def test_a_save_that_names_the_modules_old_path_still_loads(relative_model, texts, tmp_path):
+    """Saves from before the package had layers name ``relrep_hf.sentence_transformers_module``
+    in modules.json; that path still imports the module (a re-export), so they load."""
+    from sentence_transformers import SentenceTransformer
+
+    relative_model.save(str(tmp_path / "st"))
+    index = tmp_path / "st" / "modules.json"
+    modules = json.loads(index.read_text())
+    modules[-1]["type"] = "relrep_hf.sentence_transformers_module.RelativeProjection"
+    index.write_text(json.dumps(modules))
+    loaded = SentenceTransformer(str(tmp_path / "st"), trust_remote_code=True)
+    sample = texts[-8:]
+    torch.testing.assert_close(
+        loaded.encode(sample, convert_to_tensor=True),
+        relative_model.encode(sample, convert_to_tensor=True),
+        atol=1e-6,
+        rtol=0,
+    )

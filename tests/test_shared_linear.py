@@ -14,21 +14,24 @@ import pytest
 import torch
 
 from relrep_hf import AnchorSet, ParamTrainer, ParamTrainingArguments, RelativeProjector, Statistics
-from relrep_hf.defaults import SHRINKAGE_GRID
-from relrep_hf.metrics import retrieval_metrics
-from relrep_hf.modeling_relative_head import (
-    RelativeHeadForClassification,
-    check_head_matches_projector,
-)
-from relrep_hf.shared_linear import (
+from relrep_hf.functional.metrics import retrieval_metrics
+from relrep_hf.functional.shared_linear import (
     feature_factor,
     feature_gram,
     full_support_features,
     normalize_features,
     shared_linear_map,
 )
-from relrep_hf.shared_linear_trainer import SharedLinearTuningArguments, fine_tune_shared_linear
-from relrep_hf.statistics import whitening_matrix
+from relrep_hf.functional.statistics import whitening_matrix
+from relrep_hf.models.modeling_relative_head import (
+    RelativeHeadForClassification,
+    check_head_matches_projector,
+)
+from relrep_hf.training.shared_linear_trainer import (
+    SharedLinearTuningArguments,
+    fine_tune_shared_linear,
+)
+from relrep_hf.utils.defaults import SHRINKAGE_GRID
 from tests.hub_server import LocalHub, hub_env
 from tests.synthetic import affine_spaces
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from relrep_hf.similarities import (
+from relrep_hf.functional.similarities import (
     SIMILARITIES,
     Similarity,
     cosine,
@@ -16,7 +16,7 @@ from relrep_hf.similarities import (
     relative_projection,
     wip,
 )
-from relrep_hf.statistics import Statistics, whitening_matrix
+from relrep_hf.functional.statistics import Statistics, whitening_matrix
 
 D, N, M = 6, 400, 10
 

@@ -13,7 +13,7 @@ from benchmarks.small_lms import (
     read_record,
     training_paragraphs,
 )
-from relrep_hf.corpora import load_sentences
+from relrep_hf.encoding.corpora import load_sentences
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from relrep_hf.statistics import (
+from relrep_hf.functional.statistics import (
     Statistics,
     accumulate,
     shrunk_covariance,
@@ -134,7 +134,7 @@ def test_invalid_shrinkage(kwargs):
 
 @pytest.mark.parametrize("shape", [(17, 3), (300, 40), (64, 385), (5, 769)])
 def test_symmetric_gram_is_the_exactly_symmetric_full_product(shape):
-    from relrep_hf.statistics import blocked_gram, symmetric_gram
+    from relrep_hf.functional.statistics import blocked_gram, symmetric_gram
 
     rows = torch.randn(*shape, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     full = rows.T @ rows

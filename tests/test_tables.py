@@ -2,7 +2,13 @@ import math
 
 import pytest
 
-from relrep_hf.tables import format_cell, format_table, markdown_table, mean_std, summarize_seeds
+from relrep_hf.functional.tables import (
+    format_cell,
+    format_table,
+    markdown_table,
+    mean_std,
+    summarize_seeds,
+)
 
 
 def test_markdown_table_escapes_pipes():

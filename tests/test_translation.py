@@ -7,9 +7,9 @@ import pytest
 import torch
 from torch import nn
 
-from relrep_hf.modeling_relative_projector import RelativeProjector
-from relrep_hf.statistics import Statistics
-from relrep_hf.translation import (
+from relrep_hf.functional.statistics import Statistics
+from relrep_hf.models.modeling_relative_projector import RelativeProjector
+from relrep_hf.training.translation import (
     AffineMap,
     InversionWarning,
     LatentTranslator,
@@ -180,7 +180,7 @@ def test_minilm_layers_translate_through_wip_inversion():
 
 def test_projectors_of_two_local_anchor_sets_cannot_translate():
     """Local anchor sets record no id: their fingerprints tell them apart (issue 15, bug 3)."""
-    from relrep_hf.anchor_set import AnchorSet
+    from relrep_hf.models.anchor_set import AnchorSet
 
     support = [f"support input {i}" for i in range(30)]
     x, y = anisotropic(100, seed=40), anisotropic(100, seed=41)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from relrep_hf.validation import as_embeddings
+from relrep_hf.utils.validation import as_embeddings
 
 
 def test_numpy_is_shared_and_keeps_its_dtype():

@@ -2,9 +2,9 @@ import pytest
 import torch
 
 from relrep_hf import ParamTrainer, ParamTrainingArguments, RelativeProjector
-from relrep_hf.metrics import retrieval_metrics
-from relrep_hf.tables import format_table
-from relrep_hf.zero_shot import (
+from relrep_hf.functional.metrics import retrieval_metrics
+from relrep_hf.functional.tables import format_table
+from relrep_hf.training.zero_shot import (
     ALGORITHM_1,
     PAPER_TABLE_1,
     EncoderData,

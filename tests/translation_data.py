@@ -2,8 +2,8 @@
 
 import torch
 
-from relrep_hf.modeling_relative_projector import RelativeProjector
-from relrep_hf.statistics import Statistics
+from relrep_hf.functional.statistics import Statistics
+from relrep_hf.models.modeling_relative_projector import RelativeProjector
 
 D = 12
 F64 = torch.float64

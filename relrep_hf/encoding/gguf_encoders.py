@@ -1,0 +1,130 @@
+"""GGUF encoders: small language models as llama.cpp users hold them, loaded by transformers.
+
+transformers loads a GGUF file (``from_pretrained(folder_or_repo, gguf_file=FILE)``) by
+dequantizing every tensor to float, for the architectures its GGUF integration maps (llama,
+mistral, qwen2/3, gemma2/3, phi3, gpt2, t5, ...); the tokenizer is rebuilt from the file's
+``tokenizer.ggml.*`` metadata where transformers can (sentencepiece and byte-level BPE
+vocabularies), else it comes from the folder or repo beside the file.
+
+An encoder spec names a GGUF file by its path: ``REPO_ID/FILE.gguf`` on the Hub (a file in a
+subfolder: ``REPO_ID/SUBFOLDER/FILE.gguf``) or a local ``path/to/FILE.gguf``, followed as usual by
+``[@REVISION][:POOLING][:LAYER]``, e.g. ``TheBloke/TinyLlama-1.1B-Chat-v1.0-GGUF/
+tinyllama-1.1b-chat-v1.0.Q4_K_M.gguf:last``. A projector built on a GGUF encoder records the file
+and its quantisation (``encoder_gguf_file``, ``encoder_quantization``) beside the repo id and
+revision: the same repo holds files of several quantisations, which embed differently.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from typing import Any
+
+from transformers import AutoTokenizer, PreTrainedTokenizerBase
+from transformers.utils import cached_file
+
+from relrep_hf.utils.hub_files import snapshot_record
+
+GGUF_SUFFIX = ".gguf"
+
+
+def split_gguf_path(model_id: str) -> tuple[str, str | None]:
+    """``(repo id or folder, GGUF file name or None)`` of an encoder id.
+
+    ``path/to/model.gguf`` (an existing file) gives its folder and name; a Hub
+    ``org/name/[sub/]model.gguf`` gives ``org/name`` and ``[sub/]model.gguf``. Ids that do not end
+    in ``.gguf`` are returned as they are, with ``None``.
+    """
+    if not model_id.lower().endswith(GGUF_SUFFIX):
+        return model_id, None
+    if os.path.isfile(model_id):
+        folder, name = os.path.split(os.path.abspath(model_id))
+        return folder, name
+    parts = model_id.strip("/").split("/")
+    if len(parts) < 3 or os.path.exists(os.path.dirname(model_id) or "."):
+        raise ValueError(
+            f"GGUF encoder {model_id!r}: no such local file, and not a Hub path. Give a local "
+            "path/to/FILE.gguf that exists, or REPO_ID/FILE.gguf (e.g. "
+            "'TheBloke/TinyLlama-1.1B-Chat-v1.0-GGUF/tinyllama-1.1b-chat-v1.0.Q4_K_M.gguf')."
+        )
+    return "/".join(parts[:2]), "/".join(parts[2:])
+
+
+_CACHED_FILE_KWARGS = ("cache_dir", "force_download", "proxies", "token", "local_files_only")
+
+
+def gguf_local_path(source: str, gguf_file: str, revision: str | None = None, **hub_kwargs) -> str:
+    """The local path of ``gguf_file`` in folder or repo ``source`` (the Hub cache's copy)."""
+    hub_kwargs = {k: v for k, v in hub_kwargs.items() if k in _CACHED_FILE_KWARGS}
+    path = cached_file(source, gguf_file, revision=revision, **hub_kwargs)
+    if path is None:
+        raise ValueError(f"{source!r} has no file {gguf_file!r}.")
+    return path
+
+
+def gguf_quantization(path: str) -> str:
+    """The quantisation of a GGUF file: its ``general.file_type`` (``Q4_K_M``, ``F16``, ...), or
+    the most common type of its matrices when the file does not state one."""
+    import gguf  # an optional dependency: transformers needs it to load GGUF files at all
+
+    reader = gguf.GGUFReader(path)
+    field = reader.fields.get("general.file_type")
+    if field is not None:
+        value = int(field.parts[field.data[0]][0])
+        try:
+            name = gguf.LlamaFileType(value).name
+        except ValueError:
+            name = f"file_type {value}"
+        return name.removeprefix("MOSTLY_").removeprefix("ALL_")
+    types = Counter(t.tensor_type.name for t in reader.tensors if len(t.shape) >= 2)
+    return types.most_common(1)[0][0] if types else ""
+
+
+def gguf_provenance(
+    source: str, gguf_file: str, revision: str | None = None, **hub_kwargs
+) -> dict[str, str]:
+    """``encoder_gguf_file`` and ``encoder_quantization`` for a projector's config, and
+    ``encoder_revision`` (the commit) when the file came from the Hub cache."""
+    path = gguf_local_path(source, gguf_file, revision, **hub_kwargs)
+    provenance = {"encoder_gguf_file": gguf_file, "encoder_quantization": gguf_quantization(path)}
+    snapshot = snapshot_record(path)  # a file in the Hub cache: (repo id, commit)
+    if snapshot is not None:
+        provenance["encoder_revision"] = snapshot[1]
+    return provenance
+
+
+def gguf_mismatch(projector_config: Any, loaded: dict[str, str]) -> str | None:
+    """Why a projector does not fit the GGUF file loaded (``None`` when it does): the file it
+    records, against the one loaded (``loaded``: `gguf_provenance`, ``{}`` for no GGUF file)."""
+    recorded = getattr(projector_config, "encoder_gguf_file", "")
+    loaded_file = loaded.get("encoder_gguf_file", "")
+    if not recorded or loaded_file == recorded:
+        return None
+    what = f"the GGUF file {loaded_file!r}" if loaded_file else "no GGUF file"
+    quantization = (
+        getattr(projector_config, "encoder_quantization", "") or "quantisation unrecorded"
+    )
+    return (
+        f"The projector was built on the encoder's GGUF file {recorded!r} ({quantization}), but "
+        f"{what} was loaded: another quantisation embeds differently. Pass gguf_file={recorded!r}."
+    )
+
+
+def load_gguf_tokenizer(
+    source: str, gguf_file: str, revision: str | None = None, **hub_kwargs: Any
+) -> PreTrainedTokenizerBase:
+    """The tokenizer a GGUF file describes; the one of the folder or repo beside it when
+    transformers cannot build one from the file's metadata."""
+    try:
+        return AutoTokenizer.from_pretrained(
+            source, gguf_file=gguf_file, revision=revision, **hub_kwargs
+        )
+    except (ValueError, KeyError, NotImplementedError) as gguf_error:
+        try:
+            return AutoTokenizer.from_pretrained(source, revision=revision, **hub_kwargs)
+        except (OSError, ValueError) as folder_error:
+            raise ValueError(
+                f"No tokenizer for {source!r}/{gguf_file}: transformers cannot build one from the "
+                f"GGUF metadata ({gguf_error}) and {source!r} has none beside it ({folder_error}). "
+                "Save the model's tokenizer there (tokenizer.save_pretrained) or pass tokenizer=..."
+            ) from folder_error

@@ -1,0 +1,1 @@
+"""relrep_hf's functional layer (docs/architecture.md)."""

@@ -1,0 +1,1 @@
+"""relrep_hf's models layer (docs/architecture.md)."""

@@ -1,0 +1,120 @@
+"""Configuration of a head on relative features: its sizes, and the anchor set it speaks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from transformers.activations import ACT2FN
+
+from relrep_hf.models.configuration_utils import RelrepConfig
+from relrep_hf.utils.defaults import DEFAULT_NUM_ANCHORS
+
+
+class RelativeHeadConfig(RelrepConfig):
+    r"""Configuration of a classification head on relative features.
+
+    A head reads the ``m`` relative features of any encoder whose projector uses the same anchor
+    set and similarity, so its config records that anchor set (id and revision) and the
+    similarity, and, for the model card, the encoder whose features it was trained on.
+
+    Args:
+        num_anchors (`int`): number m of anchors, the width of the relative features.
+        hidden_sizes (`list[int]`, defaults to `[]`): widths of the hidden layers; empty gives a
+            linear probe, otherwise an MLP.
+        activation (`str`, defaults to `"gelu"`): activation of the hidden layers (a name in
+            `transformers.activations.ACT2FN`).
+        dropout (`float`, defaults to 0.1): dropout after each hidden layer.
+        normalize_input (`bool`, defaults to `True`): a LayerNorm over the m features of each
+            row first. It is per row, so nothing is estimated from the training encoder's
+            feature scale; similarities of another encoder arrive on another scale, and the
+            normalisation makes the head indifferent to it, which is what zero-shot stitching
+            needs (the relative-representations papers put a normalisation layer there too).
+        layer_norm_eps (`float`, defaults to 1e-5): epsilon of that LayerNorm.
+        similarity (`str`): the similarity of the projectors it was trained with ("" unknown).
+        anchor_set_id, anchor_set_revision (`str`): the anchor set it was trained with.
+        anchor_set_fingerprint (`str`): that anchor set's content hash (`AnchorSet.fingerprint`).
+        source_encoder_id, source_encoder_revision (`str`): the encoder whose relative features
+            it was trained on.
+        num_labels, id2label, label2id: the classes, as in every transformers config.
+
+    Example:
+        >>> from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
+        >>> config = RelativeHeadConfig(num_anchors=300, id2label={0: "neg", 1: "pos"})
+        >>> config.num_labels, config.hidden_sizes
+        (2, [])
+    """
+
+    model_type = "relative_head"
+    artifact_name = "head"
+
+    def __init__(
+        self,
+        num_anchors: int = DEFAULT_NUM_ANCHORS,
+        hidden_sizes: list[int] | None = None,
+        activation: str = "gelu",
+        dropout: float = 0.1,
+        normalize_input: bool = True,
+        layer_norm_eps: float = 1e-5,
+        similarity: str = "",
+        anchor_set_id: str = "",
+        anchor_set_revision: str = "",
+        anchor_set_fingerprint: str = "",
+        source_encoder_id: str = "",
+        source_encoder_revision: str = "",
+        **kwargs,
+    ):
+        hidden_sizes = [] if hidden_sizes is None else list(hidden_sizes)
+        if isinstance(num_anchors, bool) or not isinstance(num_anchors, int) or num_anchors < 1:
+            raise ValueError(f"num_anchors must be a positive int, got {num_anchors!r}.")
+        if any(isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in hidden_sizes):
+            raise ValueError(
+                f"hidden_sizes must be a list of positive ints ([] for a linear probe), got "
+                f"{hidden_sizes!r}."
+            )
+        if activation not in ACT2FN:
+            valid = ", ".join(repr(name) for name in sorted(ACT2FN))
+            raise ValueError(f"Invalid activation {activation!r}. Valid: {valid}.")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout!r}.")
+        self.num_anchors = num_anchors
+        self.hidden_sizes = hidden_sizes
+        self.activation = activation
+        self.dropout = dropout
+        self.normalize_input = bool(normalize_input)
+        self.layer_norm_eps = layer_norm_eps
+        self.similarity = similarity
+        self.anchor_set_id = anchor_set_id
+        self.anchor_set_revision = anchor_set_revision
+        self.anchor_set_fingerprint = anchor_set_fingerprint
+        self.source_encoder_id = source_encoder_id
+        self.source_encoder_revision = source_encoder_revision
+        super().__init__(**kwargs)
+        if self.label2id is None and self.id2label is not None:
+            self.label2id = {label: index for index, label in self.id2label.items()}
+        if self.num_labels is None or self.num_labels < 1:
+            raise ValueError(f"num_labels must be >= 1, got {self.num_labels!r}.")
+
+    @classmethod
+    def for_projector(cls, projector_config: Any, **kwargs) -> RelativeHeadConfig:
+        """A head config that reads the features of a projector (or of its config).
+
+        Copies its number of anchors, similarity and anchor set, and names its encoder as the
+        source; ``kwargs`` (``id2label``, ``hidden_sizes``, ...) set the rest.
+
+        Example:
+            >>> from relrep_hf import RelativeProjectorConfig
+            >>> projector = RelativeProjectorConfig(hidden_size=384, num_anchors=64)
+            >>> RelativeHeadConfig.for_projector(projector, num_labels=5).num_anchors
+            64
+        """
+        projector_config = getattr(projector_config, "config", projector_config)
+        provenance = {
+            "num_anchors": projector_config.num_anchors,
+            "similarity": projector_config.similarity,
+            "anchor_set_id": projector_config.anchor_set_id,
+            "anchor_set_revision": projector_config.anchor_set_revision,
+            "anchor_set_fingerprint": getattr(projector_config, "anchor_set_fingerprint", ""),
+            "source_encoder_id": projector_config.encoder_id,
+            "source_encoder_revision": projector_config.encoder_revision,
+        }
+        return cls(**{**provenance, **kwargs})

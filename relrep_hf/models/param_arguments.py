@@ -1,0 +1,160 @@
+"""`ParamTrainingArguments`: the arguments of `ParamTrainer`, apart from the trainer.
+
+Like transformers' ``training_args.py`` beside ``trainer.py``: the command line reads these
+fields and defaults to build its flags, and importing them costs no torch, accelerate or
+datasets (``relrep-hf --help`` stays fast).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from relrep_hf.utils.defaults import (
+    DEFAULT_COVERAGE_CHUNK_SIZE,
+    DEFAULT_COVERAGE_TEMPERATURE,
+    DEFAULT_COVERAGE_WEIGHT,
+    DEFAULT_EPS,
+    DEFAULT_INFO_NCE_TEMPERATURE,
+    DEFAULT_INFO_NCE_WEIGHT,
+    DEFAULT_LEARNING_RATE,
+    DEFAULT_LENGTH_WEIGHT,
+    DEFAULT_MIXTURE_TEMPERATURE,
+    DEFAULT_NUM_ANCHORS,
+    DEFAULT_NUM_TRAIN_EPOCHS,
+    DEFAULT_ORTHOGONALITY_WEIGHT,
+    DEFAULT_SHRINKAGE,
+    DEFAULT_TRAIN_BATCH_SIZE,
+    check_similarity_settings,
+)
+
+if TYPE_CHECKING:
+    from relrep_hf.functional.losses import LossWeights
+
+
+def _arg(default: Any, help: str, **kwargs: Any) -> Any:
+    """A field with its command-line help (read by `transformers.HfArgumentParser`)."""
+    return field(default=default, metadata={"help": help}, **kwargs)
+
+
+@dataclass
+class ParamTrainingArguments:
+    """Arguments of `ParamTrainer`; defaults are the paper's Table 5 (`relrep_hf.utils.defaults`).
+
+    ``train_batch_size`` is the GLOBAL batch (split across processes), so one process and
+    many see the same batches and learn the same anchors. Every field is a flag of
+    ``relrep-hf fit`` and ``relrep-hf demo`` (through `transformers.HfArgumentParser`).
+    """
+
+    _argument_group_name = "PARAM training (defaults: the paper's Table 5)"
+
+    output_dir: str
+    num_anchors: int = _arg(DEFAULT_NUM_ANCHORS, "number of anchors m")
+    support_size: int | None = _arg(
+        None, "support points K drawn from the training rows (None: every row)"
+    )
+    mixture_temperature: float = _arg(
+        DEFAULT_MIXTURE_TEMPERATURE, "softmax temperature T of the mixture P = softmax(logits / T)"
+    )
+    num_train_epochs: int = _arg(DEFAULT_NUM_TRAIN_EPOCHS, "epochs over the training rows")
+    learning_rate: float = _arg(DEFAULT_LEARNING_RATE, "learning rate of the optimizer")
+    optimizer: Literal["adamw", "adam"] = _arg("adamw", "optimizer of the mixture logits")
+    weight_decay: float = _arg(0.0, "decoupled weight decay of AdamW")
+    train_batch_size: int = _arg(DEFAULT_TRAIN_BATCH_SIZE, "global batch size")
+    coverage_chunk_size: int = _arg(
+        DEFAULT_COVERAGE_CHUNK_SIZE, "rows per chunk of the coverage loss's soft assignments"
+    )
+    info_nce_weight: float = _arg(DEFAULT_INFO_NCE_WEIGHT, "weight of the InfoNCE term")
+    coverage_weight: float = _arg(DEFAULT_COVERAGE_WEIGHT, "weight of the coverage term")
+    orthogonality_weight: float = _arg(
+        DEFAULT_ORTHOGONALITY_WEIGHT, "weight of the orthogonality term"
+    )
+    length_weight: float = _arg(DEFAULT_LENGTH_WEIGHT, "weight of the length term")
+    info_nce_temperature: float = _arg(DEFAULT_INFO_NCE_TEMPERATURE, "temperature of InfoNCE")
+    coverage_temperature: float = _arg(
+        DEFAULT_COVERAGE_TEMPERATURE, "temperature of the coverage's soft assignments"
+    )
+    shrinkage: float = _arg(
+        DEFAULT_SHRINKAGE, "covariance shrinkage lambda of the whitened inner product"
+    )
+    eps: float = _arg(DEFAULT_EPS, "ridge added to the shrunk covariance")
+    init_scale: float = _arg(1.0, "standard deviation of the initial mixture logits")
+    seed: int = _arg(42, "random seed")
+    logging_steps: int = _arg(10, "log the loss terms every this many steps")
+    save_strategy: Literal["no", "epoch", "steps"] = _arg(
+        "epoch", "when to checkpoint (the last step always is, unless 'no')"
+    )
+    save_steps: int = _arg(500, "steps between checkpoints under save_strategy 'steps'")
+    save_total_limit: int | None = _arg(2, "checkpoints kept, the oldest removed first (None: all)")
+    disable_tqdm: bool = _arg(False, "no progress bar")
+    report_to: list[str] = field(
+        default_factory=list,
+        metadata={"help": "accelerate trackers to log to (e.g. tensorboard)"},
+    )
+    statistics_batch_size: int = _arg(
+        16384, "rows per chunk when estimating the whitening statistics"
+    )
+    # bfloat16 for the two products with the support (P @ whitened support and dL/dP), the
+    # bulk of a step: faster where bf16 matmuls are native (AVX512-BF16, AMX, GPUs); the
+    # losses move by about 1e-4 relative (printed by `python -m benchmarks --only bench_param`)
+    bf16: bool = _arg(False, "bfloat16 products with the support (faster where native)")
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in ("adamw", "adam"):
+            raise ValueError(f"Invalid optimizer {self.optimizer!r}. Valid: 'adamw', 'adam'.")
+        if self.save_strategy not in ("no", "epoch", "steps"):
+            raise ValueError(
+                f"Invalid save_strategy {self.save_strategy!r}. Valid: 'no', 'epoch', 'steps'."
+            )
+        positive = (
+            "num_anchors",
+            "num_train_epochs",
+            "train_batch_size",
+            "logging_steps",
+            "save_steps",
+            "coverage_chunk_size",
+            "statistics_batch_size",
+        )
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
+        for name in ("support_size", "save_total_limit"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1 or None, got {getattr(self, name)}.")
+        if self.mixture_temperature <= 0 or self.learning_rate <= 0:
+            raise ValueError("mixture_temperature and learning_rate must be > 0.")
+        if self.weight_decay < 0 or self.init_scale < 0:
+            raise ValueError(
+                f"weight_decay and init_scale must be >= 0, got {self.weight_decay} and "
+                f"{self.init_scale}."
+            )
+        check_similarity_settings(self.shrinkage, self.eps)
+        self.loss_weights  # validates weights and temperatures  # noqa: B018
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        """Where checkpoints go: ``<output_dir>-checkpoints``, beside the anchor set and never
+        inside it, so optimizer state and pickles are not published with the artifact."""
+        output = Path(os.path.abspath(self.output_dir))
+        return output.with_name(f"{output.name}-checkpoints")
+
+    @property
+    def loss_weights(self) -> LossWeights:
+        from relrep_hf.functional.losses import (
+            LossWeights,  # torch: imported when training, not for --help
+        )
+
+        return LossWeights(
+            info_nce=self.info_nce_weight,
+            coverage=self.coverage_weight,
+            orthogonality=self.orthogonality_weight,
+            length=self.length_weight,
+            info_nce_temperature=self.info_nce_temperature,
+            coverage_temperature=self.coverage_temperature,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)

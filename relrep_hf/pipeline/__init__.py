@@ -1,0 +1,1 @@
+"""relrep_hf's pipeline layer (docs/architecture.md)."""

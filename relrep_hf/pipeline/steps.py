@@ -1,0 +1,540 @@
+"""The run folder pipeline behind ``relrep-hf``: embed -> fit -> onboard -> evaluate.
+
+Each step reads what the previous one wrote into one run folder (`relrep_hf.pipeline.run_folder`)::
+
+    run.json                  encoders, dataset, train/test rows, held-out encoders
+    embeddings/               Arrow embeddings, one cache folder per encoder (never recomputed)
+    anchor_set/               the AnchorSet (fitted without the held-out encoders)
+    projectors/<encoder>/     one RelativeProjector per encoder (held-out ones onboarded)
+    heads/<encoder>/          a classifier on that encoder's relative features
+    report.json, report.md    zero-shot retrieval and classification (`relrep_hf.pipeline.run_report`)
+    stitching_heatmap.png, relative_spaces.png
+
+The evaluation is Algorithm 1 of `relrep_hf.training.zero_shot` on the run's saved projectors.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from relrep_hf.encoding.encoders import (
+    ArraySpec,
+    architecture,
+    extraction_id,
+    load_encoder,
+    parse_encoder,
+    resolve_pooling,
+)
+from relrep_hf.encoding.parallel_corpus import PARALLEL_VERSES_ID
+from relrep_hf.models.anchor_set import AnchorSet
+from relrep_hf.models.modeling_relative_projector import RelativeProjector
+from relrep_hf.pipeline.run_folder import (
+    BUNDLED_DATASET,
+    FULL_DEMO,
+    RunError,
+    demo_sizes,
+    encoder_entry,
+    load_dataset_for_run,
+    prepare_embed,
+    read_run,
+    run_dataset,
+    run_embeddings,
+    run_labels,
+    user_embedding_cache,
+    write_run,
+)
+from relrep_hf.pipeline.run_methods import (
+    closed_form_projectors,
+    param_projectors,
+)
+from relrep_hf.pipeline.run_report import render_report, write_heads_metrics, write_report
+from relrep_hf.training.array_encoders import array_embeddings
+from relrep_hf.training.extraction import (
+    embeddings_tensor,
+    extract_embedding_views,
+    extract_embeddings,
+)
+from relrep_hf.training.language_pairs import language_pair_rows
+from relrep_hf.training.param_trainer import ParamTrainer, ParamTrainingArguments
+from relrep_hf.training.zero_shot import (
+    EncoderData,
+    Method,
+    ZeroShotStitching,
+    build_projectors,
+    retrieval_matrix,
+)
+from relrep_hf.utils.defaults import (
+    DEFAULT_EMBED_BATCH_SIZE,
+    DEFAULT_ENCODERS,
+    DEFAULT_HEAD_EPOCHS,
+    DEFAULT_METHOD,
+    DEFAULT_TEST_SIZE,
+    METHODS,
+    SHARED_LINEAR_SHRINKAGE,
+)
+
+__all__ = [
+    "BUNDLED_DATASET",
+    "FULL_DEMO",
+    "RunError",
+    "demo_sizes",
+    "embed",
+    "evaluate",
+    "fit",
+    "load_dataset_for_run",
+    "onboard",
+    "render_report",
+    "user_embedding_cache",
+]
+
+logger = logging.getLogger(__name__)
+
+
+def embed(
+    run_dir: str | os.PathLike,
+    encoders: Sequence[str] = DEFAULT_ENCODERS,
+    *,
+    dataset: str = BUNDLED_DATASET,
+    split: str = "train",
+    column: str = "text",
+    label_column: str | None = "label",
+    limit: int | None = None,
+    test_size: int = DEFAULT_TEST_SIZE,
+    seed: int = 0,
+    batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
+    show_progress: bool | None = None,
+    embeddings: Sequence[str] = (),
+    cache_dir: str | os.PathLike | None = None,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """Embed the dataset with every encoder into ``run_dir/embeddings`` and write run.json.
+
+    ``encoders`` are specs of any kind (`relrep_hf.encoding.encoders.parse_encoder`; ``SPEC#COLUMN``
+    reads another column, e.g. one language of a parallel corpus); ``embeddings`` are
+    precomputed ones, ``NAME=PATH``. Specs of the same model (several layers / poolings) share
+    one load and one forward pass. ``cache_dir``: embed into this cache (e.g. a user-level one
+    shared by runs) and copy into the run folder; default the run folder itself. A folder
+    holding a fitted run is refused unless ``overwrite`` (which deletes that fit).
+    """
+    run_dir = Path(run_dir)
+    prepare_embed(run_dir, overwrite=overwrite, test_size=test_size, batch_size=batch_size)
+    if dataset == PARALLEL_VERSES_ID and column == "text":
+        column = "en"  # the parallel verses have one column per language
+    parsed = [parse_encoder(spec) for spec in [*encoders, *embeddings]]
+    for spec, _ in parsed[len(encoders) :]:
+        if spec.kind != "precomputed":
+            raise RunError(f"--embeddings takes NAME=PATH, got {str(spec)!r}.")
+    columns = [spec_column or column for _, spec_column in parsed]
+    data = load_dataset_for_run(
+        dataset, split=split, column=column, limit=limit, columns=[column, *columns]
+    )
+    if test_size >= len(data):
+        raise RunError(f"test_size={test_size} leaves no training rows out of {len(data)}.")
+    order = torch.randperm(len(data), generator=torch.Generator().manual_seed(seed))
+    cache = Path(cache_dir) if cache_dir is not None else run_dir / "embeddings"
+    by_index: dict[int, dict[str, Any]] = {}
+    models: dict[tuple, list[int]] = {}  # one load, one pass per column
+    for i, (spec, spec_column) in enumerate(parsed):
+        if isinstance(spec, ArraySpec):
+            embedded, provenance = array_embeddings(
+                spec,
+                data,
+                column=columns[i],
+                cache_dir=cache,
+                batch_size=batch_size,
+                show_progress=show_progress,
+            )
+            embedded = _in_run_folder(embedded, run_dir)
+            by_index[i] = encoder_entry(spec, provenance, embedded, run_dir, column=spec_column)
+        else:
+            models.setdefault((spec.model_id, spec.revision, spec.gguf_file), []).append(i)
+    for indices in models.values():
+        model, tokenizer, provenance = load_encoder(parsed[indices[0]][0])
+        provenance = {"encoder_kind": parsed[indices[0]][0].kind, **provenance}
+        specs = {i: resolve_pooling(parsed[i][0], model) for i in indices}
+        for read in dict.fromkeys(columns[i] for i in indices):
+            group = [i for i in indices if columns[i] == read]
+            logger.info("Embedding %d rows with %s", len(data), [str(specs[i]) for i in group])
+            embedded_views = extract_embedding_views(
+                model,
+                tokenizer,
+                data,
+                views=[(specs[i].pooling, specs[i].layer) for i in group],
+                column=read,
+                batch_size=batch_size,
+                cache_dir=cache,
+                encoder_id=extraction_id(specs[group[0]], provenance),
+                encoder_revision=provenance["encoder_revision"],
+                show_progress=show_progress,
+            )
+            for i, embedded in zip(group, embedded_views, strict=True):
+                by_index[i] = {
+                    **encoder_entry(
+                        specs[i],
+                        provenance,
+                        _in_run_folder(embedded, run_dir),
+                        run_dir,
+                        column=parsed[i][1],
+                    ),
+                    "architecture": architecture(model),
+                }
+        del model  # the next model loads without this one in memory
+    entries = [by_index[i] for i in range(len(parsed))]
+    names = [e["name"] for e in entries]
+    if len(set(names)) != len(names):
+        raise RunError(
+            f"Two encoders have the same name: {names}. Give distinct poolings or layers."
+        )
+    run = {
+        "encoders": entries,
+        "dataset": {
+            "id": dataset,
+            "split": split,
+            "column": column,
+            "label_column": label_column,
+            "rows": len(data),
+        },
+        "test_rows": order[:test_size].sort().values.tolist(),
+        "train_rows": order[test_size:].sort().values.tolist(),
+    }
+    if dataset == PARALLEL_VERSES_ID:  # the languages decide which verses every one has
+        run["dataset"]["columns"] = list(dict.fromkeys([column, *columns]))
+    if label_column not in data.column_names:
+        run["dataset"]["label_column"] = None
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_run(run_dir, run)
+    return run
+
+
+def _in_run_folder(embedded: Any, run_dir: Path) -> Any:
+    """``embedded`` read from the run folder's ``embeddings/``: its cache folder is copied
+    there (hard links where possible) when it was written to a cache elsewhere."""
+    import datasets
+
+    arrow = Path(
+        next(
+            f["filename"]
+            for f in embedded.cache_files
+            if f["filename"].endswith("embeddings.arrow")
+        )
+    )
+    target = run_dir / "embeddings" / arrow.parent.name
+    if arrow.parent.resolve() == target.resolve():
+        return embedded
+    if not target.is_dir():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(arrow.parent, target, copy_function=_link_or_copy)
+    copy = datasets.Dataset.from_file(str(target / arrow.name))
+    # the copy first: run.json records the first embeddings file, which must be the run's own
+    return datasets.concatenate_datasets([copy, embedded.remove_columns("embedding")], axis=1)
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+METHOD_LABELS = {
+    "param": "PARAM-WIP",
+    "shared_linear": "Shared-Linear-WIP",
+    "full_support": "Full-Support-WIP",
+}
+PROVENANCE_KEYS = ("encoder_id", "encoder_revision", "pooling", "layer")
+# what else a projector records of its encoder: the GGUF file, and what kind of encoder it was
+EXTRA_PROVENANCE_KEYS = (
+    "encoder_gguf_file",
+    "encoder_quantization",
+    "encoder_kind",
+    "encoder_source",
+)
+
+
+def fit(
+    run_dir: str | os.PathLike,
+    *,
+    held_out: Sequence[str] | None = None,
+    args: ParamTrainingArguments | None = None,
+    method: str = DEFAULT_METHOD,
+    shrinkage: float | None = None,
+) -> AnchorSet:
+    """Fit an anchor set on the training rows of every encoder but the held-out ones (``method``:
+    the shared linear closed form, the paper's PARAM or full support; ``args`` give the number
+    of anchors, support size and, for PARAM, its training), then build every encoder's projector
+    (held-out ones onboarded, no training).
+
+    The closed form and full support take every training row as support unless
+    ``args.support_size`` says otherwise. ``shrinkage`` (None: each method's measured best,
+    docs/quality.md) is the whitening's: the paper's 0.15 for PARAM (``args.shrinkage``), chosen
+    from the training rows for the shared linear map (``"auto"``, `relrep_hf.functional.regularization`;
+    the number of anchors is capped at the rank the rows support, with a warning), the paper's
+    for full support."""
+    if method not in METHODS:
+        raise RunError(f"Invalid method {method!r}. Valid: {', '.join(map(repr, METHODS))}.")
+    run_dir = Path(run_dir)
+    run = read_run(run_dir)
+    names = [e["name"] for e in run["encoders"]]
+    held_out = list(held_out) if held_out is not None else [names[-1]]
+    unknown = [h for h in held_out if h not in names]
+    if unknown:
+        raise RunError(f"Unknown held-out encoder(s) {unknown}; the run's encoders are {names}.")
+    training_names = [n for n in names if n not in held_out]
+    if not training_names:
+        raise RunError("Every encoder is held out: PARAM needs at least one encoder to train on.")
+    args = args or ParamTrainingArguments(str(run_dir / "anchor_set"))
+    overrides = {"output_dir": str(run_dir / "anchor_set")}
+    if shrinkage is not None:
+        overrides["shrinkage"] = shrinkage
+    args = ParamTrainingArguments(**{**asdict(args), **overrides})
+    train_rows = torch.tensor(run["train_rows"])
+    spaces = run_embeddings(run_dir, run)
+    training = {name: spaces[name][train_rows] for name in training_names}
+    entries = {e["name"]: e for e in run["encoders"]}
+    data = run_dataset(run)
+    column = run["dataset"]["column"]
+    texts = list(data[column]) if isinstance(data[0][column], str) else None
+    encoders = {name: {k: entries[name][k] for k in PROVENANCE_KEYS} for name in training_names}
+    support_reference = (
+        None
+        if texts
+        else {
+            "dataset_id": run["dataset"]["id"],
+            "split": run["dataset"]["split"],
+            "column": column,
+        }
+    )
+    if method == "param":
+        trainer = ParamTrainer(
+            args,
+            training,
+            inputs=[texts[i] for i in run["train_rows"]] if texts else None,
+            support_reference=support_reference,
+            encoders=encoders,
+        )
+        anchor_set = trainer.train()
+        support_indices = trainer.support_indices
+    else:
+        k = min(args.support_size or len(train_rows), len(train_rows))
+        support_indices = torch.arange(k)
+        rows = [run["train_rows"][i] for i in range(k)]
+        support = [texts[i] for i in rows] if texts else [{"index": i} for i in rows]
+        if method == "full_support":
+            anchor_set = AnchorSet.full_support(support, shrinkage=args.shrinkage, eps=args.eps)
+        else:
+            anchor_set = AnchorSet.shared_linear(
+                support,
+                training,
+                args.num_anchors,
+                support_rows=support_indices,
+                shrinkage=SHARED_LINEAR_SHRINKAGE if shrinkage is None else shrinkage,
+                eps=args.eps,
+            )
+        anchor_set.support_reference = support_reference
+        anchor_set.encoders = [
+            {"name": name, "dim": spaces[name].shape[1], **encoders[name]}
+            for name in training_names
+        ]
+        anchor_set.save_pretrained(run_dir / "anchor_set")
+    support_rows = train_rows[support_indices]
+    provenance = {
+        name: {k: entry[k] for k in (*PROVENANCE_KEYS, *EXTRA_PROVENANCE_KEYS) if k in entry}
+        for name, entry in entries.items()
+    }
+    projectors = build_projectors(
+        anchor_set,
+        spaces,
+        support_rows=support_rows,
+        statistics_rows=train_rows,
+        similarity=None,  # the anchor set's own
+        provenance=provenance,
+    )
+    for name, projector in projectors.items():
+        projector.save_pretrained(run_dir / "projectors" / name)
+    run.update(
+        held_out=held_out,
+        support_rows=support_rows.tolist(),
+        fit={**args.to_dict(), "method": method},
+    )
+    write_run(run_dir, run)
+    return anchor_set
+
+
+def onboard(
+    run_dir: str | os.PathLike,
+    encoder: str,
+    *,
+    batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
+    show_progress: bool | None = None,
+) -> RelativeProjector:
+    """A projector for a new encoder: embed the run's rows with it, estimate its statistics on
+    the training rows, take its anchors from the anchor set's support rows. No gradient step."""
+    run_dir = Path(run_dir)
+    run = read_run(run_dir, fitted=True)
+    data = run_dataset(run)
+    spec, spec_column = parse_encoder(encoder)
+    read = spec_column or run["dataset"]["column"]
+    if read not in data.column_names:
+        raise RunError(
+            f"The run's dataset has no column {read!r}; its columns are {data.column_names}."
+        )
+    if isinstance(spec, ArraySpec):
+        embedded, provenance = array_embeddings(
+            spec,
+            data,
+            column=read,
+            cache_dir=run_dir / "embeddings",
+            batch_size=batch_size,
+            show_progress=show_progress,
+        )
+        entry = encoder_entry(spec, provenance, embedded, run_dir, column=spec_column)
+    else:
+        model, tokenizer, provenance = load_encoder(spec)
+        provenance = {"encoder_kind": spec.kind, **provenance}
+        spec = resolve_pooling(spec, model)
+        embedded = extract_embeddings(
+            model,
+            tokenizer,
+            data,
+            column=read,
+            pooling=spec.pooling,
+            layer=spec.layer,
+            batch_size=batch_size,
+            cache_dir=run_dir / "embeddings",
+            encoder_id=extraction_id(spec, provenance),
+            encoder_revision=provenance["encoder_revision"],
+            show_progress=show_progress,
+        )
+        entry = {
+            **encoder_entry(spec, provenance, embedded, run_dir, column=spec_column),
+            "architecture": architecture(model),
+        }
+    name = entry["name"]
+    if name in {e["name"] for e in run["encoders"]}:
+        raise RunError(f"The run already has an encoder named {name!r}.")
+    (projector,) = build_projectors(
+        AnchorSet.from_pretrained(run_dir / "anchor_set"),
+        {name: embeddings_tensor(embedded)},
+        support_rows=run["support_rows"],
+        statistics_rows=run["train_rows"],
+        similarity=None,
+        provenance={
+            name: {k: entry[k] for k in (*PROVENANCE_KEYS, *EXTRA_PROVENANCE_KEYS) if k in entry}
+        },
+    ).values()
+    projector.save_pretrained(run_dir / "projectors" / name)
+    run["encoders"].append({**entry, "onboarded": True})
+    run["held_out"] = [*run.get("held_out", []), name]
+    write_run(run_dir, run)
+    return projector
+
+
+def evaluate(
+    run_dir: str | os.PathLike,
+    *,
+    head_epochs: int = DEFAULT_HEAD_EPOCHS,
+    param_args: ParamTrainingArguments | None = None,
+) -> dict[str, Any]:
+    """Zero-shot retrieval (every ordered pair) and classification (a head per source encoder
+    evaluated on every encoder), the saved projectors against Random-Cos (and, for PARAM, the
+    shared linear closed form); report, tables and figures.
+
+    Beside a PARAM anchor set it puts the shared linear closed form; beside any other, PARAM-WIP
+    trained with ``param_args`` (the paper's method, as ``fit(method="param")`` would train it)
+    when they are given, so the main job shows the winner, the paper's method and Random-Cos."""
+    run_dir = Path(run_dir)
+    run = read_run(run_dir, fitted=True)
+    names = [e["name"] for e in run["encoders"]]
+    held_out = run.get("held_out", [])
+    train_rows, test_rows = torch.tensor(run["train_rows"]), torch.tensor(run["test_rows"])
+    support_rows = torch.tensor(run["support_rows"])
+    spaces = run_embeddings(run_dir, run)
+    anchor_set = AnchorSet.from_pretrained(run_dir / "anchor_set")
+    random_set = AnchorSet.random(
+        anchor_set.support, anchor_set.num_anchors, seed=run.get("fit", {}).get("seed", 0)
+    )
+    saved = Method(
+        METHOD_LABELS.get(anchor_set.strategy, anchor_set.strategy),
+        {n: RelativeProjector.from_pretrained(run_dir / "projectors" / n) for n in names},
+    )
+    methods = [Method("Random-Cos", random_set, "cosine"), saved]
+    training = [n for n in names if n not in held_out]
+    if anchor_set.strategy == "param":
+        closed_form = closed_form_projectors(anchor_set, spaces, training, train_rows)
+        methods.append(Method(METHOD_LABELS["shared_linear"], closed_form))
+    elif param_args is not None:
+        param = param_projectors(param_args, spaces, training, train_rows)
+        methods.insert(1, Method(METHOD_LABELS["param"], param))
+    labels, id2label = run_labels(run)
+    data = {
+        name: EncoderData(
+            space[train_rows],
+            None if labels is None else labels[train_rows],
+            space[test_rows],
+            None if labels is None else labels[test_rows],
+            parallel=space,  # the support rows index the whole run
+        )
+        for name, space in spaces.items()
+    }
+    stitching = ZeroShotStitching(
+        data,
+        support=support_rows,
+        head_epochs=head_epochs,
+        num_labels=len(id2label) if id2label else None,
+        head_config={"id2label": id2label} if id2label else None,
+    )
+    test = {
+        m.name: {n: stitching.features(m, n, source=n, target=n)[1] for n in names} for m in methods
+    }
+    retrieval = {method: retrieval_matrix(relatives) for method, relatives in test.items()}
+    classification = []
+    if labels is not None:
+        classification = stitching.classification(methods)
+        for source in names:
+            head = stitching.head(saved, source, source)
+            head.config.anchor_set_id = anchor_set.repo_id
+            head.config.source_encoder_id = next(
+                e["encoder_id"] for e in run["encoders"] if e["name"] == source
+            )
+            head.save_pretrained(run_dir / "heads" / source)
+        write_heads_metrics(run_dir, run, classification, saved.name)  # where they were evaluated
+    report = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "encoders": run["encoders"],
+        "held_out": held_out,
+        "dataset": run["dataset"],
+        "test_rows": len(test_rows),
+        "num_anchors": anchor_set.num_anchors,
+        "support_size": anchor_set.support_size,
+        "retrieval": retrieval,
+        "classification": classification,
+    }
+    pairs = language_pair_rows(
+        report,
+        spaces,
+        train_rows,
+        test_rows,
+        labels,
+        stitching.absolute_head if labels is not None else None,
+    )
+    if pairs:  # encoders on different languages of a parallel dataset
+        report["language_pairs"] = pairs
+    write_report(run_dir, report, test, None if labels is None else labels[test_rows], id2label)
+    anchor_set.metrics["zero_shot_retrieval"] = retrieval[saved.name]
+    anchor_set.metrics["zero_shot_classification"] = classification
+    anchor_set.metrics["evaluated_on"] = {
+        "dataset": run["dataset"]["id"],
+        "rows": len(test_rows),
+        "held_out": held_out,
+    }
+    anchor_set.save_pretrained(run_dir / "anchor_set")
+    return report

@@ -1,0 +1,1 @@
+"""relrep_hf's publishing layer (docs/architecture.md)."""

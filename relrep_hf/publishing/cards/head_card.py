@@ -1,0 +1,139 @@
+"""The model card of a relative head: what it classifies, on which features, and how well.
+
+Made from the head's config (a `RelativeHeadConfig`, or anything with its fields, such as the
+head, whose ``config`` is read) and its evaluation, ``metrics.json`` beside its weights::
+
+    {"dataset": {"id": "org/data", "split": "test"},
+     "results": {"<encoder id or name>": {"accuracy": .., "f1": ..}, ...},
+     "source_encoder": "<key of the head's own encoder>"}            # optional
+
+The row of the head's source encoder (``source_encoder``, else the config's
+``source_encoder_id``) is its in-distribution score; the others are zero-shot.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from huggingface_hub import EvalResult, ModelCard
+
+from relrep_hf.publishing.cards import sections
+from relrep_hf.publishing.cards.anchor_set_card import TAGS
+from relrep_hf.publishing.cards.templates import card_data, render
+from relrep_hf.utils.hub_files import HEAD_METRICS_NAME
+
+__all__ = ["HEAD_METRICS_NAME", "head_card"]
+
+
+def head_card(
+    head: Any,
+    *,
+    metrics: Mapping[str, Any] | None = None,
+    repo_id: str | None = None,
+    license: str = "unknown",
+) -> ModelCard:
+    """The model card of a `RelativeHeadForClassification` (or of its config).
+
+    Args:
+        head: the head or its `RelativeHeadConfig`.
+        metrics: its evaluation (the ``metrics.json`` format in the module docstring).
+        repo_id: its Hub repo (for the title and snippets).
+        license: a Hub license id (``"unknown"`` unless told).
+    """
+    config = getattr(head, "config", head)
+    metrics = dict(metrics or {})
+    results = {
+        str(encoder): dict(values)
+        for encoder, values in (metrics.get("results") or {}).items()
+        if isinstance(values, Mapping)
+    }
+    dataset = sections.dataset_record(
+        metrics.get("dataset"), {"type": "custom", "name": "evaluation data"}
+    )
+    source = str(metrics.get("source_encoder") or config.source_encoder_id or "")
+    eval_results = [
+        EvalResult(
+            task_type="text-classification",
+            task_name="Zero-shot stitching" if encoder != source else "Classification",
+            metric_type=sections.metric_type(name),
+            metric_name=f"{sections.metric_label(name)} ({encoder}, {sections.setting_of(encoder, source)})",
+            metric_value=values[name],
+            metric_args=sections.metric_args(name),
+            **sections.dataset_fields(dataset),
+        )
+        for encoder, values in results.items()
+        for name in sections.metric_names([values])
+    ]
+    hidden = list(config.hidden_sizes)
+    head_description = (f"an MLP with hidden sizes {hidden}" if hidden else "a linear probe") + (
+        ", after a LayerNorm of the features" if config.normalize_input else ""
+    )
+    id2label = {int(k): v for k, v in (config.id2label or {}).items()}
+    data = card_data(
+        repo_id or "relative-head",
+        tags=[*TAGS, "relative-head", "text-classification"],
+        license=license,
+        datasets=sections.hub_datasets(dataset),
+        eval_results=eval_results,
+    )
+    repo = repo_id or "path/to/this/head"
+    usage_snippet = (
+        "from relrep_hf import RelativeWrapper\n\n"
+        "# any encoder with a projector of the same anchor set\n"
+        'wrapper = RelativeWrapper.from_pretrained("org/encoder", "org/encoder-projector")\n'
+        f"classifier = wrapper.with_head({json.dumps(repo)})\n"
+        'classifier.predict(["A first sentence.", "A second one."])'
+    )
+    if results:
+        names = sections.metric_names(results.values())
+        rows = [
+            [
+                f"`{encoder}`",
+                sections.setting_of(encoder, source),
+                *(sections.number_cell(values.get(n)) for n in names),
+            ]
+            for encoder, values in results.items()
+        ]
+        header = ["encoder", "setting", *(sections.metric_label(n) for n in names)]
+        metrics_section = (
+            f"On {sections.dataset_text(dataset)}:\n\n{sections.markdown_table(header, rows)}"
+        )
+    else:
+        metrics_section = f"No evaluation was recorded with this head (`{HEAD_METRICS_NAME}`)."
+    fields = {
+        "title": sections.card_title(repo_id, "Relative head"),
+        "head_description": head_description,
+        "source_encoder_link": sections.repo_link(
+            source, config.source_encoder_revision, "an encoder"
+        ),
+        "anchor_set_link": sections.repo_link(
+            config.anchor_set_id, config.anchor_set_revision, "(unrecorded)"
+        ),
+        "similarity": config.similarity or "unrecorded",
+        "usage_snippet": usage_snippet,
+        "labels_table": sections.markdown_table(
+            ["id", "label"], [[str(i), str(id2label[i])] for i in sorted(id2label)]
+        )
+        if id2label
+        else "No labels recorded.",
+        "metrics_section": metrics_section,
+        "config_table": sections.key_value_table(
+            {
+                "anchors m": config.num_anchors,
+                "labels": config.num_labels,
+                "hidden sizes": hidden or "none (linear probe)",
+                "activation": config.activation,
+                "dropout": config.dropout,
+                "input LayerNorm": config.normalize_input,
+                "similarity": config.similarity or "(unrecorded)",
+                "anchor set": config.anchor_set_id or "(unrecorded)",
+                "anchor set revision": config.anchor_set_revision or "(unrecorded)",
+                "source encoder": source or "(unrecorded)",
+                "source encoder revision": config.source_encoder_revision or "(unrecorded)",
+            },
+            "",
+        ),
+    }
+    return render("head.md", data, fields)

@@ -1,0 +1,130 @@
+"""The model card of a relative projector: its encoder, anchor set, similarity, and usage.
+
+Made from the projector's config (a `RelativeProjectorConfig`, or anything with its fields, such
+as a `RelativeProjector`, whose ``config`` is read).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from huggingface_hub import ModelCard
+
+from relrep_hf.publishing.cards import sections
+from relrep_hf.publishing.cards.anchor_set_card import TAGS
+from relrep_hf.publishing.cards.templates import card_data, render
+
+__all__ = ["projector_card"]
+
+_POOLINGS = {"mean": "mean-pooled", "cls": "CLS-token", "last": "last-token"}
+_SIMILARITIES = {
+    "cosine": "cosine similarities",
+    "inner": "inner products",
+    "euclidean": "Euclidean distances",
+    "l1": "L1 distances",
+    "linf": "L-infinity distances",
+}
+
+
+def projector_card(
+    projector: Any, *, repo_id: str | None = None, license: str = "unknown"
+) -> ModelCard:
+    """The model card of a `RelativeProjector` (or of its config).
+
+    Args:
+        projector: a `RelativeProjector` or `RelativeProjectorConfig`.
+        repo_id: its Hub repo (for the title and snippets).
+        license: a Hub license id (``"unknown"`` unless told).
+    """
+    config = getattr(projector, "config", projector)
+    encoder_id = config.encoder_id or ""
+    similarity = config.similarity
+    similarity_description = _SIMILARITIES.get(similarity, f"{similarity} similarities")
+    if similarity == "wip":
+        similarity_description = f"whitened inner products (WIP, shrinkage {config.shrinkage})"
+    pooling = config.pooling
+    tags = [*TAGS, "relative-projector"]
+    tags.append("whitened-inner-product" if similarity == "wip" else f"{similarity}-similarity")
+    data = card_data(
+        repo_id or "relative-projector",
+        base_model=encoder_id if sections.is_hub_id(encoder_id) else None,
+        tags=tags,
+        license=license,
+        pipeline_tag="feature-extraction",
+    )
+    repo = repo_id or "path/to/this/projector"
+    m, d = config.num_anchors, config.hidden_size
+    gguf_file = getattr(config, "encoder_gguf_file", "")
+    gguf_argument = f", gguf_file={json.dumps(gguf_file)}" if gguf_file else ""
+    wrapper_snippet = (
+        "from relrep_hf import RelativeWrapper\n\n"
+        f"wrapper = RelativeWrapper.from_pretrained({json.dumps(_encoder_argument(encoder_id))}, "
+        f"{json.dumps(repo)}{gguf_argument})\n"
+        f'relative = wrapper.encode(["A first sentence.", "A second one."])  # [2, {m}]'
+    )
+    remote_code_snippet = (
+        "from transformers import AutoModel\n\n"
+        f"projector = AutoModel.from_pretrained({json.dumps(repo)}, trust_remote_code=True)\n"
+        f"relative = projector(embeddings)  # [N, {d}] -> [N, {m}]"
+    )
+    layer = "last" if config.layer == -1 else str(config.layer)
+    layer_text = "last hidden layer" if config.layer == -1 else f"hidden layer {config.layer}"
+    fields = {
+        "title": sections.card_title(
+            repo_id, f"Relative projector of {encoder_id or 'an encoder'}"
+        ),
+        "encoder_link": sections.repo_link(encoder_id, config.encoder_revision, "the encoder"),
+        "pooling_description": f"{_POOLINGS.get(pooling, pooling or 'pooled')} ({layer_text})",
+        "hidden_size": str(d),
+        "num_anchors": str(m),
+        "similarity_description": similarity_description,
+        "anchor_set_link": sections.repo_link(
+            config.anchor_set_id, config.anchor_set_revision, "(unrecorded)"
+        ),
+        "wrapper_snippet": wrapper_snippet,
+        "remote_code_snippet": remote_code_snippet,
+        "config_table": sections.key_value_table(
+            {
+                "encoder": encoder_id or "(unrecorded)",
+                **(
+                    {"encoder kind": config.encoder_kind}
+                    if getattr(config, "encoder_kind", "")
+                    else {}
+                ),
+                **(
+                    {"encoder source": config.encoder_source}
+                    if getattr(config, "encoder_source", "")
+                    else {}
+                ),
+                "encoder revision": config.encoder_revision or "(unrecorded)",
+                **(
+                    {
+                        "encoder GGUF file": gguf_file,
+                        "quantisation": config.encoder_quantization or "(unrecorded)",
+                    }
+                    if gguf_file
+                    else {}
+                ),
+                "pooling": pooling or "(unrecorded)",
+                "hidden layer": f"{config.layer} ({layer})",
+                "embedding size d": d,
+                "anchors m": m,
+                "similarity": similarity,
+                "shrinkage": config.shrinkage,
+                "eps": config.eps,
+                "statistics estimated on": f"{config.statistics_count} embeddings",
+                "anchor set": config.anchor_set_id or "(unrecorded)",
+                "anchor set revision": config.anchor_set_revision or "(unrecorded)",
+            },
+            "",
+        ),
+    }
+    return render("projector.md", data, fields)
+
+
+def _encoder_argument(encoder_id: str) -> str:
+    if sections.is_hub_id(encoder_id):
+        return encoder_id
+    name = encoder_id.split(":", 1)[-1] if encoder_id else "encoder"
+    return f"path/to/{name}"

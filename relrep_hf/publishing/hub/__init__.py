@@ -1,0 +1,79 @@
+"""Publishing on the Hub: push artifacts as one commit each, with their card and provenance.
+
+* `relrep_hf.publishing.hub.push`: `push_folder`, the one way an artifact reaches the Hub (its files,
+  portable provenance, model card, remote code, manifest: one commit).
+* `relrep_hf.publishing.hub.folders`: `push_artifact` and `push_run`, for folders written by training.
+
+Importing this package registers the publisher that artifacts reach through
+`relrep_hf.utils.publishing_hooks` (``save_pretrained`` writes the card through it, ``push_to_hub``
+pushes through it); ``relrep_hf/__init__.py`` imports it, so the hook is in effect whenever any
+relrep_hf module is. The card and Hub code load on first use: this import stays light. The
+download side (`resolve_folder`, `HubError`) is `relrep_hf.utils.hub_files`, below the artifacts.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from relrep_hf.utils.publishing_hooks import register_publisher
+
+if TYPE_CHECKING:
+    from relrep_hf.publishing.hub.folders import push_artifact, push_run
+    from relrep_hf.publishing.hub.push import prepare_upload, push_folder
+    from relrep_hf.utils.hub_files import HubError, artifact_kind
+
+__all__ = [
+    "HubError",
+    "RelrepPublisher",
+    "artifact_kind",
+    "prepare_upload",
+    "push_artifact",
+    "push_folder",
+    "push_run",
+]
+
+# name -> the module that defines it, imported on first access
+_LAZY = {
+    "HubError": "relrep_hf.utils.hub_files",
+    "artifact_kind": "relrep_hf.utils.hub_files",
+    "prepare_upload": "relrep_hf.publishing.hub.push",
+    "push_artifact": "relrep_hf.publishing.hub.folders",
+    "push_folder": "relrep_hf.publishing.hub.push",
+    "push_run": "relrep_hf.publishing.hub.folders",
+}
+
+
+class RelrepPublisher:
+    """What artifacts get through the hook: cards from `relrep_hf.publishing.cards`, pushes through
+    `push_folder`."""
+
+    def write_card(self, folder: Path) -> Path | None:
+        from relrep_hf.publishing.cards import write_folder_card
+
+        return write_folder_card(folder)
+
+    def push_folder(self, save: Callable[[Path], None], repo_id: str, **kwargs: Any) -> str:
+        from relrep_hf.publishing.hub.push import push_folder
+
+        return push_folder(save, repo_id, **kwargs)
+
+    def __repr__(self) -> str:
+        return "relrep_hf.publishing.hub.RelrepPublisher()"
+
+
+register_publisher(RelrepPublisher(), exist_ok=True)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'relrep_hf.publishing.hub' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,0 +1,1 @@
+"""relrep_hf's training layer (docs/architecture.md)."""

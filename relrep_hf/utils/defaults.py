@@ -1,0 +1,79 @@
+"""Every default of the library, defined once and light to import (the CLI's ``--help`` reads
+them). The PARAM values are the paper's Table 5; the pipeline's are the demo's sizes."""
+
+from __future__ import annotations
+
+# ---- the whitened inner product (paper, Appendix B / Table 5)
+DEFAULT_SHRINKAGE = 0.15  # lambda of the shrunk covariance
+DEFAULT_EPS = 5e-8  # ridge added to the shrunk covariance
+
+# ---- the shared linear closed form (the library's default fit)
+# "auto": the whitening's shrinkage is chosen from the fit rows, every time, by cross-validated
+# cross-encoder retrieval over SHRINKAGE_GRID (`relrep_hf.functional.regularization`); exact whitening is
+# best with many rows per dimension, shrinkage with few (docs/quality.md). A float fixes it.
+SHARED_LINEAR_SHRINKAGE = "auto"
+# From-scratch small LMs want 0.001-0.01 (0.003 instead of 0.001 costs them 0.04 MRR), real
+# pretrained encoders 0.1-0.7: the grid is log-spaced at the low end.
+SHRINKAGE_GRID = (0.0, 0.001, 0.003, 0.01, 0.03, 0.1, 0.2, 0.3, 0.5, 0.7)
+# 5 folds (each fit on 80% of the rows: less bias towards shrinkage than 3 folds' 67%), 2 of
+# them scored (the selection's time stays a fraction of the fit's)
+SHRINKAGE_FOLDS = 5
+SHRINKAGE_ROUNDS = 2
+
+# ---- PARAM training (Table 5)
+DEFAULT_NUM_ANCHORS = 300  # m
+DEFAULT_MIXTURE_TEMPERATURE = 2.9  # T in P = softmax(logits / T)
+DEFAULT_NUM_TRAIN_EPOCHS = 95
+DEFAULT_LEARNING_RATE = 0.03
+DEFAULT_TRAIN_BATCH_SIZE = 1024  # the global batch
+DEFAULT_COVERAGE_CHUNK_SIZE = 16384
+
+# ---- the loss weights and temperatures (Table 5)
+DEFAULT_INFO_NCE_WEIGHT = 0.70
+DEFAULT_COVERAGE_WEIGHT = 11.3
+DEFAULT_ORTHOGONALITY_WEIGHT = 0.27
+DEFAULT_LENGTH_WEIGHT = 1.2
+DEFAULT_INFO_NCE_TEMPERATURE = 0.10
+DEFAULT_COVERAGE_TEMPERATURE = 2.7
+
+# ---- the pipeline (``relrep-hf``)
+# two architectures from the package registry: the bundled MiniLM (a BERT encoder) and the
+# SmolLM2-135M GGUF (a Llama decoder), two poolings each; the last is held out of fitting
+DEFAULT_ENCODERS = ("minilm:mean:-1", "smollm2:mean:-1", "minilm:cls:-1", "smollm2:last:-1")
+# the encoder kinds a spec may name (`relrep_hf.encoding.encoders.parse_encoder`), for --help and errors
+ENCODER_KINDS_HELP = (
+    "a transformers model ID[@REVISION][:POOLING][:LAYER] ('minilm:mean', 'gpt2:last:6'), a "
+    "GGUF file REPO_ID/FILE.gguf or path/to/FILE.gguf ('smollm2:last' is the packaged "
+    "SmolLM2-135M), a sentence-transformers model 'st:FOLDER_OR_ID', a Python callable "
+    "'py:module:function' (texts -> [N, d] array), or precomputed embeddings NAME=FILE "
+    "(.npy, .safetensors or a datasets folder; --embeddings); any of them + '#COLUMN' to read "
+    "another dataset column"
+)
+# `relrep-hf demo --multilingual`: the parallel verses, each encoder on its own language; two
+# English-centred models of two architectures, the multilingual USE on German and French, and
+# multilingual-e5-small on Spanish, held out (a new encoder and a new language, no training)
+MULTILINGUAL_ENCODERS = (
+    "minilm:mean#en",
+    "smollm2:mean#en",
+    "py:relrep_hf.encoding.packaged_encoders:use_multilingual#de",
+    "py:relrep_hf.encoding.packaged_encoders:use_multilingual#fr",
+    "py:relrep_hf.encoding.packaged_encoders:e5_small#es",
+)
+QUICK_DEMO_ROWS = 1000  # --quick: about a minute on a quiet laptop CPU
+MULTILINGUAL_DEMO_ROWS = 2000  # verses of the multilingual main job (--quick: 1,000)
+# how an anchor set is fitted; the default is the winner of benchmarks/bench_quality.py
+METHODS = ("shared_linear", "param", "full_support")
+DEFAULT_METHOD = "shared_linear"
+DEFAULT_EMBED_BATCH_SIZE = 64  # inputs per encoder forward
+DEFAULT_TEST_SIZE = 1000  # held-out evaluation rows
+DEFAULT_SUPPORT_SIZE = 2000  # K drawn from the training rows
+DEFAULT_HEAD_EPOCHS = 30  # epochs of each evaluation classifier
+
+
+def check_similarity_settings(shrinkage: float, eps: float) -> None:
+    """The one check of the whitened inner product's settings: ``0 <= shrinkage <= 1`` and
+    ``eps >= 0`` (raises ValueError naming both)."""
+    if not 0.0 <= shrinkage <= 1.0 or not eps >= 0:
+        raise ValueError(
+            f"Need 0 <= shrinkage <= 1 and eps >= 0, got shrinkage={shrinkage} and eps={eps}."
+        )

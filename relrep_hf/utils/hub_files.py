@@ -1,0 +1,359 @@
+"""An artifact's files on the Hub, download side: which files, where they are, what went wrong.
+
+Like ``transformers.utils.hub``: `resolve_folder` turns a local folder or a Hub repo id into a
+local folder and the commit it was resolved to; `artifact_kind` tells what a folder holds;
+`hub_errors` turns huggingface_hub's failures into a `HubError` that names the repo and what to
+do. The Hub-id and commit rules (`is_hub_id`, `is_commit_hash`, `snapshot_record`) are defined
+here once, on huggingface_hub's own repo-id validation. The push side (provenance, cards,
+commits) is `relrep_hf.publishing.hub`, above the artifacts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from huggingface_hub import constants, snapshot_download
+from huggingface_hub.errors import (
+    HfHubHTTPError,
+    HFValidationError,
+    LocalEntryNotFoundError,
+    OfflineModeIsEnabled,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
+from huggingface_hub.utils import validate_repo_id
+
+from relrep_hf.utils.local_paths import check_local_path
+
+try:  # the HTTP client of huggingface_hub 2.x, then 1.x
+    from httpx2 import ConnectError, TimeoutException, TransportError
+except ImportError:  # pragma: no cover - depends on the installed huggingface_hub
+    from httpx import ConnectError, TimeoutException, TransportError
+
+__all__ = [
+    "ARTIFACT_FILES",
+    "HEAD_METRICS_NAME",
+    "LOCAL_PREFIX",
+    "ArtifactKind",
+    "HubError",
+    "artifact_kind",
+    "detect_artifact_kind",
+    "hub_errors",
+    "is_commit_hash",
+    "is_hub_id",
+    "loaded_provenance",
+    "resolve_folder",
+    "snapshot_record",
+]
+
+ArtifactKind = Literal["anchor_set", "projector", "head", "run"]
+
+LOCAL_PREFIX = "local:"
+"""Prefix of a provenance record that names a local folder (``"local:<folder name>"``)."""
+
+HEAD_METRICS_NAME = "metrics.json"
+"""A head's evaluation, beside its weights (written by `write_head_metrics`, shown on its card)."""
+
+# The files of each artifact that are pushed (anything else in a training folder, such as
+# checkpoints, stays local). The first group is required.
+ARTIFACT_FILES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "anchor_set": (
+        ("anchor_set.json", "anchor_set.safetensors", "support.jsonl"),
+        ("README.md", "stitching_heatmap.png", "manifest.json"),
+    ),
+    "projector": (
+        ("config.json", "model.safetensors"),
+        (
+            "README.md",
+            "configuration_relative_projector.py",
+            "modeling_relative_projector.py",
+            "manifest.json",
+        ),
+    ),
+    "head": (
+        ("config.json", "model.safetensors"),
+        ("README.md", HEAD_METRICS_NAME, "manifest.json"),
+    ),
+}
+_ARTICLE = {"anchor_set": "an anchor set", "projector": "a projector", "head": "a head"}
+_MODEL_TYPES = {"relative_projector": "projector", "relative_head": "head"}
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+# a folder or file in the Hub cache: .../models--org--name/snapshots/<commit>[/...]
+_SNAPSHOT = re.compile(r"models--(?P<repo>[^/]+)/snapshots/(?P<commit>[0-9a-f]{40})(/|$)")
+
+
+class HubError(OSError):
+    """A Hub operation failed; the message names the repo and what to do."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Ids and commits
+# ---------------------------------------------------------------------------------------------
+
+
+def is_hub_id(value: str) -> bool:
+    """Whether ``value`` is a Hub repo id (``name`` or ``namespace/name``, huggingface_hub's
+    rules), not a ``local:`` record or an existing local path."""
+    if not value or value.startswith(LOCAL_PREFIX) or os.path.exists(value):
+        return False
+    try:
+        validate_repo_id(value)
+    except HFValidationError:
+        return False
+    return True
+
+
+def check_repo_id(repo_id: Any) -> None:
+    """Refuse a repo id the Hub would refuse (``name`` or ``namespace/name``: letters, digits,
+    ``-``, ``_``, ``.``), before any request is made."""
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as error:
+        raise ValueError(
+            f"Invalid Hub repo id {repo_id!r}: {error} Use 'namespace/name' (e.g. "
+            "'my-user/my-anchors') with letters, digits, '-', '_' and '.' only."
+        ) from None
+
+
+def is_commit_hash(revision: str | None) -> bool:
+    """Whether ``revision`` is a full 40-character commit hash (rather than a branch or tag)."""
+    return bool(_COMMIT.match(revision or ""))
+
+
+def snapshot_record(path: str | os.PathLike) -> tuple[str, str] | None:
+    """``(repo id, commit)`` of a folder or file in the Hub cache, ``None`` for any other path."""
+    snapshot = _SNAPSHOT.search(Path(path).as_posix())
+    if snapshot is None:
+        return None
+    return snapshot["repo"].replace("--", "/"), snapshot["commit"]
+
+
+def loaded_provenance(name_or_path: str, commit_hash: str | None = None) -> tuple[str, str]:
+    """The Hub id and commit of a model loaded from ``name_or_path`` (``config.name_or_path``),
+    ``""`` when unknown; ``commit_hash`` is transformers' ``config._commit_hash``.
+
+    A Hub cache snapshot path gives its id and commit; a local folder (or anything that is not a
+    Hub id) gives ``("", "")``, so local paths are never recorded as base-model ids.
+    """
+    name = str(name_or_path or "")
+    if not name:
+        return "", ""
+    record = snapshot_record(name)
+    if record is not None:
+        return record
+    if not is_hub_id(name):
+        return "", ""
+    return name, commit_hash if is_commit_hash(commit_hash) else ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Folders
+# ---------------------------------------------------------------------------------------------
+
+
+def resolve_folder(
+    path_or_repo_id: str | os.PathLike,
+    *,
+    revision: str | None = None,
+    token: str | bool | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    local_files_only: bool = False,
+    force_download: bool = False,
+) -> tuple[Path, str | None]:
+    """A local folder holding the artifact, and the commit it was resolved to (None if local).
+
+    Raises:
+        FileNotFoundError: ``path_or_repo_id`` names a local path that does not exist (or is
+            a file) and cannot be a Hub repo id.
+        HubError: the Hub refused or could not be reached (and the cache cannot serve it).
+    """
+    local = Path(path_or_repo_id)
+    if local.is_dir():
+        return local, None
+    check_local_path(path_or_repo_id)
+    repo_id = str(path_or_repo_id)
+    try:
+        with hub_errors(repo_id, action="download", revision=revision):
+            folder = snapshot_download(
+                repo_id,
+                revision=revision,
+                token=token,
+                cache_dir=cache_dir,
+                local_files_only=local_files_only,
+                force_download=force_download,
+            )
+    except LocalEntryNotFoundError as error:
+        at = "" if revision is None else f" at revision {revision!r}"
+        raise HubError(
+            f"{repo_id!r} is neither a local folder nor in the Hugging Face cache{at}, and the "
+            "Hub could not be reached (or HF_HUB_OFFLINE is set). Check the path, or connect "
+            "and try again."
+        ) from error
+    return Path(folder), Path(folder).name  # snapshot folders are named by commit
+
+
+def artifact_kind(folder: str | os.PathLike) -> ArtifactKind:
+    """What ``folder`` holds: ``"anchor_set"``, ``"projector"``, ``"head"`` or ``"run"``.
+
+    Raises:
+        FileNotFoundError: it is none of those, or lacks required files (named in the message).
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{str(folder)!r} is not a folder.")
+    kind = detect_artifact_kind(folder)
+    if kind is None:
+        entries = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir())
+        raise FileNotFoundError(
+            f"{str(folder)!r} holds no relrep_hf artifact. Expected an anchor set "
+            "(anchor_set.json, anchor_set.safetensors, support.jsonl), a projector or head "
+            "(config.json with model_type 'relative_projector' or 'relative_head', "
+            "model.safetensors), or a run folder (anchor_set/, projectors/<name>/, "
+            f"heads/<name>/); found {entries or 'nothing'}."
+        )
+    if kind != "run":
+        required, _ = ARTIFACT_FILES[kind]
+        missing = [name for name in required if not (folder / name).is_file()]
+        if missing:
+            raise FileNotFoundError(
+                f"{str(folder)!r} looks like {_ARTICLE[kind]} but lacks "
+                f"{', '.join(missing)}. Save it again (save_pretrained) before pushing."
+            )
+    return kind
+
+
+def detect_artifact_kind(folder: Path) -> ArtifactKind | None:
+    """`artifact_kind` without the checks: ``None`` when ``folder`` holds no artifact."""
+    if (folder / "anchor_set.json").is_file() or (folder / "anchor_set.safetensors").is_file():
+        return "anchor_set"
+    if (folder / "config.json").is_file():
+        try:
+            model_type = read_config(folder).get("model_type")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return _MODEL_TYPES.get(model_type)  # type: ignore[return-value]
+    if any((folder / name).is_dir() for name in ("anchor_set", "projectors", "heads")):
+        return "run"
+    return None
+
+
+def read_config(folder: Path) -> dict[str, Any]:
+    """``folder/config.json`` as a dict."""
+    return json.loads((folder / "config.json").read_text(encoding="utf-8"))
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of an error's message (its type when it has none)."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors
+# ---------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def hub_errors(
+    repo_id: str, *, action: str, revision: str | None = None, committing: bool = False
+) -> Iterator[None]:
+    """Turn huggingface_hub's failures into `HubError` naming ``repo_id`` and what to do.
+
+    ``action`` reads in a sentence ("push to", "download"); ``committing`` marks the upload
+    itself, whose failure means the commit was not (confirmed to be) recorded.
+    """
+    endpoint = constants.ENDPOINT
+    where = f"{repo_id!r}{'' if revision is None else f' (revision {revision!r})'}"
+    unchanged = " The local artifact is unchanged."
+    try:
+        yield
+    except LocalEntryNotFoundError:
+        raise  # the caller knows whether a cache was involved
+    except OfflineModeIsEnabled as error:
+        raise HubError(
+            f"Cannot {action} {where}: HF_HUB_OFFLINE is set. Unset it to reach the Hub."
+            + unchanged * (action != "download")
+        ) from error
+    except RevisionNotFoundError as error:
+        raise HubError(
+            f"{repo_id!r} has no revision {revision!r} on {endpoint} (a branch, tag or commit). "
+            f"List them with HfApi().list_repo_refs({repo_id!r}), or omit revision for main."
+        ) from error
+    except RepositoryNotFoundError as error:
+        raise HubError(
+            f"The repo {repo_id!r} was not found on {endpoint}, or it is private and the token "
+            "cannot see it. Check the repo id; for a private repo pass token=... or log in with "
+            "`hf auth login`."
+        ) from error
+    except HfHubHTTPError as error:
+        status = error.response.status_code if error.response is not None else None
+        raise HubError(
+            _http_message(status, error, repo_id, where, action, committing)
+            + unchanged * (action != "download")
+        ) from error
+    except (ConnectError, TimeoutException) as error:
+        raise HubError(
+            f"Could not reach the Hub at {endpoint} to {action} {where} "
+            f"({type(error).__name__}: {first_line(error)}). Check the network connection and "
+            "HF_ENDPOINT, then try again."
+            + ("" if action == "download" else " Nothing was pushed." + unchanged)
+        ) from error
+    except TransportError as error:
+        if committing:
+            raise HubError(
+                f"The upload to {where} was interrupted: the connection to {endpoint} dropped "
+                f"({type(error).__name__}: {first_line(error)}) before the Hub confirmed the "
+                "commit. Check the repo's history (HfApi().list_repo_commits) and push again."
+                + unchanged
+            ) from error
+        raise HubError(
+            f"The connection to the Hub at {endpoint} failed while trying to {action} {where} "
+            f"({type(error).__name__}: {first_line(error)}). Try again."
+        ) from error
+
+
+def _http_message(
+    status: int | None,
+    error: HfHubHTTPError,
+    repo_id: str,
+    where: str,
+    action: str,
+    committing: bool,
+) -> str:
+    endpoint = constants.ENDPOINT
+    if status == 401:
+        return (
+            f"The Hub at {endpoint} rejected the credentials (401 Unauthorized) trying to "
+            f"{action} {where}. Log in with `hf auth login` or pass a valid token=..."
+            f"{' with write access' if action != 'download' else ''}."
+        )
+    if status == 403:
+        namespace = repo_id.split("/")[0] if "/" in repo_id else "your namespace"
+        return (
+            f"Not allowed to {action} {where} (403 Forbidden): the token cannot write to "
+            f"{namespace!r}. Push to your own namespace or an organization you belong to, "
+            "or use a token with write access to it."
+        )
+    if committing and status == 412:
+        return (
+            f"Another push changed {where} while this one was being prepared (412: the "
+            "branch moved since it was read), so this commit was refused rather than mixed "
+            "with or silently replacing that push. Check the repo's history "
+            "(HfApi().list_repo_commits) and push again if this version should win."
+        )
+    if committing:
+        return (
+            f"The upload to {where} was interrupted: the Hub at {endpoint} answered {status}, "
+            "so the commit was not recorded and the repo still points to its previous "
+            "commit. Push again."
+        )
+    return (
+        f"The Hub at {endpoint} failed to {action} {where} ({status}: "
+        f"{first_line(error)}). Try again later."
+    )

@@ -1,0 +1,55 @@
+"""The one hook through which an artifact reaches the publishing layer (cards and Hub pushes).
+
+Artifacts (anchor sets, projectors, heads) sit below the publishing code and never import it.
+Their ``save_pretrained`` asks the registered `Publisher` to write the model card into the
+folder being saved, and their ``push_to_hub`` asks it to push; the publishing layer registers
+itself once, like ``AutoConfig.register`` (`relrep_hf.publishing.hub`, imported by
+``relrep_hf/__init__.py``, so the hook is in effect whenever any relrep_hf module is imported).
+This module imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+__all__ = ["Publisher", "publisher", "register_publisher"]
+
+
+class Publisher(Protocol):
+    """What the publishing layer offers the artifacts."""
+
+    def write_card(self, folder: Path) -> Path | None:
+        """Write the model card (and its images) of the artifact saved in ``folder``; its path,
+        or None when a README.md the user wrote was kept."""
+
+    def push_folder(
+        self, save: Callable[[Path], None], repo_id: str, **kwargs: Any
+    ) -> str:  # pragma: no cover - a protocol
+        """Save the artifact with ``save(folder)`` into a temporary folder and push it as one
+        commit; returns the commit sha."""
+
+
+_registered: list[Publisher] = []
+
+
+def register_publisher(publisher: Publisher, *, exist_ok: bool = False) -> None:
+    """Register the publishing layer; a second, different publisher is refused unless
+    ``exist_ok`` (then it replaces the first)."""
+    if _registered and _registered[0] is not publisher and not exist_ok:
+        raise ValueError(
+            f"A publisher is registered already ({_registered[0]!r}); pass exist_ok=True to "
+            "replace it."
+        )
+    _registered[:] = [publisher]
+
+
+def publisher() -> Publisher:
+    """The registered publisher."""
+    if not _registered:
+        raise RuntimeError(
+            "No publisher is registered, so cards cannot be written nor artifacts pushed: "
+            "import relrep_hf (its __init__ imports relrep_hf.publishing.hub, which registers it)."
+        )
+    return _registered[0]
