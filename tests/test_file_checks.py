@@ -361,9 +361,15 @@ def test_model_card_case_counts():
 
 
 def test_the_memory_probe_sees_a_large_allocation():
-    """The measurement can fail: 200 MiB allocated inside the load shows up."""
-    error, peak = run_measured(lambda: torch.ones(200 * MIB // 4).sum())
-    assert error is None and peak > 150 * MIB if RSS else peak >= 0
+    """The measurement can fail: 200 MiB allocated inside the load shows up. The RSS high-water
+    mark can miss one allocation that reuses pages the process already holds (one CI run of 3
+    saw 0 MiB after the whole suite), so the probe gets a second, fresh allocation."""
+    peaks = []
+    for _ in range(2):
+        error, peak = run_measured(lambda: torch.ones(200 * MIB // 4).add_(1).sum())
+        assert error is None
+        peaks.append(peak)
+    assert max(peaks) > 150 * MIB if RSS else min(peaks) >= 0, peaks
     error, peak = run_measured(lambda: math.prod([1]))
     assert peak < LIMIT
 
