@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from relrep_hf.models.anchor_set import AnchorSet
     from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
     from relrep_hf.models.configuration_relative_projector import RelativeProjectorConfig
+    from relrep_hf.models.fit_arguments import FitArguments, SharedLinearArguments
     from relrep_hf.models.modeling_relative_head import (
         RelativeHeadForClassification,
         check_head_matches_projector,
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from relrep_hf.models.modeling_relative_projector import RelativeProjector
     from relrep_hf.models.param_arguments import ParamTrainingArguments
     from relrep_hf.publishing.hub import HubError, push_artifact
+    from relrep_hf.training.anchor_methods import ANCHOR_METHODS, AnchorMethod
     from relrep_hf.training.extraction import embeddings_tensor, extract_embeddings
     from relrep_hf.training.head_trainer import HeadTrainer, HeadTrainingArguments, HeadTrainOutput
     from relrep_hf.training.modeling_relative_wrapper import (
@@ -61,6 +63,10 @@ _LAZY = {
     "RelativeWrapperOutput": "relrep_hf.training.modeling_relative_wrapper",
     "RelativeWrapperWithHead": "relrep_hf.training.modeling_relative_wrapper",
     "ParamTrainingArguments": "relrep_hf.models.param_arguments",
+    "FitArguments": "relrep_hf.models.fit_arguments",
+    "SharedLinearArguments": "relrep_hf.models.fit_arguments",
+    "ANCHOR_METHODS": "relrep_hf.training.anchor_methods",
+    "AnchorMethod": "relrep_hf.training.anchor_methods",
     "ParamTrainer": "relrep_hf.training.param_trainer",
     "SIMILARITIES": "relrep_hf.functional.similarities",
     "relative_projection": "relrep_hf.functional.similarities",
@@ -72,8 +78,11 @@ _LAZY = {
 }
 
 __all__ = [
+    "ANCHOR_METHODS",
     "SIMILARITIES",
+    "AnchorMethod",
     "AnchorSet",
+    "FitArguments",
     "HeadTrainOutput",
     "HeadTrainer",
     "HeadTrainingArguments",
@@ -88,6 +97,7 @@ __all__ = [
     "RelativeWrapper",
     "RelativeWrapperOutput",
     "RelativeWrapperWithHead",
+    "SharedLinearArguments",
     "Statistics",
     "check_head_matches_projector",
     "embeddings_tensor",

@@ -355,6 +355,24 @@ def test_the_default_method_takes_every_training_row_as_support(run_dir, tmp_pat
     assert AnchorSet.from_pretrained(copy / "anchor_set").num_anchors == 349  # K - 1: centred rows
 
 
+def test_a_baseline_method_fits_a_run_and_its_report_names_it(run_dir, tmp_path):
+    """Any registered method fits through `relrep-hf fit` (`relrep_hf.training.anchor_methods`);
+    the report labels the run's anchor set by the registry."""
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    flags = ["--method", "kmeans", "--num-anchors", "16", "--support-size", "100"]
+    assert main(["--quiet", "fit", str(copy), *flags]) == 0
+    anchor_set = AnchorSet.from_pretrained(copy / "anchor_set")
+    assert (anchor_set.strategy, anchor_set.mixing, anchor_set.num_anchors) == (
+        "kmeans",
+        "stochastic",
+        16,
+    )
+    assert json.loads((copy / "run.json").read_text())["fit"]["method"] == "kmeans"
+    report = pipeline.evaluate(copy, head_epochs=1)
+    assert list(report["retrieval"]) == ["Random-Cos", "KMeans-WIP"]
+
+
 @pytest.mark.slow
 def test_the_main_job_stitches_two_architectures_and_caches_their_embeddings(
     tmp_path, monkeypatch, capsys

@@ -28,6 +28,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "entry points": (
         "pipeline",
         "cli",
+        "cli_parser",
         "__init__",
         "packaged_encoders",
         "sentence_transformers_module",
@@ -38,8 +39,6 @@ MAX_LINES = 400
 # Over the limit when the package moved into its layers, not yet split (issue #24): a ceiling
 # each, so they can only shrink. Remove an entry once its module is under MAX_LINES.
 TOO_LONG_YET = {
-    "cli.py": 486,
-    "pipeline/steps.py": 540,
     "models/anchor_set.py": 471,
     "training/extraction.py": 437,
     "training/modeling_relative_wrapper.py": 428,

@@ -27,7 +27,8 @@ from relrep_hf.utils.validation import check_embeddings
 MixingKind = Literal["stochastic", "one_hot", "identity", "linear"]
 MIXING_KINDS: tuple[str, ...] = ("stochastic", "one_hot", "identity", "linear")
 
-# The kind an anchor set saved before kinds were recorded holds, by its strategy.
+# The kind of matrix each strategy makes: the registry of anchor methods reads it
+# (`relrep_hf.training.anchor_methods`), and so does an anchor set saved before kinds were recorded.
 STRATEGY_MIXING: dict[str, str] = {
     "param": "stochastic",
     "kmeans": "stochastic",

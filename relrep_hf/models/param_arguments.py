@@ -1,48 +1,41 @@
 """`ParamTrainingArguments`: the arguments of `ParamTrainer`, apart from the trainer.
 
-Like transformers' ``training_args.py`` beside ``trainer.py``: the command line reads these
-fields and defaults to build its flags, and importing them costs no torch, accelerate or
-datasets (``relrep-hf --help`` stays fast).
+Like transformers' ``training_args.py`` beside ``trainer.py``: `FitArguments` (what every
+anchor method takes) extended with PARAM's training. The command line reads these fields and
+defaults to build its flags, and importing them costs no torch, accelerate or datasets
+(``relrep-hf --help`` stays fast).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
+from relrep_hf.models.fit_arguments import FitArguments, _arg
 from relrep_hf.utils.defaults import (
     DEFAULT_COVERAGE_CHUNK_SIZE,
     DEFAULT_COVERAGE_TEMPERATURE,
     DEFAULT_COVERAGE_WEIGHT,
-    DEFAULT_EPS,
     DEFAULT_INFO_NCE_TEMPERATURE,
     DEFAULT_INFO_NCE_WEIGHT,
     DEFAULT_LEARNING_RATE,
     DEFAULT_LENGTH_WEIGHT,
     DEFAULT_MIXTURE_TEMPERATURE,
-    DEFAULT_NUM_ANCHORS,
     DEFAULT_NUM_TRAIN_EPOCHS,
     DEFAULT_ORTHOGONALITY_WEIGHT,
-    DEFAULT_SHRINKAGE,
     DEFAULT_TRAIN_BATCH_SIZE,
-    check_similarity_settings,
 )
 
 if TYPE_CHECKING:
     from relrep_hf.functional.losses import LossWeights
 
 
-def _arg(default: Any, help: str, **kwargs: Any) -> Any:
-    """A field with its command-line help (read by `transformers.HfArgumentParser`)."""
-    return field(default=default, metadata={"help": help}, **kwargs)
-
-
 @dataclass
-class ParamTrainingArguments:
-    """Arguments of `ParamTrainer`; defaults are the paper's Table 5 (`relrep_hf.utils.defaults`).
+class ParamTrainingArguments(FitArguments):
+    """Arguments of `ParamTrainer`: `FitArguments` and PARAM's training; defaults are the
+    paper's Table 5 (`relrep_hf.utils.defaults`).
 
     ``train_batch_size`` is the GLOBAL batch (split across processes), so one process and
     many see the same batches and learn the same anchors. Every field is a flag of
@@ -51,11 +44,6 @@ class ParamTrainingArguments:
 
     _argument_group_name = "PARAM training (defaults: the paper's Table 5)"
 
-    output_dir: str
-    num_anchors: int = _arg(DEFAULT_NUM_ANCHORS, "number of anchors m")
-    support_size: int | None = _arg(
-        None, "support points K drawn from the training rows (None: every row)"
-    )
     mixture_temperature: float = _arg(
         DEFAULT_MIXTURE_TEMPERATURE, "softmax temperature T of the mixture P = softmax(logits / T)"
     )
@@ -77,12 +65,7 @@ class ParamTrainingArguments:
     coverage_temperature: float = _arg(
         DEFAULT_COVERAGE_TEMPERATURE, "temperature of the coverage's soft assignments"
     )
-    shrinkage: float = _arg(
-        DEFAULT_SHRINKAGE, "covariance shrinkage lambda of the whitened inner product"
-    )
-    eps: float = _arg(DEFAULT_EPS, "ridge added to the shrunk covariance")
     init_scale: float = _arg(1.0, "standard deviation of the initial mixture logits")
-    seed: int = _arg(42, "random seed")
     logging_steps: int = _arg(10, "log the loss terms every this many steps")
     save_strategy: Literal["no", "epoch", "steps"] = _arg(
         "epoch", "when to checkpoint (the last step always is, unless 'no')"
@@ -103,6 +86,7 @@ class ParamTrainingArguments:
     bf16: bool = _arg(False, "bfloat16 products with the support (faster where native)")
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # anchors, support size, shrinkage and eps
         if self.optimizer not in ("adamw", "adam"):
             raise ValueError(f"Invalid optimizer {self.optimizer!r}. Valid: 'adamw', 'adam'.")
         if self.save_strategy not in ("no", "epoch", "steps"):
@@ -110,7 +94,6 @@ class ParamTrainingArguments:
                 f"Invalid save_strategy {self.save_strategy!r}. Valid: 'no', 'epoch', 'steps'."
             )
         positive = (
-            "num_anchors",
             "num_train_epochs",
             "train_batch_size",
             "logging_steps",
@@ -121,9 +104,8 @@ class ParamTrainingArguments:
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
-        for name in ("support_size", "save_total_limit"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1 or None, got {getattr(self, name)}.")
+        if self.save_total_limit is not None and self.save_total_limit < 1:
+            raise ValueError(f"save_total_limit must be >= 1 or None, got {self.save_total_limit}.")
         if self.mixture_temperature <= 0 or self.learning_rate <= 0:
             raise ValueError("mixture_temperature and learning_rate must be > 0.")
         if self.weight_decay < 0 or self.init_scale < 0:
@@ -131,7 +113,6 @@ class ParamTrainingArguments:
                 f"weight_decay and init_scale must be >= 0, got {self.weight_decay} and "
                 f"{self.init_scale}."
             )
-        check_similarity_settings(self.shrinkage, self.eps)
         self.loss_weights  # validates weights and temperatures  # noqa: B018
 
     @property
@@ -155,6 +136,3 @@ class ParamTrainingArguments:
             info_nce_temperature=self.info_nce_temperature,
             coverage_temperature=self.coverage_temperature,
         )
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)

@@ -18,9 +18,8 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import time
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,9 @@ from relrep_hf.encoding.encoders import (
 )
 from relrep_hf.encoding.parallel_corpus import PARALLEL_VERSES_ID
 from relrep_hf.models.anchor_set import AnchorSet
+from relrep_hf.models.fit_arguments import FitArguments
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
+from relrep_hf.pipeline.run_evaluation import evaluate
 from relrep_hf.pipeline.run_folder import (
     BUNDLED_DATASET,
     FULL_DEMO,
@@ -48,38 +49,24 @@ from relrep_hf.pipeline.run_folder import (
     read_run,
     run_dataset,
     run_embeddings,
-    run_labels,
     user_embedding_cache,
     write_run,
 )
-from relrep_hf.pipeline.run_methods import (
-    closed_form_projectors,
-    param_projectors,
-)
-from relrep_hf.pipeline.run_report import render_report, write_heads_metrics, write_report
+from relrep_hf.pipeline.run_report import render_report
+from relrep_hf.training.anchor_methods import FitData
+from relrep_hf.training.anchor_methods import anchor_method as get_anchor_method
 from relrep_hf.training.array_encoders import array_embeddings
 from relrep_hf.training.extraction import (
     embeddings_tensor,
     extract_embedding_views,
     extract_embeddings,
 )
-from relrep_hf.training.language_pairs import language_pair_rows
-from relrep_hf.training.param_trainer import ParamTrainer, ParamTrainingArguments
-from relrep_hf.training.zero_shot import (
-    EncoderData,
-    Method,
-    ZeroShotStitching,
-    build_projectors,
-    retrieval_matrix,
-)
+from relrep_hf.training.zero_shot import build_projectors
 from relrep_hf.utils.defaults import (
     DEFAULT_EMBED_BATCH_SIZE,
     DEFAULT_ENCODERS,
-    DEFAULT_HEAD_EPOCHS,
     DEFAULT_METHOD,
     DEFAULT_TEST_SIZE,
-    METHODS,
-    SHARED_LINEAR_SHRINKAGE,
 )
 
 __all__ = [
@@ -245,11 +232,6 @@ def _link_or_copy(source: str, target: str) -> None:
         shutil.copy2(source, target)
 
 
-METHOD_LABELS = {
-    "param": "PARAM-WIP",
-    "shared_linear": "Shared-Linear-WIP",
-    "full_support": "Full-Support-WIP",
-}
 PROVENANCE_KEYS = ("encoder_id", "encoder_revision", "pooling", "layer")
 # what else a projector records of its encoder: the GGUF file, and what kind of encoder it was
 EXTRA_PROVENANCE_KEYS = (
@@ -264,23 +246,20 @@ def fit(
     run_dir: str | os.PathLike,
     *,
     held_out: Sequence[str] | None = None,
-    args: ParamTrainingArguments | None = None,
     method: str = DEFAULT_METHOD,
-    shrinkage: float | None = None,
+    args: FitArguments | None = None,
 ) -> AnchorSet:
-    """Fit an anchor set on the training rows of every encoder but the held-out ones (``method``:
-    the shared linear closed form, the paper's PARAM or full support; ``args`` give the number
-    of anchors, support size and, for PARAM, its training), then build every encoder's projector
+    """Fit an anchor set on the training rows of every encoder but the held-out ones, by one
+    of the registered methods (`relrep_hf.training.anchor_methods`: the shared linear closed
+    form, the paper's PARAM, full support, the baselines), then build every encoder's projector
     (held-out ones onboarded, no training).
 
-    The closed form and full support take every training row as support unless
-    ``args.support_size`` says otherwise. ``shrinkage`` (None: each method's measured best,
-    docs/quality.md) is the whitening's: the paper's 0.15 for PARAM (``args.shrinkage``), chosen
-    from the training rows for the shared linear map (``"auto"``, `relrep_hf.functional.regularization`;
-    the number of anchors is capped at the rank the rows support, with a warning), the paper's
-    for full support."""
-    if method not in METHODS:
-        raise RunError(f"Invalid method {method!r}. Valid: {', '.join(map(repr, METHODS))}.")
+    ``args`` are the method's arguments (default: its own class's defaults, e.g. the shrinkage
+    chosen from the training rows for the shared linear map, the paper's 0.15 for PARAM)."""
+    try:
+        anchor_method = get_anchor_method(method)
+    except ValueError as error:
+        raise RunError(str(error)) from None
     run_dir = Path(run_dir)
     run = read_run(run_dir)
     names = [e["name"] for e in run["encoders"]]
@@ -290,61 +269,34 @@ def fit(
         raise RunError(f"Unknown held-out encoder(s) {unknown}; the run's encoders are {names}.")
     training_names = [n for n in names if n not in held_out]
     if not training_names:
-        raise RunError("Every encoder is held out: PARAM needs at least one encoder to train on.")
-    args = args or ParamTrainingArguments(str(run_dir / "anchor_set"))
-    overrides = {"output_dir": str(run_dir / "anchor_set")}
-    if shrinkage is not None:
-        overrides["shrinkage"] = shrinkage
-    args = ParamTrainingArguments(**{**asdict(args), **overrides})
+        raise RunError(
+            "Every encoder is held out: an anchor set needs one encoder to be fitted on."
+        )
+    args = replace(
+        args or anchor_method.arguments("unused"), output_dir=str(run_dir / "anchor_set")
+    )
     train_rows = torch.tensor(run["train_rows"])
     spaces = run_embeddings(run_dir, run)
-    training = {name: spaces[name][train_rows] for name in training_names}
     entries = {e["name"]: e for e in run["encoders"]}
     data = run_dataset(run)
     column = run["dataset"]["column"]
-    texts = list(data[column]) if isinstance(data[0][column], str) else None
-    encoders = {name: {k: entries[name][k] for k in PROVENANCE_KEYS} for name in training_names}
-    support_reference = (
-        None
+    texts = data[column] if isinstance(data[0][column], str) else None
+    fit_data = FitData(
+        training={name: spaces[name][train_rows] for name in training_names},
+        inputs=[texts[i] for i in run["train_rows"]]
+        if texts
+        else [{"index": i} for i in run["train_rows"]],
+        support_reference=None
         if texts
         else {
             "dataset_id": run["dataset"]["id"],
             "split": run["dataset"]["split"],
             "column": column,
-        }
+        },
+        encoders={name: {k: entries[name][k] for k in PROVENANCE_KEYS} for name in training_names},
     )
-    if method == "param":
-        trainer = ParamTrainer(
-            args,
-            training,
-            inputs=[texts[i] for i in run["train_rows"]] if texts else None,
-            support_reference=support_reference,
-            encoders=encoders,
-        )
-        anchor_set = trainer.train()
-        support_indices = trainer.support_indices
-    else:
-        k = min(args.support_size or len(train_rows), len(train_rows))
-        support_indices = torch.arange(k)
-        rows = [run["train_rows"][i] for i in range(k)]
-        support = [texts[i] for i in rows] if texts else [{"index": i} for i in rows]
-        if method == "full_support":
-            anchor_set = AnchorSet.full_support(support, shrinkage=args.shrinkage, eps=args.eps)
-        else:
-            anchor_set = AnchorSet.shared_linear(
-                support,
-                training,
-                args.num_anchors,
-                support_rows=support_indices,
-                shrinkage=SHARED_LINEAR_SHRINKAGE if shrinkage is None else shrinkage,
-                eps=args.eps,
-            )
-        anchor_set.support_reference = support_reference
-        anchor_set.encoders = [
-            {"name": name, "dim": spaces[name].shape[1], **encoders[name]}
-            for name in training_names
-        ]
-        anchor_set.save_pretrained(run_dir / "anchor_set")
+    anchor_set, support_indices = anchor_method.fit(args, fit_data)
+    anchor_set.save_pretrained(run_dir / "anchor_set")
     support_rows = train_rows[support_indices]
     provenance = {
         name: {k: entry[k] for k in (*PROVENANCE_KEYS, *EXTRA_PROVENANCE_KEYS) if k in entry}
@@ -436,105 +388,3 @@ def onboard(
     run["held_out"] = [*run.get("held_out", []), name]
     write_run(run_dir, run)
     return projector
-
-
-def evaluate(
-    run_dir: str | os.PathLike,
-    *,
-    head_epochs: int = DEFAULT_HEAD_EPOCHS,
-    param_args: ParamTrainingArguments | None = None,
-) -> dict[str, Any]:
-    """Zero-shot retrieval (every ordered pair) and classification (a head per source encoder
-    evaluated on every encoder), the saved projectors against Random-Cos (and, for PARAM, the
-    shared linear closed form); report, tables and figures.
-
-    Beside a PARAM anchor set it puts the shared linear closed form; beside any other, PARAM-WIP
-    trained with ``param_args`` (the paper's method, as ``fit(method="param")`` would train it)
-    when they are given, so the main job shows the winner, the paper's method and Random-Cos."""
-    run_dir = Path(run_dir)
-    run = read_run(run_dir, fitted=True)
-    names = [e["name"] for e in run["encoders"]]
-    held_out = run.get("held_out", [])
-    train_rows, test_rows = torch.tensor(run["train_rows"]), torch.tensor(run["test_rows"])
-    support_rows = torch.tensor(run["support_rows"])
-    spaces = run_embeddings(run_dir, run)
-    anchor_set = AnchorSet.from_pretrained(run_dir / "anchor_set")
-    random_set = AnchorSet.random(
-        anchor_set.support, anchor_set.num_anchors, seed=run.get("fit", {}).get("seed", 0)
-    )
-    saved = Method(
-        METHOD_LABELS.get(anchor_set.strategy, anchor_set.strategy),
-        {n: RelativeProjector.from_pretrained(run_dir / "projectors" / n) for n in names},
-    )
-    methods = [Method("Random-Cos", random_set, "cosine"), saved]
-    training = [n for n in names if n not in held_out]
-    if anchor_set.strategy == "param":
-        closed_form = closed_form_projectors(anchor_set, spaces, training, train_rows)
-        methods.append(Method(METHOD_LABELS["shared_linear"], closed_form))
-    elif param_args is not None:
-        param = param_projectors(param_args, spaces, training, train_rows)
-        methods.insert(1, Method(METHOD_LABELS["param"], param))
-    labels, id2label = run_labels(run)
-    data = {
-        name: EncoderData(
-            space[train_rows],
-            None if labels is None else labels[train_rows],
-            space[test_rows],
-            None if labels is None else labels[test_rows],
-            parallel=space,  # the support rows index the whole run
-        )
-        for name, space in spaces.items()
-    }
-    stitching = ZeroShotStitching(
-        data,
-        support=support_rows,
-        head_epochs=head_epochs,
-        num_labels=len(id2label) if id2label else None,
-        head_config={"id2label": id2label} if id2label else None,
-    )
-    test = {
-        m.name: {n: stitching.features(m, n, source=n, target=n)[1] for n in names} for m in methods
-    }
-    retrieval = {method: retrieval_matrix(relatives) for method, relatives in test.items()}
-    classification = []
-    if labels is not None:
-        classification = stitching.classification(methods)
-        for source in names:
-            head = stitching.head(saved, source, source)
-            head.config.anchor_set_id = anchor_set.repo_id
-            head.config.source_encoder_id = next(
-                e["encoder_id"] for e in run["encoders"] if e["name"] == source
-            )
-            head.save_pretrained(run_dir / "heads" / source)
-        write_heads_metrics(run_dir, run, classification, saved.name)  # where they were evaluated
-    report = {
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "encoders": run["encoders"],
-        "held_out": held_out,
-        "dataset": run["dataset"],
-        "test_rows": len(test_rows),
-        "num_anchors": anchor_set.num_anchors,
-        "support_size": anchor_set.support_size,
-        "retrieval": retrieval,
-        "classification": classification,
-    }
-    pairs = language_pair_rows(
-        report,
-        spaces,
-        train_rows,
-        test_rows,
-        labels,
-        stitching.absolute_head if labels is not None else None,
-    )
-    if pairs:  # encoders on different languages of a parallel dataset
-        report["language_pairs"] = pairs
-    write_report(run_dir, report, test, None if labels is None else labels[test_rows], id2label)
-    anchor_set.metrics["zero_shot_retrieval"] = retrieval[saved.name]
-    anchor_set.metrics["zero_shot_classification"] = classification
-    anchor_set.metrics["evaluated_on"] = {
-        "dataset": run["dataset"]["id"],
-        "rows": len(test_rows),
-        "held_out": held_out,
-    }
-    anchor_set.save_pretrained(run_dir / "anchor_set")
-    return report

@@ -22,6 +22,7 @@ SHRINKAGE_ROUNDS = 2
 
 # ---- PARAM training (Table 5)
 DEFAULT_NUM_ANCHORS = 300  # m
+DEFAULT_SEED = 42
 DEFAULT_MIXTURE_TEMPERATURE = 2.9  # T in P = softmax(logits / T)
 DEFAULT_NUM_TRAIN_EPOCHS = 95
 DEFAULT_LEARNING_RATE = 0.03
@@ -61,8 +62,8 @@ MULTILINGUAL_ENCODERS = (
 )
 QUICK_DEMO_ROWS = 1000  # --quick: about a minute on a quiet laptop CPU
 MULTILINGUAL_DEMO_ROWS = 2000  # verses of the multilingual main job (--quick: 1,000)
-# how an anchor set is fitted; the default is the winner of benchmarks/bench_quality.py
-METHODS = ("shared_linear", "param", "full_support")
+# how an anchor set is fitted (the methods: `relrep_hf.training.anchor_methods`); the default is
+# the winner of benchmarks/bench_quality.py
 DEFAULT_METHOD = "shared_linear"
 DEFAULT_EMBED_BATCH_SIZE = 64  # inputs per encoder forward
 DEFAULT_TEST_SIZE = 1000  # held-out evaluation rows

@@ -14,6 +14,7 @@ from huggingface_hub import ModelCard
 
 from relrep_hf.publishing.cards import sections
 from relrep_hf.publishing.cards.templates import card_data, render
+from relrep_hf.training.anchor_methods import ANCHOR_METHODS
 
 __all__ = ["ANCHOR_SET_FACTS", "TAGS", "anchor_set_card", "anchor_set_facts", "encoder_names"]
 
@@ -30,12 +31,6 @@ ANCHOR_SET_FACTS = (
     "repo_id",
 )
 """What an anchor set's card reads: its ``anchor_set.json`` fields, support inputs and repo id."""
-_STRATEGIES = {
-    "param": ("learned PARAM anchors", "a learned convex mixture"),
-    "random": ("random anchors", "one randomly drawn input (a one-hot mixture)"),
-    "kmeans": ("k-means anchors", "the centroid (uniform mixture) of a k-means cluster"),
-    "farthest_point": ("farthest-point anchors", "one input picked by farthest-point sampling"),
-}
 
 
 def anchor_set_facts(anchor_set: Any) -> dict[str, Any]:
@@ -94,12 +89,11 @@ def anchor_set_card(
     encoder_ids = [str(e.get("id") or "") for e in facts["encoders"] if isinstance(e, dict)]
     hub_encoders = [i for i in encoder_ids if sections.is_hub_id(i)]
     strategy = facts["strategy"]
-    strategy_name, anchor_description = _STRATEGIES.get(
-        strategy, (f"{strategy} anchors", "a mixture")
-    )
+    method = ANCHOR_METHODS.get(strategy)
+    strategy_name = method.title if method else f"{strategy} anchors"
+    anchor_description = method.anchor_description if method else "a mixture"
     tags = [*TAGS, "anchor-set", f"{strategy.replace('_', '-')}-anchors"]
-    if strategy == "param":
-        tags.append("whitened-inner-product")
+    tags += method.tags if method else ()
     data = card_data(
         repo_id or "anchor-set",
         base_model=hub_encoders or None,

@@ -1,0 +1,168 @@
+"""The evaluate step: zero-shot retrieval and classification of a fitted run folder.
+
+The run's saved projectors are evaluated beside Random-Cos and the method its anchor set's
+method is compared with (`relrep_hf.training.anchor_methods`): the shared linear closed form
+beside PARAM, PARAM beside the others. That method is fitted on the same training encoders and
+rows, and kept out of the run folder (the run's anchor set is the one it publishes).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from relrep_hf.models.anchor_set import AnchorSet
+from relrep_hf.models.fit_arguments import FitArguments
+from relrep_hf.models.modeling_relative_projector import RelativeProjector
+from relrep_hf.models.param_arguments import ParamTrainingArguments
+from relrep_hf.pipeline.run_folder import read_run, run_embeddings, run_labels
+from relrep_hf.pipeline.run_report import write_heads_metrics, write_report
+from relrep_hf.training.anchor_methods import ANCHOR_METHODS, AnchorMethod, FitData
+from relrep_hf.training.language_pairs import language_pair_rows
+from relrep_hf.training.zero_shot import (
+    EncoderData,
+    Method,
+    ZeroShotStitching,
+    build_projectors,
+    retrieval_matrix,
+)
+from relrep_hf.utils.defaults import DEFAULT_HEAD_EPOCHS
+
+
+def method_projectors(
+    method: AnchorMethod,
+    args: FitArguments,
+    spaces: dict[str, Tensor],
+    training: Sequence[str],
+    train_rows: Tensor,
+) -> dict[str, RelativeProjector]:
+    """Every encoder's projector from ``method`` fitted on the training encoders' training
+    rows (in a temporary folder: the run's own anchor set is the one it publishes)."""
+    with tempfile.TemporaryDirectory() as folder:
+        args = replace(args, output_dir=str(Path(folder) / "anchor_set"))
+        data = FitData(
+            {n: spaces[n][train_rows] for n in training},
+            [{"index": int(i)} for i in train_rows],
+        )
+        anchor_set, support = method.fit(args, data)
+    return build_projectors(
+        anchor_set, spaces, support_rows=train_rows[support], statistics_rows=train_rows
+    )
+
+
+def evaluate(
+    run_dir: str | os.PathLike,
+    *,
+    head_epochs: int = DEFAULT_HEAD_EPOCHS,
+    param_args: ParamTrainingArguments | None = None,
+) -> dict[str, Any]:
+    """Zero-shot retrieval (every ordered pair) and classification (a head per source encoder
+    evaluated on every encoder), the saved projectors against Random-Cos (and, for PARAM, the
+    shared linear closed form); report, tables and figures.
+
+    Beside a PARAM anchor set it puts the shared linear closed form; beside any other, PARAM-WIP
+    trained with ``param_args`` (the paper's method, as ``fit(method="param")`` would train it)
+    when they are given, so the main job shows the winner, the paper's method and Random-Cos."""
+    run_dir = Path(run_dir)
+    run = read_run(run_dir, fitted=True)
+    names = [e["name"] for e in run["encoders"]]
+    held_out = run.get("held_out", [])
+    train_rows, test_rows = torch.tensor(run["train_rows"]), torch.tensor(run["test_rows"])
+    support_rows = torch.tensor(run["support_rows"])
+    spaces = run_embeddings(run_dir, run)
+    anchor_set = AnchorSet.from_pretrained(run_dir / "anchor_set")
+    random_set = AnchorSet.random(
+        anchor_set.support, anchor_set.num_anchors, seed=run.get("fit", {}).get("seed", 0)
+    )
+    own = ANCHOR_METHODS.get(anchor_set.strategy)
+    saved = Method(
+        own.label if own else anchor_set.strategy,
+        {n: RelativeProjector.from_pretrained(run_dir / "projectors" / n) for n in names},
+    )
+    methods = [saved]
+    training = [n for n in names if n not in held_out]
+    other = ANCHOR_METHODS[own.compared_with] if own else None
+    if other is not None and other.name == "param":
+        other_args = param_args  # PARAM trains for minutes: only when the caller asks
+    elif other is not None:  # as the quality benchmark fits it, with this set's m and eps
+        other_args = other.arguments(
+            "unused", num_anchors=anchor_set.num_anchors, eps=anchor_set.eps
+        )
+    if other is not None and other_args is not None:
+        projectors = method_projectors(other, other_args, spaces, training, train_rows)
+        methods.append(Method(other.label, projectors))
+    order = [m.label for m in ANCHOR_METHODS.values()]  # the paper's method first
+    methods.sort(key=lambda m: order.index(m.name) if m.name in order else len(order))
+    methods.insert(0, Method("Random-Cos", random_set, "cosine"))
+    labels, id2label = run_labels(run)
+    data = {
+        name: EncoderData(
+            space[train_rows],
+            None if labels is None else labels[train_rows],
+            space[test_rows],
+            None if labels is None else labels[test_rows],
+            parallel=space,  # the support rows index the whole run
+        )
+        for name, space in spaces.items()
+    }
+    stitching = ZeroShotStitching(
+        data,
+        support=support_rows,
+        head_epochs=head_epochs,
+        num_labels=len(id2label) if id2label else None,
+        head_config={"id2label": id2label} if id2label else None,
+    )
+    test = {
+        m.name: {n: stitching.features(m, n, source=n, target=n)[1] for n in names} for m in methods
+    }
+    retrieval = {method: retrieval_matrix(relatives) for method, relatives in test.items()}
+    classification = []
+    if labels is not None:
+        classification = stitching.classification(methods)
+        for source in names:
+            head = stitching.head(saved, source, source)
+            head.config.anchor_set_id = anchor_set.repo_id
+            head.config.source_encoder_id = next(
+                e["encoder_id"] for e in run["encoders"] if e["name"] == source
+            )
+            head.save_pretrained(run_dir / "heads" / source)
+        write_heads_metrics(run_dir, run, classification, saved.name)  # where they were evaluated
+    report = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "encoders": run["encoders"],
+        "held_out": held_out,
+        "dataset": run["dataset"],
+        "test_rows": len(test_rows),
+        "num_anchors": anchor_set.num_anchors,
+        "support_size": anchor_set.support_size,
+        "retrieval": retrieval,
+        "classification": classification,
+    }
+    pairs = language_pair_rows(
+        report,
+        spaces,
+        train_rows,
+        test_rows,
+        labels,
+        stitching.absolute_head if labels is not None else None,
+    )
+    if pairs:  # encoders on different languages of a parallel dataset
+        report["language_pairs"] = pairs
+    write_report(run_dir, report, test, None if labels is None else labels[test_rows], id2label)
+    anchor_set.metrics["zero_shot_retrieval"] = retrieval[saved.name]
+    anchor_set.metrics["zero_shot_classification"] = classification
+    anchor_set.metrics["evaluated_on"] = {
+        "dataset": run["dataset"]["id"],
+        "rows": len(test_rows),
+        "held_out": held_out,
+    }
+    anchor_set.save_pretrained(run_dir / "anchor_set")
+    return report

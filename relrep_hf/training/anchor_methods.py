@@ -1,0 +1,231 @@
+"""The registry of anchor methods: each one's label, fit function, mixing kind and arguments.
+
+Like PEFT's ``tuners/<method>/``: a method is declared once, here, and the pipeline, the
+command line, the run report and the anchor set card read it instead of branching on names.
+Every fit function takes the method's arguments (`relrep_hf.models.fit_arguments`) and the
+training encoders' rows, and returns the anchor set and which rows it took as support. This
+module is light to import (``relrep-hf --help`` reads the names); torch comes with a fit.
+
+>>> from relrep_hf.training.anchor_methods import ANCHOR_METHODS
+>>> [(m.name, m.label, m.mixing) for m in ANCHOR_METHODS.values()][:2]
+[('param', 'PARAM-WIP', 'stochastic'), ('shared_linear', 'Shared-Linear-WIP', 'linear')]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from relrep_hf.models.fit_arguments import FitArguments, SharedLinearArguments
+from relrep_hf.models.param_arguments import ParamTrainingArguments
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from relrep_hf.models.anchor_set import AnchorSet
+
+
+@dataclass
+class FitData:
+    """What a method is fitted on: each training encoder's rows ``[N, d_i]`` (row-aligned),
+    the N inputs they embed (texts, or references such as ``{"index": 17}``), and the
+    provenance the anchor set records."""
+
+    training: Mapping[str, Tensor]
+    inputs: Sequence[Any]
+    support_reference: dict[str, Any] | None = None
+    encoders: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+Fit = Callable[[FitArguments, FitData], "tuple[AnchorSet, Tensor]"]
+
+
+@dataclass(frozen=True)
+class AnchorMethod:
+    """One way to make an anchor set.
+
+    Attributes:
+        name: the ``strategy`` its anchor sets record.
+        label: its column in reports and benchmarks (the paper's names: ``PARAM-WIP``).
+        title, anchor_description: how its card names the anchors and one anchor.
+        arguments: its arguments class; its defaults are the method's.
+        fit: ``fit(args, data) -> (anchor_set, support rows of data)``.
+        compared_with: the method a run's report puts beside it.
+        unused: arguments the method ignores, and why (a flag given for them is refused).
+        tags: extra tags of its card.
+    """
+
+    name: str
+    label: str
+    title: str
+    anchor_description: str
+    arguments: type[FitArguments]
+    fit: Fit
+    compared_with: str = "param"
+    unused: Mapping[str, str] = field(default_factory=dict)
+    tags: tuple[str, ...] = ()
+
+    @property
+    def mixing(self) -> str:
+        """The kind of mixing matrix it makes (declared with the kinds, in the math layer)."""
+        from relrep_hf.functional.mixing import STRATEGY_MIXING
+
+        return STRATEGY_MIXING[self.name]
+
+
+def _support(data: FitData, rows: Tensor) -> list[Any]:
+    return [data.inputs[i] for i in rows.tolist()]
+
+
+def _recorded(anchor_set: AnchorSet, data: FitData) -> AnchorSet:
+    """The anchor set with the training encoders and where its support comes from."""
+    anchor_set.support_reference = data.support_reference
+    anchor_set.encoders = [
+        {"name": name, "dim": int(x.shape[1]), **data.encoders.get(name, {})}
+        for name, x in data.training.items()
+    ]
+    return anchor_set
+
+
+def _first_rows(args: FitArguments, data: FitData) -> Tensor:
+    """The closed forms' support: the first ``support_size`` rows (default: every row)."""
+    import torch
+
+    n = len(data.inputs)
+    return torch.arange(min(args.support_size or n, n))
+
+
+def fit_param(args: FitArguments, data: FitData) -> tuple[AnchorSet, Tensor]:
+    """PARAM anchors, trained as the paper does (`ParamTrainer`; saved to ``args.output_dir``)."""
+    from relrep_hf.training.param_trainer import ParamTrainer
+
+    if not isinstance(args, ParamTrainingArguments):
+        args = ParamTrainingArguments(**args.to_dict())
+    trainer = ParamTrainer(
+        args,
+        dict(data.training),
+        inputs=list(data.inputs),
+        support_reference=data.support_reference,
+        encoders=data.encoders,
+    )
+    return trainer.train(), trainer.support_indices
+
+
+def fit_shared_linear(args: FitArguments, data: FitData) -> tuple[AnchorSet, Tensor]:
+    """The shared linear closed form over every fit row (`AnchorSet.shared_linear`)."""
+    from relrep_hf.models.anchor_set import AnchorSet
+
+    rows = _first_rows(args, data)
+    anchor_set = AnchorSet.shared_linear(
+        _support(data, rows),
+        data.training,
+        args.num_anchors,
+        support_rows=rows,
+        shrinkage=args.shrinkage,
+        eps=args.eps,
+    )
+    return _recorded(anchor_set, data), rows
+
+
+def fit_full_support(args: FitArguments, data: FitData) -> tuple[AnchorSet, Tensor]:
+    """Every support row an anchor (`AnchorSet.full_support`)."""
+    from relrep_hf.models.anchor_set import AnchorSet
+
+    rows = _first_rows(args, data)
+    anchor_set = AnchorSet.full_support(
+        _support(data, rows), shrinkage=args.shrinkage, eps=args.eps
+    )
+    return _recorded(anchor_set, data), rows
+
+
+def _sampling_fit(make: str) -> Fit:
+    """A baseline strategy of `AnchorSet` on ``support_size`` rows drawn with ``seed``."""
+
+    def fit(args: FitArguments, data: FitData) -> tuple[AnchorSet, Tensor]:
+        from relrep_hf.functional.anchor_strategies import sample_support_rows
+        from relrep_hf.models.anchor_set import AnchorSet
+
+        n = len(data.inputs)
+        rows = sample_support_rows(n, min(args.support_size or n, n), args.seed)
+        support = _support(data, rows)
+        if make == "random":
+            anchor_set = AnchorSet.random(support, args.num_anchors, seed=args.seed)
+        else:
+            embeddings = [x[rows] for x in data.training.values()]
+            anchor_set = getattr(AnchorSet, make)(
+                support, embeddings, args.num_anchors, seed=args.seed
+            )
+        anchor_set.shrinkage, anchor_set.eps = args.shrinkage, args.eps
+        return _recorded(anchor_set, data), rows
+
+    fit.__doc__ = f"`AnchorSet.{make}` anchors over ``support_size`` rows drawn with ``seed``."
+    return fit
+
+
+_EVERY_INPUT = "every support input is an anchor (as many anchors as --support-size)"
+
+ANCHOR_METHODS: dict[str, AnchorMethod] = {
+    method.name: method
+    for method in (
+        AnchorMethod(
+            "param",
+            "PARAM-WIP",
+            "learned PARAM anchors",
+            "a learned convex mixture",
+            ParamTrainingArguments,
+            fit_param,
+            compared_with="shared_linear",
+            tags=("whitened-inner-product",),
+        ),
+        AnchorMethod(
+            "shared_linear",
+            "Shared-Linear-WIP",
+            "shared linear anchors",
+            "a linear combination of the centred support inputs, fitted in closed form",
+            SharedLinearArguments,
+            fit_shared_linear,
+            tags=("whitened-inner-product",),
+        ),
+        AnchorMethod(
+            "full_support",
+            "Full-Support-WIP",
+            "full-support anchors",
+            "one support input (every support input is an anchor)",
+            FitArguments,
+            fit_full_support,
+            unused={"num_anchors": _EVERY_INPUT},
+        ),
+        AnchorMethod(
+            "random",
+            "Random-WIP",
+            "random anchors",
+            "one randomly drawn input (a one-hot mixture)",
+            FitArguments,
+            _sampling_fit("random"),
+        ),
+        AnchorMethod(
+            "kmeans",
+            "KMeans-WIP",
+            "k-means anchors",
+            "the centroid (uniform mixture) of a k-means cluster",
+            FitArguments,
+            _sampling_fit("kmeans"),
+        ),
+        AnchorMethod(
+            "farthest_point",
+            "FPS-WIP",
+            "farthest-point anchors",
+            "one input picked by farthest-point sampling",
+            FitArguments,
+            _sampling_fit("farthest_point"),
+        ),
+    )
+}
+
+
+def anchor_method(name: str) -> AnchorMethod:
+    """The registered method ``name``; a ValueError lists the valid names."""
+    if name not in ANCHOR_METHODS:
+        raise ValueError(f"Invalid method {name!r}. Valid: {', '.join(map(repr, ANCHOR_METHODS))}.")
+    return ANCHOR_METHODS[name]
