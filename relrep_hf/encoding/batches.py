@@ -23,6 +23,7 @@ from relrep_hf.encoding.models import (
     device_and_dtype,
     input_modality,
 )
+from relrep_hf.utils.defaults import DEFAULT_ENCODE_BATCH_SIZE
 
 # Inputs at or above this count get a progress bar unless `show_progress` says otherwise.
 PROGRESS_MIN_INPUTS = 1024
@@ -100,7 +101,7 @@ def encode_in_order(
     inputs: Iterable[Any],
     forward: Callable[[Mapping[str, Tensor]], tuple[Tensor, ...]],
     *,
-    batch_size: int = 32,
+    batch_size: int = DEFAULT_ENCODE_BATCH_SIZE,
     max_length: int | None = None,
     eval_modules: Sequence[nn.Module] = (),
     progress: Any = None,

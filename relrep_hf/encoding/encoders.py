@@ -30,8 +30,9 @@ from huggingface_hub import try_to_load_from_cache
 from torch import nn
 from transformers import AutoImageProcessor, AutoModel, AutoTokenizer
 
-from relrep_hf.encoding import Pooling, input_modality, is_causal_decoder, validate_pooling
+from relrep_hf.encoding import Pooling, input_modality, validate_pooling
 from relrep_hf.encoding.gguf_encoders import gguf_provenance, load_gguf_tokenizer, split_gguf_path
+from relrep_hf.encoding.pooling import default_pooling
 from relrep_hf.utils.defaults import ENCODER_KINDS_HELP
 from relrep_hf.utils.hub_files import is_commit_hash, loaded_provenance
 
@@ -51,7 +52,7 @@ class EncoderSpec:
 
     model_id: str
     revision: str | None = None
-    pooling: Pooling | None = None  # None: "last" for decoders, "mean" otherwise
+    pooling: Pooling | None = None  # None: the model's `default_pooling`
     layer: int = -1
     gguf_file: str | None = None  # a GGUF file in the folder / repo model_id
 
@@ -206,7 +207,7 @@ def architecture(model: nn.Module) -> str:
 
 def resolve_pooling(spec: EncoderSpec, model: nn.Module) -> EncoderSpec:
     """``spec`` with its pooling decided: as given, else ``last`` for decoders, ``mean`` otherwise."""
-    pooling = spec.pooling or ("last" if is_causal_decoder(model) else "mean")
+    pooling = spec.pooling or default_pooling(model)
     return EncoderSpec(spec.model_id, spec.revision, pooling, spec.layer, spec.gguf_file)
 
 

@@ -13,10 +13,19 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from relrep_hf.encoding.models import layer_hidden_states
+from relrep_hf.encoding.models import is_causal_decoder, layer_hidden_states
 
 Pooling = Literal["last", "cls", "mean"]
 POOLINGS: tuple[str, ...] = ("last", "cls", "mean")
+# how a card describes each pooling, and sentence-transformers' ``pooling_mode`` names for them
+POOLING_DESCRIPTIONS = {"mean": "mean-pooled", "cls": "CLS-token", "last": "last-token"}
+SENTENCE_TRANSFORMERS_POOLINGS = {"mean": "mean", "cls": "cls", "lasttoken": "last"}
+
+
+def default_pooling(model: nn.Module) -> Pooling:
+    """The pooling a spec without one gets: the last token of a causal decoder (the only one
+    that has seen the whole input), the mean of an encoder's tokens."""
+    return "last" if is_causal_decoder(model) else "mean"
 
 
 def validate_pooling(pooling: str) -> Pooling:

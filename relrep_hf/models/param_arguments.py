@@ -25,6 +25,7 @@ from relrep_hf.utils.defaults import (
     DEFAULT_MIXTURE_TEMPERATURE,
     DEFAULT_NUM_TRAIN_EPOCHS,
     DEFAULT_ORTHOGONALITY_WEIGHT,
+    DEFAULT_STATISTICS_BATCH_SIZE,
     DEFAULT_TRAIN_BATCH_SIZE,
 )
 
@@ -78,7 +79,7 @@ class ParamTrainingArguments(FitArguments):
         metadata={"help": "accelerate trackers to log to (e.g. tensorboard)"},
     )
     statistics_batch_size: int = _arg(
-        16384, "rows per chunk when estimating the whitening statistics"
+        DEFAULT_STATISTICS_BATCH_SIZE, "rows per chunk when estimating the whitening statistics"
     )
     # bfloat16 for the two products with the support (P @ whitened support and dL/dP), the
     # bulk of a step: faster where bf16 matmuls are native (AVX512-BF16, AMX, GPUs); the

@@ -33,6 +33,7 @@ from tqdm.auto import tqdm
 
 from relrep_hf.encoding import PROGRESS_MIN_INPUTS
 from relrep_hf.encoding.encoders import BUNDLED_MINILM, MINILM_HUB_ID, ArraySpec, encoder_provenance
+from relrep_hf.utils.defaults import DEFAULT_EMBED_BATCH_SIZE
 
 __all__ = ["array_embeddings", "load_callable", "load_precomputed", "write_embeddings"]
 
@@ -180,7 +181,7 @@ def array_embeddings(
     *,
     column: str = "text",
     cache_dir: str | os.PathLike | None = None,
-    batch_size: int = 64,
+    batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
     show_progress: bool | None = None,
 ) -> tuple[datasets.Dataset, dict[str, str]]:
     """``dataset`` with an ``embedding`` column from ``spec``, and its provenance.

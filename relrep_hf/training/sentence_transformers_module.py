@@ -32,14 +32,15 @@ from sentence_transformers.base.modules import Module
 from torch import Tensor
 
 from relrep_hf.encoding.encoders import encoder_provenance
+from relrep_hf.encoding.pooling import SENTENCE_TRANSFORMERS_POOLINGS
 from relrep_hf.functional.statistics import Statistics
 from relrep_hf.models.anchor_set import AnchorSet
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
+from relrep_hf.utils.defaults import DEFAULT_ENCODE_BATCH_SIZE
 
 __all__ = ["RelativeProjection", "add_relative_projection", "projector_from_sentence_transformer"]
 
 # sentence-transformers' pooling modes that are exactly relrep_hf's poolings of the last layer
-_POOLING_NAMES = {"mean": "mean", "cls": "cls", "lasttoken": "last"}
 
 
 class RelativeProjection(Module):
@@ -163,7 +164,7 @@ def projector_from_sentence_transformer(
     anchor_set: AnchorSet,
     corpus: Sequence[str],
     *,
-    batch_size: int = 32,
+    batch_size: int = DEFAULT_ENCODE_BATCH_SIZE,
     **projector_kwargs: Any,
 ) -> RelativeProjector:
     """Onboard a `SentenceTransformer`: its projector for ``anchor_set``, with no training.
@@ -232,6 +233,6 @@ def _provenance(model: SentenceTransformer) -> dict[str, Any]:
             provenance.update(encoder_id=encoder_id, encoder_revision=revision)
     if len(modules) == 2:
         mode = getattr(modules[1], "pooling_mode", None)
-        if mode in _POOLING_NAMES and getattr(modules[1], "include_prompt", True):
-            provenance.update(pooling=_POOLING_NAMES[mode], layer=-1)
+        if mode in SENTENCE_TRANSFORMERS_POOLINGS and getattr(modules[1], "include_prompt", True):
+            provenance.update(pooling=SENTENCE_TRANSFORMERS_POOLINGS[mode], layer=-1)
     return provenance

@@ -65,7 +65,9 @@ MULTILINGUAL_DEMO_ROWS = 2000  # verses of the multilingual main job (--quick: 1
 # how an anchor set is fitted (the methods: `relrep_hf.training.anchor_methods`); the default is
 # the winner of benchmarks/bench_quality.py
 DEFAULT_METHOD = "shared_linear"
-DEFAULT_EMBED_BATCH_SIZE = 64  # inputs per encoder forward
+DEFAULT_EMBED_BATCH_SIZE = 64  # inputs per encoder forward when a run or dataset is embedded
+DEFAULT_ENCODE_BATCH_SIZE = 32  # inputs per forward of `encode` (sentence-transformers' default)
+DEFAULT_STATISTICS_BATCH_SIZE = 16384  # rows per chunk when whitening statistics are streamed
 DEFAULT_TEST_SIZE = 1000  # held-out evaluation rows
 DEFAULT_SUPPORT_SIZE = 2000  # K drawn from the training rows
 DEFAULT_HEAD_EPOCHS = 30  # epochs of each evaluation classifier

@@ -11,13 +11,13 @@ from typing import Any
 
 from huggingface_hub import ModelCard
 
+from relrep_hf.encoding.pooling import POOLING_DESCRIPTIONS
 from relrep_hf.publishing.cards import sections
 from relrep_hf.publishing.cards.anchor_set_card import TAGS
 from relrep_hf.publishing.cards.templates import card_data, render
 
 __all__ = ["projector_card"]
 
-_POOLINGS = {"mean": "mean-pooled", "cls": "CLS-token", "last": "last-token"}
 _SIMILARITIES = {
     "cosine": "cosine similarities",
     "inner": "inner products",
@@ -75,7 +75,7 @@ def projector_card(
             repo_id, f"Relative projector of {encoder_id or 'an encoder'}"
         ),
         "encoder_link": sections.repo_link(encoder_id, config.encoder_revision, "the encoder"),
-        "pooling_description": f"{_POOLINGS.get(pooling, pooling or 'pooled')} ({layer_text})",
+        "pooling_description": f"{POOLING_DESCRIPTIONS.get(pooling, pooling or 'pooled')} ({layer_text})",
         "hidden_size": str(d),
         "num_anchors": str(m),
         "similarity_description": similarity_description,

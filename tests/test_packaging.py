@@ -1,0 +1,54 @@
+"""The wheel users install holds the whole package: every module, the card templates and the
+bundled data, and it imports and renders a card from its own files (not from this checkout)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_the_wheel_holds_every_module_and_template_and_works_alone(tmp_path):
+    source = tmp_path / "source"  # a copy: a build/ folder left in the checkout would leak in
+    skip = shutil.ignore_patterns(".*", "build", "*.egg-info", "__pycache__", "tests", "docs")
+    shutil.copytree(ROOT, source, ignore=skip)
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation",
+         "-q", "-w", str(tmp_path / "dist")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert build.returncode == 0, build.stderr
+    (wheel,) = (tmp_path / "dist").glob("relrep_hf-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    expected = {p.relative_to(ROOT).as_posix() for p in (ROOT / "relrep_hf").rglob("*.py")}
+    expected |= {f"relrep_hf/model_cards/{p.name}" for p in (ROOT / "model_cards").glob("*.md")}
+    expected |= {p.relative_to(ROOT).as_posix() for p in (ROOT / "relrep_hf" / "data").iterdir()}
+    assert not expected - names, f"missing from the wheel: {sorted(expected - names)}"
+    target = tmp_path / "installed"
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(target)
+    code = (
+        "import relrep_hf, relrep_hf.pipeline.steps, relrep_hf.cli\n"
+        "from relrep_hf.publishing.cards.templates import template_dir\n"
+        "from relrep_hf.publishing.cards.anchor_set_card import anchor_set_card\n"
+        "from relrep_hf import AnchorSet\n"
+        "card = anchor_set_card(AnchorSet.random(['a', 'b', 'c'], 2))\n"
+        "print(relrep_hf.__file__, template_dir(), 'random anchors' in card.text)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    package, templates, rendered = run.stdout.split()
+    assert Path(package).is_relative_to(target) and Path(templates).is_relative_to(target)
+    assert rendered == "True"
