@@ -39,7 +39,6 @@ MAX_LINES = 400
 # Over the limit when the package moved into its layers, not yet split (issue #24): a ceiling
 # each, so they can only shrink. Remove an entry once its module is under MAX_LINES.
 TOO_LONG_YET = {
-    "models/anchor_set.py": 471,
     "training/extraction.py": 437,
     "training/modeling_relative_wrapper.py": 428,
     "training/zero_shot.py": 405,

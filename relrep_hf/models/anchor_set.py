@@ -18,7 +18,6 @@ made) and ``support.jsonl`` (the support inputs, readable with
 
 from __future__ import annotations
 
-import json
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -27,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import save_file
 from torch import Tensor
 
 from relrep_hf.functional.anchor_strategies import (
@@ -44,18 +42,11 @@ from relrep_hf.functional.shared_linear import (
 )
 from relrep_hf.functional.similarities import get_similarity
 from relrep_hf.functional.statistics import DEFAULT_EPS, DEFAULT_SHRINKAGE
-from relrep_hf.models.anchor_set_files import (
-    CONFIG_NAME,
-    FORMAT_VERSION,
-    SUPPORT_NAME,
-    WEIGHTS_NAME,
-    read_anchor_set_files,
-)
+from relrep_hf.models.anchor_set_files import load_anchor_set_files, write_anchor_set_files
 from relrep_hf.utils.defaults import SHARED_LINEAR_SHRINKAGE
 from relrep_hf.utils.file_checks import ArtifactFileError
-from relrep_hf.utils.hub_files import artifact_kind, resolve_folder
 from relrep_hf.utils.io import atomic_directory
-from relrep_hf.utils.manifest import read_consistently, verify_folder, write_manifest
+from relrep_hf.utils.manifest import write_manifest
 from relrep_hf.utils.publishing_hooks import publisher
 from relrep_hf.utils.validation import (
     as_embeddings,
@@ -193,29 +184,23 @@ class AnchorSet:
             self._write(staging)
 
     def _write(self, folder: Path) -> None:
-        save_file(
-            {"mixture": self.mixture.detach().cpu().contiguous()},
-            folder / WEIGHTS_NAME,
-            metadata={"format": "pt"},
+        write_anchor_set_files(
+            folder,
+            self.mixture,
+            {
+                "num_anchors": self.num_anchors,
+                "support_size": self.support_size,
+                "strategy": self.strategy,
+                "mixing": self.mixing,
+                **self.similarity_settings,
+                "fingerprint": self.fingerprint,
+                "support_reference": self.support_reference,
+                "encoders": self.encoders,
+                "training": self.training,
+                "metrics": self.metrics,
+            },
+            self.support,
         )
-        description = {
-            "format_version": FORMAT_VERSION,
-            "num_anchors": self.num_anchors,
-            "support_size": self.support_size,
-            "strategy": self.strategy,
-            "mixing": self.mixing,
-            **self.similarity_settings,
-            "fingerprint": self.fingerprint,
-            "support_reference": self.support_reference,
-            "encoders": self.encoders,
-            "training": self.training,
-            "metrics": self.metrics,
-        }
-        (folder / CONFIG_NAME).write_text(json.dumps(description, indent=2, sort_keys=True) + "\n")
-        with open(folder / SUPPORT_NAME, "w", encoding="utf-8") as file:
-            for item in self.support:
-                row = {"text": item} if isinstance(item, str) else item
-                file.write(json.dumps(row, ensure_ascii=False) + "\n")
         publisher().write_card(folder)  # the publishing layer's card, from the files above
         write_manifest(folder)
 
@@ -236,65 +221,20 @@ class AnchorSet:
         Its files are checked against the manifest written at save time (``verify=False`` or
         ``RELREP_HF_VERIFY=0`` skips that) and structurally before anything is built.
         """
-        folder, commit = resolve_folder(
+        mixture, support, fields = load_anchor_set_files(
             path_or_repo_id,
             revision=revision,
             token=token,
             cache_dir=cache_dir,
             local_files_only=local_files_only,
             force_download=force_download,
+            verify=verify,
         )
-        source = str(path_or_repo_id)
-        missing = [
-            n for n in (WEIGHTS_NAME, CONFIG_NAME, SUPPORT_NAME) if not (folder / n).is_file()
-        ]
-        if missing:
-            raise OSError(
-                f"{source!r} is not an anchor set: it lacks {', '.join(missing)}. "
-                "Anchor sets are written by AnchorSet.save_pretrained or ParamTrainer."
-                + _what_it_is(folder)
-            )
-
-        def load(read: Path) -> tuple[Tensor, dict[str, Any], list[Any]]:
-            verify_folder(  # ``read``: the folder, or a copy of one version of it
-                read,
-                required=(WEIGHTS_NAME, CONFIG_NAME, SUPPORT_NAME),
-                what="anchor set",
-                source=source,
-                verify=verify,
-                stacklevel=5,
-            )
-            return read_anchor_set_files(read, source)
-
-        # one version of the folder, though other processes save to it meanwhile
-        mixture, description, support = read_consistently(folder, load, source=source)
-        is_local = commit is None
-        training = description.get("training", {})
-        settings = {  # anchor sets saved before the settings were recorded: their training's
-            key: description.get(key, training.get(key, default))
-            for key, default in (
-                ("similarity", "wip"),
-                ("shrinkage", DEFAULT_SHRINKAGE),
-                ("eps", DEFAULT_EPS),
-            )
-        }
         try:
-            return cls(
-                mixture=mixture,
-                support=support,
-                support_reference=description.get("support_reference"),
-                strategy=description.get("strategy", "param"),
-                encoders=description.get("encoders", []),
-                training=training,
-                metrics=description.get("metrics", {}),
-                repo_id="" if is_local else source,
-                revision="" if is_local else commit,
-                mixing=description.get("mixing", ""),
-                **settings,
-            )
+            return cls(mixture=mixture, support=support, **fields)
         except (ValueError, TypeError) as error:
             raise ArtifactFileError(
-                f"The anchor set at {source!r} is invalid: {error} Its files are corrupted or "
+                f"The anchor set at {str(path_or_repo_id)!r} is invalid: {error} Its files are corrupted or "
                 "were not written by relrep_hf: download it again or save it again."
             ) from error
 
@@ -455,17 +395,3 @@ class AnchorSet:
             shrinkage=fitted.shrinkage,
             eps=eps,
         )
-
-
-def _what_it_is(folder: Path) -> str:
-    """A hint naming the artifact a folder holds instead of an anchor set."""
-    try:
-        kind = artifact_kind(folder)
-    except FileNotFoundError:
-        return ""
-    return {
-        "projector": " It holds a projector: load it with RelativeProjector.from_pretrained "
-        "(its config names its anchor set).",
-        "head": " It holds a head: load it with RelativeHeadForClassification.from_pretrained.",
-        "run": " It is a run folder: its anchor set is in anchor_set/.",
-    }.get(kind, "")

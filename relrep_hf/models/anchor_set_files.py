@@ -1,18 +1,22 @@
-"""The files of a saved anchor set, read and checked against each other before any tensor is
-loaded: what `AnchorSet.from_pretrained` builds from (a folder written by someone else is
-untrusted input)."""
+"""The files of a saved anchor set: written, and read and checked against each other before
+any tensor is loaded (a folder written by someone else is untrusted input). `AnchorSet`'s
+``save_pretrained`` and ``from_pretrained`` build on them."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from safetensors import SafetensorError
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 from torch import Tensor
 
+from relrep_hf.functional.statistics import DEFAULT_EPS, DEFAULT_SHRINKAGE
 from relrep_hf.utils.file_checks import ArtifactFileError, read_json_file, safetensors_shapes
+from relrep_hf.utils.hub_files import artifact_kind, resolve_folder
+from relrep_hf.utils.manifest import read_consistently, verify_folder
 
 WEIGHTS_NAME = "anchor_set.safetensors"
 CONFIG_NAME = "anchor_set.json"
@@ -121,3 +125,104 @@ def _read_support(path: Path, expected: int, source: str) -> list[Any]:
     if len(support) != expected:
         raise broken(f"it has {len(support)} rows but the mixture mixes K={expected}")
     return support
+
+
+def write_anchor_set_files(
+    folder: Path, mixture: Tensor, description: dict[str, Any], support: list[Any]
+) -> None:
+    """The three files: the mixture, ``description`` (with the format version) and one support
+    input per line (texts as ``{"text": ...}``, readable with ``datasets``)."""
+    save_file(
+        {"mixture": mixture.detach().cpu().contiguous()},
+        folder / WEIGHTS_NAME,
+        metadata={"format": "pt"},
+    )
+    description = {"format_version": FORMAT_VERSION, **description}
+    (folder / CONFIG_NAME).write_text(json.dumps(description, indent=2, sort_keys=True) + "\n")
+    with open(folder / SUPPORT_NAME, "w", encoding="utf-8") as file:
+        for item in support:
+            row = {"text": item} if isinstance(item, str) else item
+            file.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def saved_fields(description: dict[str, Any]) -> dict[str, Any]:
+    """`AnchorSet`'s fields (besides mixture and support) from a saved description; anchor sets
+    saved before the similarity settings were recorded take their training's, or the paper's."""
+    training = description.get("training", {})
+    return {
+        "support_reference": description.get("support_reference"),
+        "strategy": description.get("strategy", "param"),
+        "encoders": description.get("encoders", []),
+        "training": training,
+        "metrics": description.get("metrics", {}),
+        "mixing": description.get("mixing", ""),
+        **{
+            key: description.get(key, training.get(key, default))
+            for key, default in (
+                ("similarity", "wip"),
+                ("shrinkage", DEFAULT_SHRINKAGE),
+                ("eps", DEFAULT_EPS),
+            )
+        },
+    }
+
+
+def what_else_it_is(folder: Path) -> str:
+    """A hint naming the artifact a folder holds instead of an anchor set ("" if none)."""
+    try:
+        kind = artifact_kind(folder)
+    except FileNotFoundError:
+        return ""
+    return {
+        "projector": " It holds a projector: load it with RelativeProjector.from_pretrained "
+        "(its config names its anchor set).",
+        "head": " It holds a head: load it with RelativeHeadForClassification.from_pretrained.",
+        "run": " It is a run folder: its anchor set is in anchor_set/.",
+    }.get(kind, "")
+
+
+def load_anchor_set_files(
+    path_or_repo_id: str | os.PathLike,
+    *,
+    revision: str | None = None,
+    token: str | bool | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    local_files_only: bool = False,
+    force_download: bool = False,
+    verify: bool | None = None,
+) -> tuple[Tensor, list[Any], dict[str, Any]]:
+    """An anchor set's mixture, support inputs and other fields from a folder or a Hub repo:
+    resolved, checked against its manifest (``verify``) and read as one version of the folder,
+    though other processes save to it meanwhile."""
+    folder, commit = resolve_folder(
+        path_or_repo_id,
+        revision=revision,
+        token=token,
+        cache_dir=cache_dir,
+        local_files_only=local_files_only,
+        force_download=force_download,
+    )
+    source = str(path_or_repo_id)
+    missing = [n for n in (WEIGHTS_NAME, CONFIG_NAME, SUPPORT_NAME) if not (folder / n).is_file()]
+    if missing:
+        raise OSError(
+            f"{source!r} is not an anchor set: it lacks {', '.join(missing)}. "
+            "Anchor sets are written by AnchorSet.save_pretrained or ParamTrainer."
+            + what_else_it_is(folder)
+        )
+
+    def load(read: Path) -> tuple[Tensor, dict[str, Any], list[Any]]:
+        verify_folder(  # ``read``: the folder, or a copy of one version of it
+            read,
+            required=(WEIGHTS_NAME, CONFIG_NAME, SUPPORT_NAME),
+            what="anchor set",
+            source=source,
+            verify=verify,
+            stacklevel=6,
+        )
+        return read_anchor_set_files(read, source)
+
+    mixture, description, support = read_consistently(folder, load, source=source)
+    fields = saved_fields(description)
+    fields["repo_id"], fields["revision"] = ("", "") if commit is None else (source, commit)
+    return mixture, support, fields
