@@ -40,7 +40,6 @@ MAX_LINES = 400
 # each, so they can only shrink. Remove an entry once its module is under MAX_LINES.
 TOO_LONG_YET = {
     "models/anchor_set.py": 471,
-    "training/modeling_relative_wrapper.py": 428,
 }
 
 
