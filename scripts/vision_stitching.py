@@ -41,7 +41,7 @@ tests/test_script_data.py):
   ``vit_small_patch16_224``; its Hub page was not among the pages checked.
 
 Deviations: the paper does not describe its classifier; ours is the library's linear head
-(LayerNorm + Linear, `relrep_hf.training.zero_shot.train_classifier`), trained ``--head-epochs`` epochs.
+(LayerNorm + Linear, `relrep_hf.training.stitching_steps.train_classifier`), trained ``--head-epochs`` epochs.
 
 ``--smoke`` replaces the encoders by tiny random-weight models built from configs (three ViTs
 read through their final [CLS] token, one ResNet through its pooled output, standing in for

@@ -4,13 +4,13 @@ import torch
 from relrep_hf import ParamTrainer, ParamTrainingArguments, RelativeProjector
 from relrep_hf.functional.metrics import retrieval_metrics
 from relrep_hf.functional.tables import format_table
+from relrep_hf.training.stitching_steps import retrieval_matrix
 from relrep_hf.training.zero_shot import (
     ALGORITHM_1,
     PAPER_TABLE_1,
     EncoderData,
     Method,
     ZeroShotStitching,
-    retrieval_matrix,
     zero_shot_classification,
 )
 from tests.synthetic import affine_spaces

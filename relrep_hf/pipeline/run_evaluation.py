@@ -27,13 +27,8 @@ from relrep_hf.pipeline.run_folder import read_run, run_embeddings, run_labels
 from relrep_hf.pipeline.run_report import write_heads_metrics, write_report
 from relrep_hf.training.anchor_methods import ANCHOR_METHODS, AnchorMethod, FitData
 from relrep_hf.training.language_pairs import language_pair_rows
-from relrep_hf.training.zero_shot import (
-    EncoderData,
-    Method,
-    ZeroShotStitching,
-    build_projectors,
-    retrieval_matrix,
-)
+from relrep_hf.training.stitching_steps import build_projectors, retrieval_matrix
+from relrep_hf.training.zero_shot import EncoderData, Method, ZeroShotStitching
 from relrep_hf.utils.defaults import DEFAULT_HEAD_EPOCHS
 
 

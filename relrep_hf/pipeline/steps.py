@@ -61,7 +61,7 @@ from relrep_hf.training.extraction import (
     extract_embedding_views,
     extract_embeddings,
 )
-from relrep_hf.training.zero_shot import build_projectors
+from relrep_hf.training.stitching_steps import build_projectors
 from relrep_hf.utils.defaults import (
     DEFAULT_EMBED_BATCH_SIZE,
     DEFAULT_ENCODERS,

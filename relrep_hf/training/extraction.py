@@ -6,7 +6,7 @@ an `accelerate.Accelerator`, and writes the pooled embeddings incrementally to a
 ``(pooling, layer)`` view, so the number of rows can exceed memory. Each file is keyed by what
 determines its content (encoder, revision, pooling, layer, dataset fingerprint, column): a
 second call with the same key reads it back without running the encoder. `extract_embeddings`
-is the one-view case.
+is the one-view case. The encoding and writing themselves are `extraction_writer`'s.
 
 Read top to bottom: cache keys, dataset extraction, reading embeddings back.
 """
@@ -15,19 +15,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import datasets
 import numpy as np
-import pyarrow as pa
 import torch
-from datasets.arrow_writer import ArrowWriter
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
@@ -35,14 +30,12 @@ from relrep_hf.encoding import (
     PROGRESS_MIN_INPUTS,
     Pooling,
     device_and_dtype,
-    encode_in_order,
     input_modality,
     max_input_length,
-    pool_model_outputs,
     validate_pooling,
-    warn_truncated,
 )
 from relrep_hf.encoding.encoders import encoder_provenance
+from relrep_hf.training.extraction_writer import extract_to_folders
 from relrep_hf.utils.hub_files import is_commit_hash
 
 if TYPE_CHECKING:
@@ -288,7 +281,7 @@ def extract_embedding_views(
             "num_rows": len(dataset),
         }
         try:
-            _extract_to_folders(
+            extract_to_folders(
                 encoder,
                 tokenizer,
                 dataset.with_format(None),
@@ -320,105 +313,6 @@ def extract_embedding_views(
             )
         results.append(datasets.concatenate_datasets([dataset, embeddings], axis=1))
     return results
-
-
-def _extract_to_folders(
-    encoder: nn.Module,
-    tokenizer: Any,
-    dataset: datasets.Dataset,
-    *,
-    outputs: list[tuple[Path, dict[str, Any]]],
-    column: str,
-    views: list[tuple[Pooling, int]],
-    batch_size: int,
-    max_length: int | None,
-    window_size: int,
-    world: int,
-    rank: int,
-    is_main: bool,
-    progress: Any,
-) -> None:
-    """Encode every window once for all ``views``; the main process writes each view's rows in
-    order into its own folder (``outputs``, one per view), then renames the folders."""
-    windows = [(s, min(s + window_size, len(dataset))) for s in range(0, len(dataset), window_size)]
-    stagings: list[Path] = []
-    writers: list[Any] = [None] * len(views)
-    if is_main:
-        for folder, _ in outputs:
-            folder.parent.mkdir(parents=True, exist_ok=True)
-            stagings.append(
-                Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
-            )
-    truncated: list[int] = []
-    dims: list[int] = [0] * len(views)
-    try:
-        for step in range(math.ceil(len(windows) / world)):
-            index = step * world + rank
-            local = None
-            if index < len(windows):
-                start, end = windows[index]
-                pooled, cut = encode_in_order(
-                    encoder,
-                    tokenizer,
-                    dataset[start:end][column],
-                    lambda batch: pool_model_outputs(encoder, batch, views),
-                    batch_size=batch_size,
-                    max_length=max_length,
-                    output_device="cpu",
-                    output_dtype=torch.float32,
-                    progress=progress if is_main else None,  # moves per batch
-                    show_progress=False,
-                    warn=False,  # one warning for the whole dataset, below
-                )
-                local = (index, [p.numpy() for p in pooled], [start + i for i in cut])
-            if world > 1:
-                from accelerate.utils import gather_object
-
-                gathered = gather_object([local])
-            else:
-                gathered = [local]
-            if not is_main:
-                continue
-            for g_index, arrays, cut in sorted(
-                (g for g in gathered if g is not None), key=lambda g: g[0]
-            ):
-                for v, array in enumerate(arrays):
-                    if writers[v] is None:
-                        dims[v] = array.shape[1]
-                        features = datasets.Features(
-                            {"embedding": datasets.List(datasets.Value("float32"), length=dims[v])}
-                        )
-                        writers[v] = ArrowWriter(
-                            features=features, path=str(stagings[v] / "embeddings.arrow")
-                        )
-                    values = pa.array(np.ascontiguousarray(array, dtype=np.float32).reshape(-1))
-                    column_array = pa.FixedSizeListArray.from_arrays(values, dims[v])
-                    writers[v].write_table(pa.table({"embedding": column_array}))
-                truncated.extend(cut)
-                if g_index != index:  # another process's rows (ours moved the bar per batch)
-                    progress.update(len(arrays[0]))
-        if not is_main:
-            return
-        for v, ((folder, info), staging) in enumerate(zip(outputs, stagings, strict=True)):
-            writers[v].finalize()
-            writers[v].close()
-            writers[v] = None
-            (staging / "extraction.json").write_text(
-                json.dumps({**info, "dim": dims[v]}, indent=2) + "\n"
-            )
-            try:
-                os.rename(staging, folder)
-            except OSError:
-                if not folder.is_dir():
-                    raise  # another process wrote the same key meanwhile otherwise: keep theirs
-        warn_truncated(truncated, len(dataset), max_length or 0, stacklevel=5)
-    finally:
-        for writer in writers:
-            if writer is not None:
-                writer.close()
-        for staging in stagings:
-            if staging.exists():
-                shutil.rmtree(staging, ignore_errors=True)
 
 
 def embeddings_tensor(dataset: datasets.Dataset, column: str = "embedding") -> Tensor:

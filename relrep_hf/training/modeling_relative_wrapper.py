@@ -5,7 +5,8 @@ model (the encoder, loaded with `AutoModel`) and the small projector that belong
 that they belong together (embedding size, pooling, layer, encoder id and revision: see
 `relrep_hf.training.wrapper_checks`), encodes through the library's one encoding loop
 (`relrep_hf.encoding`), forwards unknown attributes to the encoder, and saves only the
-projector.
+projector. Loading the parts, and the provenance the saved projector records, are
+`relrep_hf.training.wrapper_parts`'.
 
 Read top to bottom: the output class, the wrapper (load, checks, forward, encode, save), and
 `RelativeWrapperWithHead`, which runs a head on the wrapper's relative features.
@@ -13,7 +14,6 @@ Read top to bottom: the output class, the wrapper (load, checks, forward, encode
 
 from __future__ import annotations
 
-import copy
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,14 +21,14 @@ from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
-from transformers import AutoModel, PreTrainedTokenizerBase
+from transformers import PreTrainedTokenizerBase
 from transformers.image_processing_utils import BaseImageProcessor
 from transformers.modeling_outputs import SequenceClassifierOutput
 from transformers.utils import ModelOutput
 
 from relrep_hf.encoding import Pooling, encode_in_order, input_modality, pool_model_output
-from relrep_hf.encoding.encoders import cached_commit, encoder_provenance, load_preprocessor
-from relrep_hf.encoding.gguf_encoders import gguf_mismatch, gguf_provenance, load_gguf_tokenizer
+from relrep_hf.encoding.encoders import encoder_provenance
+from relrep_hf.encoding.gguf_encoders import gguf_mismatch
 from relrep_hf.models.modeling_relative_head import (
     RelativeHeadForClassification,
     check_head_matches_projector,
@@ -41,7 +41,7 @@ from relrep_hf.training.wrapper_checks import (
     mismatch,
     resolve_pooling_and_layer,
 )
-from relrep_hf.utils.local_paths import check_local_path
+from relrep_hf.training.wrapper_parts import load_wrapper_parts, projector_with_provenance
 
 __all__ = ["RelativeWrapper", "RelativeWrapperOutput", "RelativeWrapperWithHead"]
 
@@ -165,45 +165,18 @@ class RelativeWrapper(nn.Module):
             ValueError: the parts do not belong together (see the class), or an image model has
                 no image processor / a text model no tokenizer.
         """
-        encoder_revision, gguf = None, {}
-        if gguf_file is not None and not isinstance(encoder, (str, os.PathLike)):
-            raise ValueError("gguf_file names a file in the encoder's folder or Hub repo: pass the "
-                             "encoder as that folder or repo id, not as a loaded model.")  # fmt: skip
-        for path in (encoder, projector):
-            check_local_path(path)  # "the folder does not exist", not a Hub id error
-        if isinstance(encoder, (str, os.PathLike)):
-            source = str(encoder)
-            load_kwargs = {**hub_kwargs, **({"gguf_file": gguf_file} if gguf_file else {})}
-            model = AutoModel.from_pretrained(source, revision=revision, dtype=dtype, **load_kwargs)
-            encoder_revision = cached_commit(source, revision, hub_kwargs.get("cache_dir"))
-            if gguf_file:
-                gguf = gguf_provenance(source, gguf_file, revision, **hub_kwargs)
-                encoder_revision = gguf.pop("encoder_revision", None) or encoder_revision
-                if tokenizer is None:
-                    tokenizer = load_gguf_tokenizer(source, gguf_file, revision, **hub_kwargs)
-        elif isinstance(encoder, nn.Module):
-            source = str(getattr(getattr(encoder, "config", None), "name_or_path", "") or "")
-            model = encoder if dtype is None or dtype == "auto" else encoder.to(dtype)
-        else:
-            raise ValueError(
-                f"encoder must be a Hub id, a local folder or a loaded model, got "
-                f"{type(encoder).__name__}."
-            )
-        preprocessor = tokenizer if tokenizer is not None else image_processor
-        if preprocessor is None:
-            preprocessor = load_preprocessor(
-                model,
-                source,
-                revision if isinstance(encoder, (str, os.PathLike)) else None,
-                hub_kwargs,
-            )
-        if isinstance(projector, (str, os.PathLike)):
-            projector = RelativeProjector.from_pretrained(
-                projector, revision=projector_revision, **hub_kwargs
-            )
-        if device is not None:
-            model.to(device)
-            projector.to(device)
+        model, projector, preprocessor, encoder_revision, gguf = load_wrapper_parts(
+            encoder,
+            projector,
+            dtype=dtype,
+            device=device,
+            revision=revision,
+            projector_revision=projector_revision,
+            tokenizer=tokenizer,
+            image_processor=image_processor,
+            gguf_file=gguf_file,
+            **hub_kwargs,
+        )
         loaded_by_id = isinstance(encoder, (str, os.PathLike))  # else its GGUF file is unknown
         config = getattr(projector, "config", None)  # a wrong projector type fails in __init__
         message = gguf_mismatch(config, gguf) if loaded_by_id else None
@@ -357,23 +330,13 @@ class RelativeWrapper(nn.Module):
 
     def _projector_with_provenance(self) -> RelativeProjector:
         """The projector, or a shallow copy of it whose config also records what we know."""
-        config = self.projector.config
-        fill = {}
-        if not config.encoder_gguf_file and self.encoder_gguf:
-            fill.update(self.encoder_gguf)
-        if not config.pooling:
-            fill["pooling"] = self.pooling
-        if not config.encoder_id and self.encoder_id:
-            fill["encoder_id"] = self.encoder_id
-            if not config.encoder_revision and self.encoder_revision:
-                fill["encoder_revision"] = self.encoder_revision
-        if not fill:
-            return self.projector
-        projector = copy.copy(self.projector)  # shares the tensors, not the config
-        projector.config = copy.deepcopy(config)
-        for name, value in fill.items():
-            setattr(projector.config, name, value)
-        return projector
+        return projector_with_provenance(
+            self.projector,
+            pooling=self.pooling,
+            encoder_id=self.encoder_id,
+            encoder_revision=self.encoder_revision,
+            encoder_gguf=self.encoder_gguf,
+        )
 
     def extra_repr(self) -> str:
         return f"pooling={self.pooling!r}, layer={self.layer}, modality={self.modality!r}"

@@ -6,140 +6,30 @@ features is evaluated, unchanged, on t's. `ZeroShotStitching` does this for any 
 encoders, each with its own labelled rows and its embeddings of one parallel support set (for
 one dataset seen by every encoder, `zero_shot_classification`); every anchor set, relative
 feature and head is computed once. A column of the result is a `Method`: where its anchors come
-from and which similarity it uses. `retrieval_matrix` measures how well relative spaces line up
-without any classifier (the paper's Table 3).
-
-Two spaces that differ by an invertible affine map line up exactly under WIP with no shrinkage:
-
->>> import torch
->>> from relrep_hf import AnchorSet
->>> _ = torch.manual_seed(0)
->>> a = torch.randn(40, 3, dtype=torch.float64)
->>> spaces = {"a": a, "b": a @ torch.randn(3, 3, dtype=torch.float64) + 5.0}
->>> anchors = AnchorSet.full_support([{"row": i} for i in range(20)], shrinkage=0.0, eps=0.0)
->>> projectors = build_projectors(anchors, spaces, support_rows=range(20), statistics_rows=range(40))
->>> retrieval_matrix({n: p(spaces[n]) for n, p in projectors.items()})["a->b"]["recall@1"]
-1.0
+from and which similarity it uses. The steps it composes (projectors, PARAM fits, heads, F1,
+and `retrieval_matrix`, which measures how well relative spaces line up without any classifier:
+the paper's Table 3) are `stitching_steps`'s.
 """
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
 from torch import Tensor
 
 from relrep_hf.functional.anchor_strategies import sample_support_rows
-from relrep_hf.functional.metrics import retrieval_metrics, weighted_f1
+from relrep_hf.functional.metrics import retrieval_metrics
 from relrep_hf.functional.similarities import get_similarity
 from relrep_hf.functional.statistics import Statistics
 from relrep_hf.models.anchor_set import AnchorSet
-from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
 from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
-from relrep_hf.training.head_trainer import HeadTrainer, HeadTrainingArguments
-from relrep_hf.training.param_trainer import ParamTrainer, ParamTrainingArguments
+from relrep_hf.training.param_trainer import ParamTrainingArguments
+from relrep_hf.training.stitching_steps import fit_param, head_f1, standardize, train_classifier
 from relrep_hf.utils.defaults import DEFAULT_HEAD_EPOCHS
-
-
-def build_projectors(
-    anchor_set: AnchorSet,
-    embeddings: Mapping[str, Tensor],
-    *,
-    support_rows: Tensor | Sequence[int],
-    statistics_rows: Tensor | Sequence[int],
-    similarity: str | None = "wip",
-    provenance: Mapping[str, Mapping[str, Any]] | None = None,
-) -> dict[str, RelativeProjector]:
-    """Every encoder's projector from one anchor set: no gradient step.
-
-    ``support_rows`` index the anchor set's support inputs in ``embeddings``; statistics come
-    from ``statistics_rows`` (never from the rows that will be evaluated); ``provenance`` gives
-    each encoder's projector its encoder id, revision, pooling and layer.
-    """
-    provenance = provenance or {}
-    support_rows, statistics_rows = torch.as_tensor(support_rows), torch.as_tensor(statistics_rows)
-    return {
-        name: RelativeProjector.from_anchor_set(
-            anchor_set,
-            space[support_rows],
-            Statistics.from_embeddings(space[statistics_rows]),
-            similarity=similarity,
-            **dict(provenance.get(name, {})),
-        )
-        for name, space in embeddings.items()
-    }
-
-
-def retrieval_matrix(
-    relatives: Mapping[str, Tensor], *, ks: Sequence[int] = (1, 5)
-) -> dict[str, dict[str, float]]:
-    """``{"a->b": {"recall@1", "recall@5", "mrr"}}`` for every ordered pair of encoders: row i of
-    a's relative features retrieves row i of b's by cosine (ties counted pessimistically)."""
-    return {
-        f"{a}->{b}": retrieval_metrics(relatives[a], relatives[b], ks=tuple(ks))
-        for a in relatives
-        for b in relatives
-        if a != b
-    }
-
-
-def train_classifier(
-    features: Tensor,
-    labels: Tensor,
-    *,
-    num_labels: int,
-    seed: int = 0,
-    epochs: int = DEFAULT_HEAD_EPOCHS,
-    **config: Any,
-) -> RelativeHeadForClassification:
-    """A linear head (LayerNorm + Linear) on features, trained with `HeadTrainer`."""
-    torch.manual_seed(seed)
-    head = RelativeHeadForClassification(
-        RelativeHeadConfig(num_anchors=features.shape[1], num_labels=num_labels, **config)
-    )
-    with tempfile.TemporaryDirectory() as output_dir:
-        args = HeadTrainingArguments(
-            output_dir,
-            num_train_epochs=epochs,
-            learning_rate=3e-3,
-            per_device_train_batch_size=128,
-            seed=seed,
-            eval_strategy="no",
-            save_final_model=False,
-            disable_tqdm=True,
-        )
-        HeadTrainer(head, args, features, labels).train()
-    return head.eval()
-
-
-def standardize(train: Tensor, *others: Tensor) -> tuple[Tensor, ...]:
-    """Z-score features with the training rows' per-feature mean and std (absolute spaces
-    carry large shifts that a per-row LayerNorm would turn into noise)."""
-    mean, std = train.mean(dim=0), train.std(dim=0).clamp_min(1e-8)
-    return tuple((x - mean) / std for x in (train, *others))
-
-
-@torch.no_grad()
-def head_f1(head: RelativeHeadForClassification, features: Tensor, labels: Tensor) -> float:
-    """Weighted F1 of ``head``'s predictions on ``features``."""
-    return weighted_f1(head(features).logits.argmax(dim=-1), labels)
-
-
-def fit_param(
-    args: ParamTrainingArguments, spaces: Mapping[str, Tensor], support: Tensor
-) -> AnchorSet:
-    """PARAM anchors on the parallel ``spaces`` with the given support rows (one encoder:
-    single-space losses only, the paper's PARAM Single); the trainer's files go to a temporary
-    folder."""
-    with tempfile.TemporaryDirectory(prefix="relrep-param-") as folder:
-        trainer = ParamTrainer(
-            replace(args, output_dir=folder), dict(spaces), support_indices=support
-        )
-        return trainer.train()
 
 
 @dataclass
