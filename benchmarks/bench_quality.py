@@ -279,9 +279,13 @@ def run(
     groups: list[str] | None = None,
     only: list[str] | None = None,
     parts: tuple[str, ...] = PARTS,
+    every_held_out: bool = False,
 ) -> list[dict]:
     """Every group of `benchmarks.spaces` (or ``groups``), every method (or ``only``): the
-    method table at K = 1,000 (``"table"``) and the fit-size sweep (``"sweep"``)."""
+    method table at K = 1,000 (``"table"``) and the fit-size sweep (``"sweep"``).
+
+    ``every_held_out``: the sweep holds out each encoder in turn (leave one encoder out over
+    the whole group, not only ``SWEEP_HELD_OUT``'s), without PARAM (95 epochs a fold)."""
     results = []
     for name in groups or GROUPS:
         group = load_group(name, quick=quick)
@@ -292,19 +296,23 @@ def run(
             result = {"group": name, "encoders": list(group.embeddings), "methods": {}}
         if "sweep" in parts:
             held_outs = held_out_spaces(group, quick, {**HELD_OUT, **SWEEP_HELD_OUT})
+            held_outs = list(group.embeddings) if every_held_out else held_outs
             print(f"\n{name}: fit-size sweep, held out {', '.join(held_outs)}", flush=True)
             result["k_sweep"] = sweep_group(
                 group,
                 held_outs,
                 quick=quick,
                 num_anchors=QUICK["num_anchors"] if quick else NUM_ANCHORS,
-                param_fit=_param(QUICK["param_epochs"] if quick else PARAM_EPOCHS),
+                param_fit=None
+                if every_held_out
+                else _param(QUICK["param_epochs"] if quick else PARAM_EPOCHS),
             )
         results.append(result)
     RESULTS.mkdir(parents=True, exist_ok=True)
     name = "quality_quick" if quick else "quality"
     if groups or only or tuple(parts) != PARTS:  # a partial run keeps the whole one's results
         name += "_" + "_".join([*(groups or ["all"]), *parts])
+    name += "_every_held_out" if every_held_out else ""
     (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=2))
     if "table" in parts:
         plot(results, RESULTS / f"{name}.png")
@@ -351,5 +359,16 @@ if __name__ == "__main__":
     parser.add_argument("--group", action="append", choices=GROUPS, help="repeatable")
     parser.add_argument("--method", action="append", choices=list(methods(1)), help="repeatable")
     parser.add_argument("--part", action="append", choices=PARTS, help="default: both")
+    parser.add_argument(
+        "--every-held-out",
+        action="store_true",
+        help="the sweep holds out each encoder in turn (no PARAM: 95 epochs a fold)",
+    )
     arguments = parser.parse_args()
-    run(arguments.quick, arguments.group, arguments.method, tuple(arguments.part or PARTS))
+    run(
+        arguments.quick,
+        arguments.group,
+        arguments.method,
+        tuple(arguments.part or PARTS),
+        every_held_out=arguments.every_held_out,
+    )
