@@ -26,6 +26,7 @@ from relrep_hf.models.modeling_relative_head import (
     RelativeHeadForClassification,
     write_head_metrics,
 )
+from relrep_hf.utils.defaults import DEFAULT_SEED
 from relrep_hf.utils.validation import as_embeddings, check_embeddings
 
 __all__ = ["HeadTrainOutput", "HeadTrainer", "HeadTrainingArguments"]
@@ -61,7 +62,7 @@ class HeadTrainingArguments:
     warmup_ratio: float = 0.0
     lr_scheduler_type: Literal["linear", "cosine", "constant"] = "linear"
     max_grad_norm: float | None = 1.0
-    seed: int = 42
+    seed: int = DEFAULT_SEED
     logging_steps: int = 50
     eval_strategy: Literal["no", "epoch"] = "epoch"
     save_final_model: bool = True
