@@ -10,6 +10,7 @@ from relrep_hf.functional.metrics import retrieval_metrics
 from relrep_hf.functional.regularization import (
     _climb,
     _fold_scorer,
+    _fold_shrinkage,
     _mean_reciprocal_rank,
     cross_validated_shrinkage,
 )
@@ -70,6 +71,21 @@ def test_climb_agrees_with_scoring_the_whole_grid():
     assert len(set(every.values())) > 3  # the scores differ: the climb has a slope to follow
     assert max(climbed, key=climbed.get) == max(every, key=every.get)
     assert all(climbed[s] == pytest.approx(every[s]) for s in climbed)
+
+
+def test_a_fold_scores_each_candidate_at_the_shrinkage_its_fewer_rows_need():
+    """A fold fitted on 240 of 300 rows scores the candidate meant for all 300 rows at 300/240
+    of it (capped at 1): the same score as the unscaled rule gives that larger value."""
+    spaces = _encoders(300, 40)
+    held = torch.zeros(300, dtype=torch.bool)
+    held[::5] = True
+    scorer = _fold_scorer(
+        [x[~held] for x in spaces], [x[held] for x in spaces], [x[~held] for x in spaces], 6, 5e-8
+    )
+    assert _fold_shrinkage(0.2, 240, 300) == pytest.approx(0.25)
+    assert _fold_shrinkage(0.9, 240, 300) == 1.0 and _fold_shrinkage(0.0, 240, 300) == 0.0
+    assert scorer(0.8) == pytest.approx(scorer(1.0)) != pytest.approx(scorer(0.3))
+    assert scorer(0.0) != pytest.approx(scorer(0.001))
 
 
 def test_fewer_rows_per_dimension_choose_more_shrinkage():

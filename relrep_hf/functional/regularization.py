@@ -7,9 +7,9 @@ from scratch), shrinkage with few (pretrained encoders at the fit sizes users ha
 single number is right (docs/quality.md).
 
 The selector (`cross_validated_shrinkage`): split the fit rows into folds; for each shrinkage
-of a small grid, fit the map on the other folds (statistics, support and map from them only)
-and score held-out rows by cross-encoder retrieval (MRR, every ordered pair of training
-encoders); keep the best mean (every candidate scored for up to 500 rows, a hill climb over
+of a small grid, fit the map on the other folds (statistics, support and map from them only;
+the shrinkage scaled up by the rows a fold lacks, `_fold_shrinkage`) and score held-out rows by
+cross-encoder retrieval (MRR, every ordered pair of training encoders); keep the best mean (every candidate scored for up to 500 rows, a hill climb over
 the grid above, `_climb`). Each encoder's covariance is diagonalised once per fold, so a
 shrinkage costs one column scaling and one SVD of ``[K, sum d_i]``.
 
@@ -130,7 +130,8 @@ def _fold_scorer(
     num_anchors: int,
     eps: float,
 ) -> Callable[[float], float]:
-    """Held-out MRR of a shrinkage: the map fitted on ``train`` with ``support`` rows.
+    """Held-out MRR of a shrinkage for all the fold's rows: the map fitted on ``train`` with
+    ``support`` rows, each covariance shrunk by ``lambda * n / n_train`` (`_fold_shrinkage`).
 
     In each encoder's covariance eigenbasis ``Q`` (eigenvalues ``l``, shrunk ``s``), its
     factor is ``F_i = R_i diag(c_i)`` with ``R_i = (S_i - mu_i) Q_i`` and
@@ -153,6 +154,7 @@ def _fold_scorer(
     bounds = torch.tensor([0] + [b.values.shape[0] for b in bases]).cumsum(0).tolist()
 
     def score(shrinkage: float) -> float:
+        shrinkage = _fold_shrinkage(shrinkage, len(train[0]), len(train[0]) + len(test[0]))
         shrunk = [b.shrunk(shrinkage, eps) for b in bases]
         scale = torch.cat([b.factor_scale(shrinkage, eps) for b in bases])  # [D]
         if cross is None:  # fewer support rows than D: the [K, K] side, U directly
@@ -178,6 +180,14 @@ def _fold_scorer(
         return sum(pairs) / len(pairs)
 
     return score
+
+
+def _fold_shrinkage(shrinkage: float, fold_rows: int, rows: int) -> float:
+    """The shrinkage a fold's fit uses for a candidate meant for all ``rows``: the shrinkage a
+    covariance needs grows as its rows shrink (about d / n, as Ledoit-Wolf's), so a fold fitted
+    on fewer rows is shrunk by ``rows / fold_rows`` more. Scored as is, the folds chose one grid
+    step more shrinkage than the full fit wants (docs/quality.md)."""
+    return min(1.0, shrinkage * rows / fold_rows)
 
 
 def _climb(grid: Sequence[float], score: Callable[[float], float]) -> dict[float, float]:
