@@ -60,7 +60,7 @@ def _direct_losses(logits, support, means, whitenings, batches, args) -> dict[st
     nce = []
     for a, b in itertools.combinations(relatives, 2):
         logits_ab = F.normalize(a, dim=1) @ F.normalize(b, dim=1).T / args.info_nce_temperature
-        target = torch.arange(len(a))
+        target = torch.arange(len(a), device=a.device)
         nce.append(
             0.5 * (F.cross_entropy(logits_ab, target) + F.cross_entropy(logits_ab.T, target))
         )
@@ -82,12 +82,13 @@ def _direct_losses(logits, support, means, whitenings, batches, args) -> dict[st
 def _direct_epoch(spaces, args, support_indices, epoch: int = 0) -> tuple[float, list[dict]]:
     names = list(spaces)
     stats = [Statistics.from_embeddings(spaces[n]) for n in names]
-    means = [s.mean.float() for s in stats]
-    whitenings = [whitening_matrix(s).float() for s in stats]
+    device = next(iter(spaces.values())).device  # the direct formulas run where the rows are
+    means = [s.mean.float().to(device) for s in stats]
+    whitenings = [whitening_matrix(s).float().to(device) for s in stats]
     support = [spaces[n][support_indices] for n in names]
     generator = torch.Generator().manual_seed(args.seed)
     logits = torch.nn.Parameter(
-        torch.randn(args.num_anchors, len(support_indices), generator=generator)
+        torch.randn(args.num_anchors, len(support_indices), generator=generator).to(device)
     )
     optimizer = torch.optim.AdamW([logits], lr=args.learning_rate, weight_decay=args.weight_decay)
     n = len(next(iter(spaces.values())))

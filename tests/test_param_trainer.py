@@ -259,6 +259,14 @@ def test_numpy_arrays_train_the_anchor_set_of_tensors(spaces, tmp_path):
     torch.testing.assert_close(from_numpy.mixture, from_tensors.mixture, rtol=0, atol=0)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run on the device)")
+def test_embeddings_on_the_gpu_train_the_anchor_set_of_embeddings_on_the_cpu(spaces, tmp_path):
+    from_cpu = ParamTrainer(small_args(tmp_path / "c"), spaces).train()
+    on_gpu = {name: space.cuda() for name, space in spaces.items()}
+    from_gpu = ParamTrainer(small_args(tmp_path / "g"), on_gpu).train()
+    torch.testing.assert_close(from_gpu.mixture, from_cpu.mixture)
+
+
 def test_the_final_state_is_checkpointed_with_any_strategy(spaces, tmp_path):
     """3 epochs of 4 steps, a checkpoint every 5 steps: 5, 10, and the final 12."""
     args = small_args(tmp_path / "out", save_strategy="steps", save_steps=5, save_total_limit=None)

@@ -97,7 +97,9 @@ class ParallelEmbeddings:
                 rows = source[start : start + chunk].float() - mu
                 torch.matmul(rows, w, out=out[start : start + chunk])  # whiten(), in place
             whitened.append(out)
-        return lambda indices: [t.index_select(0, indices).to(device) for t in whitened]
+        return lambda indices: [
+            t.index_select(0, indices.to(t.device)).to(device) for t in whitened
+        ]
 
     def statistics(self, batch_size: int, rank: int, world: int) -> list[Statistics]:
         """Each encoder's statistics over all rows; each process reads a contiguous shard."""

@@ -196,7 +196,7 @@ class ParamTrainer:
             desc="PARAM",
             disable=args.disable_tqdm or not accelerator.is_local_main_process,
         )
-        running: dict[str, float] = {}
+        running: dict[str, Tensor | float] = {}
         start_step = global_step
         while global_step < total_steps:
             epoch, step_in_epoch = divmod(global_step, steps_per_epoch)
@@ -220,8 +220,8 @@ class ParamTrainer:
             optimizer.step()
             global_step += 1
             progress.update(1)
-            for key, value in terms.items():
-                running[key] = running.get(key, 0.0) + float(value.detach())
+            for key, value in terms.items():  # on the device: no host sync until a log
+                running[key] = running.get(key, 0.0) + value.detach()
             running["steps"] = running.get("steps", 0.0) + 1
             if global_step % args.logging_steps == 0 or global_step == total_steps:
                 self._log(
@@ -253,9 +253,11 @@ class ParamTrainer:
 
     # ---- pieces --------------------------------------------------------------------------
 
-    def _log(self, running: dict[str, float], *, epoch: float, step: int, progress: tqdm) -> None:
+    def _log(
+        self, running: dict[str, Tensor | float], *, epoch: float, step: int, progress: tqdm
+    ) -> None:
         steps = running.pop("steps")
-        entry = {key: value / steps for key, value in running.items()}
+        entry = {key: float(value) / steps for key, value in running.items()}
         entry.update(epoch=round(epoch, 4), step=step)
         self.log_history.append(entry)
         progress.set_postfix(
@@ -329,7 +331,7 @@ class ParamTrainer:
         )[:n]
         anchors = (mixture @ whitened_support).split(self.data.dims, dim=1)
         relatives = {
-            name: whiten(x.float(), mean=mu.cpu(), whitening=w.cpu()) @ a.T
+            name: whiten(x.float().cpu(), mean=mu.cpu(), whitening=w.cpu()) @ a.T
             for name, x, mu, w, a in zip(
                 self.data.names, self.data.rows(rows), means, whitenings, anchors, strict=True
             )
