@@ -157,10 +157,15 @@ def _extraction_rows(quick: bool) -> list[dict]:
             return embeddings_tensor(embedded)
 
     extract(DEVICE)  # warm-up
-    gpu_seconds, on_gpu = _synchronized(lambda: extract(DEVICE))
-    plain_seconds, plain = _synchronized(
-        lambda: _plain_loop(encoder.to(DEVICE), tokenizer, sentences, batch_size)
-    )
+    gpu, loop = [], []
+    for _ in range(3):  # interleaved
+        seconds, on_gpu = _synchronized(lambda: extract(DEVICE))
+        gpu.append(seconds)
+        seconds, plain = _synchronized(
+            lambda: _plain_loop(encoder.to(DEVICE), tokenizer, sentences, batch_size)
+        )
+        loop.append(seconds)
+    gpu_seconds, plain_seconds = statistics.median(gpu), statistics.median(loop)
     start = time.perf_counter()
     on_cpu = extract("cpu")
     cpu_seconds = time.perf_counter() - start
