@@ -30,8 +30,9 @@ from relrep_hf import AnchorSet, RelativeProjector, Statistics
 from relrep_hf.functional.least_squares import fit_affine
 from relrep_hf.functional.metrics import retrieval_metrics
 from relrep_hf.functional.regularization import oas_shrinkage
+from relrep_hf.utils.defaults import SHRINKAGE_GRID
 
-FIXED = (0.0, 0.001, 0.003, 0.01, 0.03, 0.1, 0.15, 0.2, 0.3, 0.5, 0.7)
+FIXED = tuple(sorted({*SHRINKAGE_GRID, 0.15}))  # the selector's grid and the paper's 0.15
 KS = (500, 1000, 2000, 4000)
 QUICK_KS = (100, 250)
 TEST_ROWS = 1000

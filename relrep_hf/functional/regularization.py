@@ -27,11 +27,19 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from relrep_hf.functional.statistics import Statistics
-from relrep_hf.utils.defaults import DEFAULT_EPS, SHRINKAGE_FOLDS, SHRINKAGE_GRID, SHRINKAGE_ROUNDS
+from relrep_hf.utils.defaults import (
+    DEFAULT_EPS,
+    SHRINKAGE_CLIMB_START,
+    SHRINKAGE_FOLDS,
+    SHRINKAGE_GRID,
+    SHRINKAGE_ROUNDS,
+)
 
 EXHAUSTIVE_MAX_ROWS = 500  # up to it every candidate is scored; above it, a hill climb
 SUBSET_EIGH_MIN_SIZE = 1200  # below it, a full eigh is as fast as asking for a subset
 MIN_ROWS_TO_SELECT = 20  # below it, no fold holds enough rows to score: the grid's largest
+SELECTION_DTYPE = torch.float32  # the folds' eigenproblems (`_selection_eigenpairs`)
+SELECTION_RANK_TOLERANCE = 1e-5  # float32's noise floor relative to the largest eigenvalue
 
 
 @dataclass(frozen=True)
@@ -72,7 +80,7 @@ def supported_rank(eigenvalues: Tensor, rank_tolerance: float = 1e-10) -> int:
 
 
 def top_eigenpairs(matrix: Tensor, count: int) -> tuple[Tensor, Tensor]:
-    """The ``count`` largest eigenvalues (decreasing) of a symmetric float64 ``matrix [n, n]``
+    """The ``count`` largest eigenvalues (decreasing) of a symmetric ``matrix [n, n]``
     and their eigenvectors ``[n, count]``. Large matrices ask LAPACK for those alone (MRRR,
     scipy's ``subset_by_index``): the same eigenpairs as a full ``eigh``, about half its time
     at n ~ 2,000, m = 300 on a CPU."""
@@ -159,14 +167,12 @@ def _fold_scorer(
         scale = torch.cat([b.factor_scale(shrinkage, eps) for b in bases])  # [D]
         if cross is None:  # fewer support rows than D: the [K, K] side, U directly
             scaled = stacked * scale
-            values, vectors = top_eigenpairs(scaled @ scaled.T, num_anchors)
-            m = min(num_anchors, max(supported_rank(values), 1))
-            mapped = stacked.T @ vectors[:, :m]  # R^T U [D, m]
+            values, vectors = _selection_eigenpairs(scaled @ scaled.T, num_anchors)
+            mapped = stacked.T @ vectors  # R^T U [D, m]
         else:
             gram = cross * scale[:, None] * scale[None, :]
-            values, vectors = top_eigenpairs((gram + gram.T) / 2, num_anchors)
-            m = min(num_anchors, max(supported_rank(values), 1))
-            mapped = (cross * scale) @ (vectors[:, :m] / values[:m].sqrt())  # R^T U [D, m]
+            values, vectors = _selection_eigenpairs((gram + gram.T) / 2, num_anchors)
+            mapped = (cross * scale) @ (vectors / values.sqrt())  # R^T U [D, m]
         relative = [
             F.normalize((rt / s) @ mapped[lo:hi], dim=1)
             for rt, s, lo, hi in zip(rotated_test, shrunk, bounds[:-1], bounds[1:], strict=True)
@@ -182,6 +188,17 @@ def _fold_scorer(
     return score
 
 
+def _selection_eigenpairs(gram: Tensor, count: int) -> tuple[Tensor, Tensor]:
+    """A fold's top eigenpairs (float64 out), those the Gram supports, solved in
+    ``SELECTION_DTYPE``: the selector only ranks candidates, and LAPACK's float32 solver takes
+    half the float64 time (the final fit stays in float64). Eigenvalues below
+    ``SELECTION_RANK_TOLERANCE`` of the largest, float32's noise floor, count as zero."""
+    values, vectors = top_eigenpairs(gram.to(SELECTION_DTYPE), count)
+    tolerance = SELECTION_RANK_TOLERANCE if torch.float32 == SELECTION_DTYPE else 1e-10
+    m = min(count, max(supported_rank(values.double(), tolerance), 1))
+    return values[:m].double(), vectors[:, :m].double()
+
+
 def _fold_shrinkage(shrinkage: float, fold_rows: int, rows: int) -> float:
     """The shrinkage a fold's fit uses for a candidate meant for all ``rows``: the shrinkage a
     covariance needs grows as its rows shrink (about d / n, as Ledoit-Wolf's), so a fold fitted
@@ -190,11 +207,14 @@ def _fold_shrinkage(shrinkage: float, fold_rows: int, rows: int) -> float:
     return min(1.0, shrinkage * rows / fold_rows)
 
 
-def _climb(grid: Sequence[float], score: Callable[[float], float]) -> dict[float, float]:
-    """Scores of the grid's candidates visited by a hill climb from its middle: a candidate's
-    neighbours are scored and the climb moves to the best until none is better (ties: the
-    least shrinkage). Held-out retrieval is unimodal in the shrinkage on every group of the
-    benchmark, so this finds the grid's best with 3-7 of its 10 eigendecompositions."""
+def _climb(
+    grid: Sequence[float], score: Callable[[float], float], start: float = SHRINKAGE_CLIMB_START
+) -> dict[float, float]:
+    """Scores of the grid's candidates visited by a hill climb from its value nearest
+    ``start``: a candidate's neighbours are scored and the climb moves to the best until none
+    is better (ties: the least shrinkage). Held-out retrieval is unimodal in the shrinkage on
+    every group of the benchmark, so this finds the grid's best with 3-8 of its 11
+    eigendecompositions."""
     scores: dict[float, float] = {}
 
     def key(index: int) -> tuple[float, float]:
@@ -202,7 +222,7 @@ def _climb(grid: Sequence[float], score: Callable[[float], float]) -> dict[float
             scores[grid[index]] = score(grid[index])
         return round(scores[grid[index]], 9), -grid[index]
 
-    here = len(grid) // 2
+    here = min(range(len(grid)), key=lambda i: abs(grid[i] - start))
     while True:
         near = [i for i in (here - 1, here, here + 1) if 0 <= i < len(grid)]
         best = max(near, key=key)
