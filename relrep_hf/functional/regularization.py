@@ -9,9 +9,11 @@ single number is right (docs/quality.md).
 The selector (`cross_validated_shrinkage`): split the fit rows into folds; for each shrinkage
 of a small grid, fit the map on the other folds (statistics, support and map from them only;
 the shrinkage scaled up by the rows a fold lacks, `_fold_shrinkage`) and score held-out rows by
-cross-encoder retrieval (MRR, every ordered pair of training encoders); keep the best mean (every candidate scored for up to 500 rows, a hill climb over
-the grid above, `_climb`). Each encoder's covariance is diagonalised once per fold, so a
-shrinkage costs one column scaling and one SVD of ``[K, sum d_i]``.
+cross-encoder retrieval (MRR, every ordered pair of training encoders); keep the best mean
+(every candidate scored for up to 500 rows, a hill climb over the grid above, `_climb`). Each
+encoder's covariance is diagonalised once per fold, so a shrinkage costs one column scaling and
+the top eigenpairs of one Gram, solved in float32 (`_selection_eigenpairs`); the final fit is
+float64.
 
 `oas_shrinkage` (the analytic Oracle Approximating Shrinkage of Chen et al. 2010, as in
 scikit-learn) is kept for comparison: it lost on the benchmark (docs/quality.md).
