@@ -39,7 +39,9 @@ TEST_ROWS = 1000
 PARAM_SUPPORT = 1000
 
 
-def _retrieval(anchor_set, spaces, held_out, support_rows, fit_rows, test_rows) -> float:
+def relative_features(anchor_set, spaces, support_rows, fit_rows, test_rows) -> dict:
+    """Each space's test rows in ``anchor_set``'s relative coordinates, every encoder onboarded
+    from its own support rows with statistics from its fit rows."""
     relative = {}
     for name, space in spaces.items():
         projector = RelativeProjector.from_anchor_set(
@@ -47,6 +49,11 @@ def _retrieval(anchor_set, spaces, held_out, support_rows, fit_rows, test_rows) 
         )
         with torch.no_grad():
             relative[name] = projector(space[test_rows])
+    return relative
+
+
+def _retrieval(anchor_set, spaces, held_out, support_rows, fit_rows, test_rows) -> float:
+    relative = relative_features(anchor_set, spaces, support_rows, fit_rows, test_rows)
     return mean(
         retrieval_metrics(relative[o], relative[held_out], ks=(1,))["recall@1"]
         for o in spaces

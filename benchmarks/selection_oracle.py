@@ -19,12 +19,10 @@ from statistics import mean
 
 import torch
 
-from benchmarks.k_sweep import FIXED
+from benchmarks.k_sweep import FIXED, TEST_ROWS, relative_features
 from benchmarks.spaces import load_group
-from relrep_hf import AnchorSet, RelativeProjector, Statistics
+from relrep_hf import AnchorSet
 from relrep_hf.functional.metrics import retrieval_metrics
-
-TEST_ROWS = 1000
 
 
 def _recall(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -33,7 +31,11 @@ def _recall(a: torch.Tensor, b: torch.Tensor) -> float:
 
 def oracle(group: str, held_out: str, ks: list[int], num_anchors: int = 300) -> None:
     spaces = {name: torch.as_tensor(x) for name, x in load_group(group).embeddings.items()}
+    if held_out not in spaces:
+        raise SystemExit(f"No space {held_out!r} in group {group!r}. Valid: {', '.join(spaces)}.")
     n = len(next(iter(spaces.values())))
+    if not all(0 < k <= n - TEST_ROWS for k in ks):
+        raise SystemExit(f"Each K must lie in 1..{n - TEST_ROWS} (the last {TEST_ROWS} rows test).")
     test = torch.arange(n - TEST_ROWS, n)
     training = [name for name in spaces if name != held_out]
     for k in ks:
@@ -44,13 +46,7 @@ def oracle(group: str, held_out: str, ks: list[int], num_anchors: int = 300) -> 
                 [{"index": i} for i in range(k)], {m: spaces[m][fit] for m in training},
                 num_anchors, support_rows=fit, shrinkage=shrinkage,
             )  # fmt: skip
-            relative = {}
-            for name, x in spaces.items():
-                projector = RelativeProjector.from_anchor_set(
-                    anchor_set, x[fit], Statistics.from_embeddings(x[fit])
-                )
-                with torch.no_grad():
-                    relative[name] = projector(x[test])
+            relative = relative_features(anchor_set, spaces, fit, fit, test)
             among[shrinkage] = mean(
                 _recall(relative[a], relative[b]) for a in training for b in training if a != b
             )

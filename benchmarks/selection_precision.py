@@ -17,10 +17,8 @@ import warnings
 import torch
 
 import relrep_hf.functional.regularization as regularization
-from benchmarks.k_sweep import KS
+from benchmarks.k_sweep import KS, TEST_ROWS
 from benchmarks.spaces import load_group
-
-TEST_ROWS = 1000
 
 
 def compare(group: str, num_anchors: int = 300) -> None:
