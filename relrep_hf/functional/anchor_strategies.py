@@ -14,12 +14,11 @@ import torch
 from torch import Tensor
 
 from relrep_hf.functional.statistics import Statistics, whiten, whitening_matrix
-from relrep_hf.utils.validation import as_embeddings, check_embeddings
+from relrep_hf.utils.validation import as_embeddings, check_count, check_embeddings
 
 
 def _check_sizes(support_size: int, num_anchors: int) -> None:
-    if num_anchors < 1:
-        raise ValueError(f"num_anchors must be >= 1, got {num_anchors}.")
+    check_count(num_anchors, "num_anchors")
     if support_size < num_anchors:
         raise ValueError(
             f"The support set has {support_size} inputs, fewer than the {num_anchors} anchors "

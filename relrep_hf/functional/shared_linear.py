@@ -41,7 +41,7 @@ from relrep_hf.functional.statistics import (
     whiten,
     whitening_matrix,
 )
-from relrep_hf.utils.validation import check_embeddings
+from relrep_hf.utils.validation import check_count, check_embeddings
 
 Normalization = Literal["none", "encoder", "row"]
 NORMALIZATIONS: tuple[str, ...] = ("none", "encoder", "row")
@@ -232,7 +232,7 @@ def check_encoders_and_size(sizes: Sequence[int], encoders: int, num_anchors: in
     if len(set(sizes)) != 1:
         raise ValueError(f"Every encoder's features must have K columns; got {sorted(set(sizes))}.")
     k = sizes[0]
-    if not 1 <= num_anchors <= k:
+    if not 1 <= check_count(num_anchors, "num_anchors", minimum=0) <= k:
         raise ValueError(
             f"num_anchors must be between 1 and the support size K={k}, got {num_anchors}: "
             "ask for fewer anchors or use a larger support set."
@@ -332,6 +332,7 @@ def fit_shared_linear(
     (at most K and the sum of the encoders' dimensions)."""
     names = list(fit_spaces)
     sizes = [len(support_spaces[name]) for name in names]
+    check_count(num_anchors, "num_anchors", minimum=0)  # the range: check_encoders_and_size
     check_encoders_and_size(sizes, len(names), min(num_anchors, sizes[0]) if sizes else 1)
     selection: dict[str, Any] = {"method": "fixed", "chosen": shrinkage}
     if shrinkage == "auto":

@@ -22,6 +22,7 @@ from relrep_hf.utils.defaults import (
     SHARED_LINEAR_SHRINKAGE,
     check_similarity_settings,
 )
+from relrep_hf.utils.validation import check_count
 
 
 def _arg(default: Any, help: str, **kwargs: Any) -> Any:
@@ -53,10 +54,9 @@ class FitArguments:
     seed: int = _arg(DEFAULT_SEED, "random seed")
 
     def __post_init__(self) -> None:
-        if self.num_anchors < 1:
-            raise ValueError(f"num_anchors must be >= 1, got {self.num_anchors}.")
-        if self.support_size is not None and self.support_size < 1:
-            raise ValueError(f"support_size must be >= 1 or None, got {self.support_size}.")
+        check_count(self.num_anchors, "num_anchors")
+        if self.support_size is not None:
+            check_count(self.support_size, "support_size (None: every row)")
         if self.shrinkage == "auto":
             if not self.chooses_shrinkage:
                 raise ValueError(

@@ -28,6 +28,7 @@ from relrep_hf.utils.defaults import (
     DEFAULT_STATISTICS_BATCH_SIZE,
     DEFAULT_TRAIN_BATCH_SIZE,
 )
+from relrep_hf.utils.validation import check_count
 
 if TYPE_CHECKING:
     from relrep_hf.functional.losses import LossWeights
@@ -103,10 +104,9 @@ class ParamTrainingArguments(FitArguments):
             "statistics_batch_size",
         )
         for name in positive:
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
-        if self.save_total_limit is not None and self.save_total_limit < 1:
-            raise ValueError(f"save_total_limit must be >= 1 or None, got {self.save_total_limit}.")
+            check_count(getattr(self, name), name)
+        if self.save_total_limit is not None:
+            check_count(self.save_total_limit, "save_total_limit")
         if self.mixture_temperature <= 0 or self.learning_rate <= 0:
             raise ValueError("mixture_temperature and learning_rate must be > 0.")
         if self.weight_decay < 0 or self.init_scale < 0:
