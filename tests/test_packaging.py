@@ -52,3 +52,37 @@ def test_the_wheel_holds_every_module_and_template_and_works_alone(tmp_path):
     package, templates, rendered = run.stdout.split()
     assert Path(package).is_relative_to(target) and Path(templates).is_relative_to(target)
     assert rendered == "True"
+
+
+def _requirements_of_every_extra() -> list[str]:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
+    extras = project["optional-dependencies"].values()
+    found = [*project["dependencies"], *(r for extra in extras for r in extra)]
+    return sorted({r for r in found if not r.startswith(("relrep-hf", "torch"))})
+
+
+@pytest.mark.slow
+def test_every_extra_installs_from_wheels_alone(tmp_path):
+    """pip resolves the dependencies and every extra with ``--only-binary=:all:``: a package
+    that builds from source (a C++ compile on a laptop without one) fails this test. The data
+    packages installed with --no-deps stay out of the extras."""
+    import torch
+
+    from relrep_hf.utils.defaults import DATA_PACKAGES
+
+    requirements = _requirements_of_every_extra()
+    assert not {r.split(">")[0].split("=")[0] for r in requirements} & set(DATA_PACKAGES)
+    report = tmp_path / "report.json"
+    resolve = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "-q",
+         "--only-binary=:all:", "--report", str(report),
+         f"torch=={torch.__version__.split('+')[0]}", *requirements],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert resolve.returncode == 0, f"an extra needs a build from source:\n{resolve.stderr[-3000:]}"
+    import json
+
+    names = {item["metadata"]["name"].lower() for item in json.loads(report.read_text())["install"]}
+    assert not names & {"llama-cpp-python", "llm", "openai", "uni-curses"}, names

