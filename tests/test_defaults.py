@@ -97,3 +97,30 @@ def test_similarity_settings_are_checked_where_stored(shrinkage, eps):
 def test_training_arguments_are_validated_once_when_made(field, value, message):
     with pytest.raises(ValueError, match=message):
         ParamTrainingArguments("out", **{field: value})
+
+
+@pytest.mark.parametrize(
+    "value, error, message",
+    [
+        (2.0, TypeError, r"num_anchors must be a whole number \(an int\), got 2.0 \(float\): pass an "
+         r"int \(e.g. num_anchors=2\)"),
+        (True, TypeError, r"got True \(bool\)"),
+        ("3", TypeError, r"got '3' \(str\)"),
+        (0, ValueError, "num_anchors must be >= 1, got 0"),
+    ],
+)  # fmt: skip
+def test_a_count_must_be_a_whole_number(value, error, message):
+    from relrep_hf.utils.defaults import check_count
+
+    with pytest.raises(error, match=message):
+        check_count(value, "num_anchors")
+
+
+def test_integer_scalars_of_numpy_and_torch_are_counts():
+    import numpy as np
+    import torch
+
+    from relrep_hf.utils.defaults import check_count
+
+    assert check_count(np.int64(3), "m") == 3 and check_count(torch.tensor(4), "m") == 4
+    assert type(check_count(np.int32(5), "m")) is int

@@ -14,7 +14,8 @@ import torch
 from torch import Tensor
 
 from relrep_hf.functional.statistics import Statistics, whiten, whitening_matrix
-from relrep_hf.utils.validation import as_embeddings, check_count, check_embeddings
+from relrep_hf.utils.defaults import check_count
+from relrep_hf.utils.validation import as_embeddings, check_embeddings
 
 
 def _check_sizes(support_size: int, num_anchors: int) -> None:

@@ -41,7 +41,8 @@ from relrep_hf.functional.statistics import (
     whiten,
     whitening_matrix,
 )
-from relrep_hf.utils.validation import check_count, check_embeddings
+from relrep_hf.utils.defaults import check_count
+from relrep_hf.utils.validation import check_embeddings
 
 Normalization = Literal["none", "encoder", "row"]
 NORMALIZATIONS: tuple[str, ...] = ("none", "encoder", "row")

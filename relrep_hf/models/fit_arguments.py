@@ -20,9 +20,9 @@ from relrep_hf.utils.defaults import (
     DEFAULT_SEED,
     DEFAULT_SHRINKAGE,
     SHARED_LINEAR_SHRINKAGE,
+    check_count,
     check_similarity_settings,
 )
-from relrep_hf.utils.validation import check_count
 
 
 def _arg(default: Any, help: str, **kwargs: Any) -> Any:
@@ -56,7 +56,7 @@ class FitArguments:
     def __post_init__(self) -> None:
         check_count(self.num_anchors, "num_anchors")
         if self.support_size is not None:
-            check_count(self.support_size, "support_size (None: every row)")
+            check_count(self.support_size, "support_size", optional=True)
         if self.shrinkage == "auto":
             if not self.chooses_shrinkage:
                 raise ValueError(

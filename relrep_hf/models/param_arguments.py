@@ -27,8 +27,8 @@ from relrep_hf.utils.defaults import (
     DEFAULT_ORTHOGONALITY_WEIGHT,
     DEFAULT_STATISTICS_BATCH_SIZE,
     DEFAULT_TRAIN_BATCH_SIZE,
+    check_count,
 )
-from relrep_hf.utils.validation import check_count
 
 if TYPE_CHECKING:
     from relrep_hf.functional.losses import LossWeights
@@ -106,7 +106,7 @@ class ParamTrainingArguments(FitArguments):
         for name in positive:
             check_count(getattr(self, name), name)
         if self.save_total_limit is not None:
-            check_count(self.save_total_limit, "save_total_limit")
+            check_count(self.save_total_limit, "save_total_limit", optional=True)
         if self.mixture_temperature <= 0 or self.learning_rate <= 0:
             raise ValueError("mixture_temperature and learning_rate must be > 0.")
         if self.weight_decay < 0 or self.init_scale < 0:

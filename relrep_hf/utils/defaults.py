@@ -3,6 +3,9 @@ them). The PARAM values are the paper's Table 5; the pipeline's are the demo's s
 
 from __future__ import annotations
 
+import operator
+from typing import Any
+
 # ---- the whitened inner product (paper, Appendix B / Table 5)
 DEFAULT_SHRINKAGE = 0.15  # lambda of the shrunk covariance
 DEFAULT_EPS = 5e-8  # ridge added to the shrunk covariance
@@ -95,3 +98,26 @@ def check_similarity_settings(shrinkage: float, eps: float) -> None:
         raise ValueError(
             f"Need 0 <= shrinkage <= 1 and eps >= 0, got shrinkage={shrinkage} and eps={eps}."
         )
+
+
+def check_count(value: Any, name: str, *, minimum: int = 1, optional: bool = False) -> int:
+    """``value`` as an int of at least ``minimum``: a count (anchors, rows, epochs) must be a
+    whole number, so a float, a bool or a string is refused here with its name, not deep in
+    torch. NumPy and torch integer scalars are accepted (anything with ``__index__``).
+    ``optional``: the messages say that None is allowed too (the caller checks for None)."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        count = operator.index(value)
+    except TypeError:
+        whole = isinstance(value, float) and value.is_integer()
+        hint = f" (e.g. {name}={int(value)})" if whole else ""
+        raise TypeError(
+            f"{name} must be a whole number (an int){' or None' if optional else ''}, got "
+            f"{value!r} ({type(value).__name__}): pass an int{hint}."
+        ) from None
+    if count < minimum:
+        raise ValueError(
+            f"{name} must be >= {minimum}{' or None' if optional else ''}, got {count}."
+        )
+    return count

@@ -11,25 +11,6 @@ from torch import Tensor
 EmbeddingsLike = Tensor | np.ndarray | list  # what every function taking embeddings accepts
 
 
-def check_count(value: Any, name: str, *, minimum: int = 1) -> int:
-    """``value`` as an int of at least ``minimum``: a count (anchors, rows, epochs) must be a
-    whole number, so a float, a bool or a string is refused here with its name, not deep in
-    torch. NumPy and torch integer scalars are accepted."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        hint = (
-            f" (e.g. {name}={int(value)})"
-            if isinstance(value, float) and value.is_integer()
-            else ""
-        )
-        raise TypeError(
-            f"{name} must be a whole number (an int), got {value!r} ({type(value).__name__}): "
-            f"pass an int{hint}."
-        )
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}.")
-    return int(value)
-
-
 def as_embeddings(embeddings: Any, *, name: str = "embeddings") -> Tensor:
     """``embeddings`` as a tensor: tensors as they are, NumPy arrays shared without a copy (their
     dtype kept), lists of floats (or of rows, or of 1-d arrays/tensors) as float64.
