@@ -1,0 +1,210 @@
+"""The candidate maps of an embedding migration and their choice by cross-validated recall.
+
+A user who switches embedding models has parallel rows: the same inputs embedded by the old
+encoder (``old [n, d_s]``) and the new one (``new [n, d_t]``). Every candidate is an
+:class:`~relrep_hf.functional.least_squares.AffineMap` fitted on them:
+
+- ``affine``: affine least squares (`fit_affine`, no penalty);
+- ``ridge``: affine least squares with a ridge penalty chosen by cross-validation;
+- ``procrustes``: orthogonal Procrustes (with scale) after standardising every coordinate;
+- ``anchors``: a prior map that was not fitted on the pairs alone (the anchor path,
+  source projector then the target's inverse), when given;
+- ``shrunk``: least squares shrunk toward the prior, ``min ||Xs W - Xt||^2 + a ||W - W_prior||^2``
+  (both centred), ``a`` cross-validated: ``a -> 0`` is the pairwise map, ``a -> inf`` the prior.
+
+`select_migration_map` scores each by the Recall@1 of its out-of-fold predictions (each row
+mapped by a map fitted without it; new row i must be the nearest, by cosine, of mapped row i
+among all n) and returns every candidate refitted on all rows, with the scores. Every solve runs
+in float64; the maps come back in the rows' dtype.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from relrep_hf.functional.least_squares import AffineMap, fit_affine, fit_procrustes
+from relrep_hf.functional.metrics import retrieval_metrics
+from relrep_hf.utils.validation import check_embeddings
+
+__all__ = [
+    "CANDIDATES",
+    "MigrationSelection",
+    "fit_standardised_procrustes",
+    "select_migration_map",
+]
+
+CANDIDATES = ("affine", "ridge", "procrustes", "anchors", "shrunk")
+PENALTY_GRID = tuple(10.0**e for e in range(-4, 4))  # times the mean eigenvalue of X^T X
+DEFAULT_FOLDS = 5
+
+
+@dataclass
+class MigrationSelection:
+    """The outcome of `select_migration_map`: the chosen candidate's name and map, every
+    candidate's map (refitted on all rows) and cross-validated Recall@1, and the penalties
+    cross-validation chose (``{"ridge": a, "shrunk": a}``, relative to the mean eigenvalue)."""
+
+    chosen: str
+    maps: dict[str, AffineMap]
+    cv_recall: dict[str, float]
+    penalties: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def map(self) -> AffineMap:
+        return self.maps[self.chosen]
+
+
+def fit_standardised_procrustes(source: Tensor, target: Tensor) -> AffineMap:
+    """Orthogonal Procrustes (with scale, `fit_procrustes`) between the two spaces with each
+    coordinate standardised (z-scored on these rows), composed into one affine map."""
+    xs, xt = source.detach().double(), target.detach().double()
+    scale_s = xs.std(dim=0).clamp_min(1e-12)  # [d_s]
+    scale_t = xt.std(dim=0).clamp_min(1e-12)  # [d_t]
+    standardise = AffineMap(torch.diag(1.0 / scale_s), torch.zeros(xs.shape[1], dtype=xs.dtype))
+    rotation = fit_procrustes(xs / scale_s, xt / scale_t).to(torch.float64)
+    restore = AffineMap(torch.diag(scale_t), torch.zeros(xt.shape[1], dtype=xt.dtype))
+    composite = standardise.then(rotation).then(restore)
+    dtype = torch.promote_types(source.dtype, target.dtype)
+    return AffineMap(composite.weight.to(dtype), composite.bias.to(dtype))
+
+
+def _penalised_path(
+    xs: Tensor, xt: Tensor, prior: Tensor | None, penalties: tuple[float, ...]
+) -> list[tuple[Tensor, Tensor]]:
+    """``[(weight, bias)]`` of ``min ||Xs W + b - Xt||^2 + a ||W - prior||^2`` for each relative
+    penalty ``a`` (times the mean eigenvalue of the centred Gram matrix); ``prior=None`` is 0."""
+    mu_s, mu_t = xs.mean(dim=0), xt.mean(dim=0)
+    centred_s, centred_t = xs - mu_s, xt - mu_t
+    eigenvalues, eigenvectors = torch.linalg.eigh(centred_s.T @ centred_s)  # [d_s], [d_s, d_s]
+    eigenvalues = eigenvalues.clamp_min(0.0)
+    scale = eigenvalues.mean().clamp_min(1e-300)
+    cross = eigenvectors.T @ (centred_s.T @ centred_t)  # [d_s, d_t], in the eigenbasis
+    prior_basis = None if prior is None else eigenvectors.T @ prior
+    out = []
+    for penalty in penalties:
+        a = penalty * scale
+        rhs = cross if prior_basis is None else cross + a * prior_basis
+        weight = eigenvectors @ (rhs / (eigenvalues + a)[:, None])  # [d_s, d_t]
+        out.append((weight, mu_t - mu_s @ weight))
+    return out
+
+
+def _folds(n: int, folds: int, seed: int) -> list[Tensor]:
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+    return [order[i::folds] for i in range(folds)]
+
+
+def _recall(predicted: Tensor, new: Tensor) -> float:
+    return retrieval_metrics(new, predicted, ks=(1,))["recall@1"]
+
+
+def _check_rows(old: Tensor, new: Tensor, folds: int) -> None:
+    check_embeddings(old, name="old-encoder rows", min_rows=2)
+    check_embeddings(new, name="new-encoder rows", min_rows=2)
+    if old.ndim != 2 or new.ndim != 2 or old.shape[0] != new.shape[0]:
+        raise ValueError(
+            f"Need paired rows old [n, d_old] and new [n, d_new] (row i: the same input by both "
+            f"encoders), got {tuple(old.shape)} and {tuple(new.shape)}."
+        )
+    if not isinstance(folds, int) or folds < 2 or folds > old.shape[0]:
+        raise ValueError(f"folds must be an int in [2, {old.shape[0]}], got {folds!r}.")
+
+
+def select_migration_map(
+    old: Tensor,
+    new: Tensor,
+    *,
+    prior: AffineMap | None = None,
+    folds: int = DEFAULT_FOLDS,
+    seed: int = 0,
+    candidates: tuple[str, ...] | None = None,
+) -> MigrationSelection:
+    """Fit every candidate on the paired rows and choose the best by cross-validated Recall@1.
+
+    Args:
+        old: ``[n, d_s]`` the rows embedded by the old encoder.
+        new: ``[n, d_t]`` the same rows embedded by the new encoder.
+        prior: a map not fitted on these pairs alone (the anchor path); enables ``anchors``
+            and ``shrunk``. Its score is on rows its own fit may have seen.
+        folds: cross-validation folds (rows shuffled with ``seed``).
+        candidates: a subset of `CANDIDATES` to consider (default: all that apply).
+
+    Ties go to the candidate listed first in `CANDIDATES`.
+    """
+    _check_rows(old, new, folds)
+    wanted = tuple(candidates or CANDIDATES)
+    unknown = sorted(set(wanted) - set(CANDIDATES))
+    if unknown:
+        raise ValueError(f"Invalid candidates {unknown}. Valid: {', '.join(CANDIDATES)}.")
+    if prior is None:
+        wanted = tuple(c for c in wanted if c not in ("anchors", "shrunk"))
+    elif (prior.in_features, prior.out_features) != (old.shape[1], new.shape[1]):
+        raise ValueError(
+            f"The prior map goes {prior.in_features} -> {prior.out_features} dimensions; the "
+            f"rows need {old.shape[1]} -> {new.shape[1]}."
+        )
+    xs, xt = old.detach().double(), new.detach().double()
+    prior_weight = None if prior is None else prior.weight.double()
+    oof = _out_of_fold(xs, xt, prior, prior_weight, wanted, folds, seed)
+    cv_recall = {}
+    penalties = {}
+    for name, predictions in oof.items():
+        if isinstance(predictions, list):  # a penalty path: keep its best point
+            scores = [_recall(p, xt) for p in predictions]
+            best = max(range(len(scores)), key=scores.__getitem__)
+            cv_recall[name], penalties[name] = scores[best], PENALTY_GRID[best]
+        else:
+            cv_recall[name] = _recall(predictions, xt)
+    dtype = torch.promote_types(old.dtype, new.dtype)
+    maps = _refit(xs, xt, prior, prior_weight, wanted, penalties)
+    maps = {n: AffineMap(m.weight.to(dtype), m.bias.to(dtype)) for n, m in maps.items()}
+    chosen = max(wanted, key=lambda n: (cv_recall[n], -wanted.index(n)))
+    return MigrationSelection(chosen, maps, cv_recall, penalties)
+
+
+def _out_of_fold(xs, xt, prior, prior_weight, wanted, folds, seed) -> dict:
+    """``{candidate: [n, d_t] out-of-fold predictions}`` (a list of them along a penalty path)."""
+    n, d_t = xs.shape[0], xt.shape[1]
+    out: dict = {}
+    for name in wanted:
+        if name in ("ridge", "shrunk"):
+            out[name] = [xs.new_empty(n, d_t) for _ in PENALTY_GRID]
+        elif name == "anchors":
+            with torch.no_grad():
+                out[name] = prior.to(torch.float64)(xs)
+        else:
+            out[name] = xs.new_empty(n, d_t)
+    for held in _folds(n, folds, seed):
+        keep = torch.ones(n, dtype=torch.bool)
+        keep[held] = False
+        train_s, train_t, test_s = xs[keep], xt[keep], xs[held]
+        with torch.no_grad():
+            if "affine" in wanted:
+                out["affine"][held] = fit_affine(train_s, train_t)(test_s)
+            if "procrustes" in wanted:
+                out["procrustes"][held] = fit_standardised_procrustes(train_s, train_t)(test_s)
+        for name, path_prior in (("ridge", None), ("shrunk", prior_weight)):
+            if name in wanted:
+                path = _penalised_path(train_s, train_t, path_prior, PENALTY_GRID)
+                for predictions, (weight, bias) in zip(out[name], path, strict=True):
+                    predictions[held] = test_s @ weight + bias
+    return out
+
+
+def _refit(xs, xt, prior, prior_weight, wanted, penalties) -> dict[str, AffineMap]:
+    maps: dict[str, AffineMap] = {}
+    for name in wanted:
+        if name == "affine":
+            maps[name] = fit_affine(xs, xt)
+        elif name == "procrustes":
+            maps[name] = fit_standardised_procrustes(xs, xt)
+        elif name == "anchors":
+            maps[name] = AffineMap(prior.weight.double(), prior.bias.double())
+        else:
+            path_prior = prior_weight if name == "shrunk" else None
+            ((weight, bias),) = _penalised_path(xs, xt, path_prior, (penalties[name],))
+            maps[name] = AffineMap(weight, bias)
+    return maps

@@ -1,0 +1,94 @@
+"""`fit_migration`: the map that moves stored old-encoder vectors into a new encoder's space.
+
+From the user's paired rows (the same inputs embedded by both encoders) every candidate of
+`relrep_hf.functional.migration_maps` is fitted (affine least squares, ridge, Procrustes after
+standardisation; with the two encoders' projectors of one anchor set, also the anchor path and
+least squares shrunk toward it) and the best by cross-validated Recall@1 is returned as a
+`MigrationMap`, with every candidate's score in its ``info``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from relrep_hf.functional.migration_maps import DEFAULT_FOLDS, select_migration_map
+from relrep_hf.models.migration_map import MigrationMap
+from relrep_hf.models.modeling_relative_projector import RelativeProjector
+from relrep_hf.training.translation import translation_map
+
+__all__ = ["fit_migration"]
+
+
+def _rows(rows: Tensor | np.ndarray, name: str) -> Tensor:
+    if isinstance(rows, Tensor):
+        return rows.detach().cpu()
+    array = np.asarray(rows)
+    if array.dtype.kind != "f":
+        raise ValueError(f"{name} must be floating-point vectors, got {array.dtype}.")
+    return torch.from_numpy(np.ascontiguousarray(array))
+
+
+def _encoder_name(projector: RelativeProjector | None, given: str | None) -> str | None:
+    if given is not None or projector is None:
+        return given
+    return getattr(projector.config, "encoder_id", "") or None
+
+
+def fit_migration(
+    old_rows: Tensor | np.ndarray,
+    new_rows: Tensor | np.ndarray,
+    *,
+    source: RelativeProjector | None = None,
+    target: RelativeProjector | None = None,
+    source_name: str | None = None,
+    target_name: str | None = None,
+    folds: int = DEFAULT_FOLDS,
+    seed: int = 0,
+    candidates: tuple[str, ...] | None = None,
+) -> MigrationMap:
+    """The migration map chosen by cross-validated Recall@1 on paired rows.
+
+    Args:
+        old_rows: ``[n, d_old]`` rows embedded by the old encoder.
+        new_rows: ``[n, d_new]`` the same rows, in order, embedded by the new encoder.
+        source, target: optionally the two encoders' projectors of one anchor set (e.g. a
+            run's ``projectors/OLD`` and ``projectors/NEW``): adds the anchor path and the
+            pairwise map shrunk toward it to the candidates.
+        source_name, target_name: the encoders' names for the card (default: the projectors'
+            encoder ids).
+        folds, seed: the cross-validation.
+        candidates: a subset of `relrep_hf.functional.migration_maps.CANDIDATES`.
+
+    Returns:
+        A `MigrationMap` in the rows' dtype; ``info`` holds ``chosen``, ``cv_recall`` (every
+        candidate), ``penalties``, ``rows``, ``folds``, ``source`` and ``target``.
+
+    Example:
+        >>> migration_map = fit_migration(old[:2000], new[:2000])  # doctest: +SKIP
+        >>> migration_map.save_pretrained("minilm-to-e5")  # doctest: +SKIP
+    """
+    old, new = _rows(old_rows, "old_rows"), _rows(new_rows, "new_rows")
+    if (source is None) != (target is None):
+        raise ValueError("Give both projectors (source and target) or neither.")
+    prior = None
+    if source is not None:
+        with torch.no_grad():
+            prior = translation_map(source, target).to(torch.float64)
+    selection = select_migration_map(
+        old, new, prior=prior, folds=folds, seed=seed, candidates=candidates
+    )
+    chosen = selection.map
+    info: dict[str, Any] = {
+        "source": _encoder_name(source, source_name),
+        "target": _encoder_name(target, target_name),
+        "rows": int(old.shape[0]),
+        "folds": folds,
+        "chosen": selection.chosen,
+        "cv_recall": selection.cv_recall,
+        "penalties": selection.penalties,
+    }
+    return MigrationMap(chosen.weight, chosen.bias, info)
