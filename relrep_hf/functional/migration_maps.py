@@ -14,7 +14,7 @@ encoder (``old [n, d_s]``) and the new one (``new [n, d_t]``). Every candidate i
 
 `select_migration_map` scores each by the Recall@1 of its out-of-fold predictions (each row
 mapped by a map fitted without it; new row i must be the nearest, by cosine, of mapped row i
-among all n) and returns every candidate refitted on all rows, with the scores. Every solve runs
+among all n, and the other way round; the two averaged) and returns every candidate refitted on all rows, with the scores. Every solve runs
 in float64; the maps come back in the rows' dtype.
 """
 
@@ -98,7 +98,10 @@ def _folds(n: int, folds: int, seed: int) -> list[Tensor]:
 
 
 def _recall(predicted: Tensor, new: Tensor) -> float:
-    return retrieval_metrics(new, predicted, ks=(1,))["recall@1"]
+    """Recall@1 both ways, averaged: new-encoder queries against the mapped rows (a migrated
+    corpus) and mapped queries against the new rows (old queries into a new corpus)."""
+    forward = retrieval_metrics(new, predicted, ks=(1,))["recall@1"]
+    return (forward + retrieval_metrics(predicted, new, ks=(1,))["recall@1"]) / 2
 
 
 def _check_rows(old: Tensor, new: Tensor, folds: int) -> None:

@@ -121,9 +121,17 @@ def affine_chunks(migration_map: MigrationMap | Any, dtype: np.dtype) -> Any:
     weight = migration_map.weight.detach().cpu().to(compute).contiguous()  # [d_old, d_new]
     bias = migration_map.bias.detach().cpu().to(compute)  # [d_new]
 
-    def apply(chunk: np.ndarray) -> np.ndarray:
-        rows = torch.from_numpy(chunk if chunk.flags.writeable else chunk.copy())
-        return torch.addmm(bias, rows.to(compute), weight).numpy()
+    def apply(chunk: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        rows = torch.from_numpy(chunk if chunk.flags.writeable else np.array(chunk))
+        rows = rows.to(compute)  # [n, d_old]
+        if out is not None and out.dtype == np.dtype(str(compute).split(".")[1]):
+            torch.addmm(bias, rows, weight, out=torch.from_numpy(out))  # in place: one pass
+            return out
+        result = torch.addmm(bias, rows, weight).numpy()  # [n, d_new]
+        if out is not None:
+            out[...] = result
+            return out
+        return result
 
     return apply
 

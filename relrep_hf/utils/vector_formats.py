@@ -1,5 +1,6 @@
 """The file formats of `relrep_hf.utils.vector_stores`: .npy and .safetensors, read and written
-in chunks by plain file I/O (no memory map, so memory stays at a few chunks whatever the size),
+in chunks through memory maps whose pages are released after each chunk (so memory stays at a
+few chunks whatever the size),
 and the formats with other columns (parquet, datasets, FAISS, LanceDB) in
 `relrep_hf.utils.vector_tables`."""
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import mmap
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,26 +39,55 @@ def _check_float(path: Path, dtype: np.dtype, shape: tuple) -> None:
         )
 
 
+def _release(mapped: np.memmap, start_byte: int, stop_byte: int) -> None:
+    """Drop the pages of bytes [start, stop) of ``mapped`` from this process (its RSS): a shared
+    file mapping keeps them, written or not, in the page cache, and faults them back in if read
+    again."""
+    handle = getattr(mapped, "_mmap", None)
+    if handle is None or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    base = mapped.offset % mmap.ALLOCATIONGRANULARITY  # where the array starts in the map
+    first = (base + start_byte) // mmap.PAGESIZE * mmap.PAGESIZE
+    last = base + stop_byte
+    if last > first:
+        handle.madvise(mmap.MADV_DONTNEED, first, last - first)
+
+
 class _RawStore(VectorStore):
-    """Vectors stored as one C-ordered block of bytes at ``offset`` of a file."""
+    """Vectors stored as one C-ordered block of bytes at ``offset`` of a file, read through a
+    memory map a chunk at a time, each chunk's pages released once it is used (so the process
+    holds a few chunks, whatever the file's size)."""
 
     offset: int
 
     def chunks(self, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[np.ndarray]:
+        if self.rows == 0:
+            return
+        vectors = np.memmap(  # copy-on-write: writable arrays for torch, the file never written
+            self.path, self.dtype, "c", offset=self.offset, shape=(self.rows, self.dim)
+        )
         row_bytes = self.dim * self.dtype.itemsize
-        with open(self.path, "rb", buffering=0) as file:
-            file.seek(self.offset)
-            for start in range(0, self.rows, chunk_rows):
-                count = min(chunk_rows, self.rows - start)
-                chunk = np.empty((count, self.dim), self.dtype)
-                if file.readinto(memoryview(chunk).cast("B")) != count * row_bytes:
-                    raise VectorStoreError(f"{self.describe()}: the file is truncated.")
-                yield chunk
+        for start in range(0, self.rows, chunk_rows):
+            stop = min(start + chunk_rows, self.rows)
+            yield vectors[start:stop]
+            _release(vectors, start * row_bytes, stop * row_bytes)
+        del vectors
 
-    def _stream(self, file, transform: Transform, dim: int, chunk_rows: int) -> None:
-        for chunk in self.chunks(chunk_rows):
-            out = transform(chunk)
-            file.write(memoryview(np.ascontiguousarray(out, dtype=self.dtype)).cast("B"))
+    def _stream(self, path: Path, offset: int, transform: Transform, dim: int, chunk_rows: int):
+        """Write the transformed vectors into the file at ``offset`` (already sized) through a
+        memory map: each chunk's ``addmm`` writes its rows in place, then their pages go."""
+        if self.rows == 0:
+            return
+        out = np.memmap(path, self.dtype, "r+", offset=offset, shape=(self.rows, dim))
+        row_bytes = dim * self.dtype.itemsize
+        for start, chunk in zip(
+            range(0, self.rows, chunk_rows), self.chunks(chunk_rows), strict=True
+        ):
+            stop = start + len(chunk)
+            transform(chunk, out[start:stop])
+            _release(out, start * row_bytes, stop * row_bytes)
+        out.flush()
+        del out
 
 
 class NpyStore(_RawStore):
@@ -85,7 +116,9 @@ class NpyStore(_RawStore):
         header["shape"] = (self.rows, dim)
         with open(staging, "xb") as file:
             np.lib.format.write_array_header_2_0(file, header)
-            self._stream(file, transform, dim, chunk_rows)
+            offset = file.tell()
+            file.truncate(offset + self.rows * dim * self.dtype.itemsize)
+        self._stream(staging, offset, transform, dim, chunk_rows)
 
 
 class SafetensorsStore(_RawStore):
@@ -139,16 +172,21 @@ class SafetensorsStore(_RawStore):
             header[name], position = entry, position + size
         raw = json.dumps(header, separators=(",", ":")).encode()
         raw += b" " * (-len(raw) % 8)  # the format aligns the data to 8 bytes
+        data_start = 8 + len(raw)
         with open(staging, "xb") as file, open(self.path, "rb") as source:
             file.write(len(raw).to_bytes(8, "little") + raw)
             for name in order:
+                begin, end = header[name]["data_offsets"]
                 if name == self.name:
-                    self._stream(file, transform, dim, chunk_rows)
+                    file.truncate(data_start + end)
+                    file.seek(data_start + end)
                     continue
                 begin, end = entries[name]["data_offsets"]
                 source.seek(self.data_start + begin)
                 for _ in range(math.ceil((end - begin) / 2**26)):
                     file.write(source.read(min(2**26, end - source.tell() + self.data_start)))
+        begin = header[self.name]["data_offsets"][0]
+        self._stream(staging, data_start + begin, transform, dim, chunk_rows)
 
 
 def _tables():

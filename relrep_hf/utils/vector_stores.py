@@ -32,7 +32,9 @@ __all__ = [
     "rewrite_store",
 ]
 
-Transform = Callable[[np.ndarray], np.ndarray]
+# ``transform(chunk [n, d_in]) -> [n, d_out]``; a store may pass ``out`` ([n, d_out] of its
+# dtype, e.g. a slice of a memory-mapped output file) to be written in place and returned
+Transform = Callable[..., np.ndarray]
 DEFAULT_CHUNK_ROWS = 32768
 STORE_KINDS = ("npy", "safetensors", "parquet", "faiss", "datasets", "lancedb")
 FILE_SUFFIXES = {
@@ -111,10 +113,10 @@ def _checked_transform(
 ) -> Transform:
     position = 0
 
-    def apply(chunk: np.ndarray) -> np.ndarray:
+    def apply(chunk: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         nonlocal position
         check_finite(chunk, position, store)
-        out = transform(chunk)
+        out = transform(chunk) if out is None else transform(chunk, out)
         if out.shape != (len(chunk), dim):
             raise RuntimeError(f"The transform gave {out.shape}, expected {(len(chunk), dim)}.")
         position += len(chunk)
