@@ -1,14 +1,16 @@
 """Embedding migration (issue #31): the chosen map's recall against the pairwise baselines on
 real encoders, and the streamed rewrite of a large .npy store against a plain NumPy pass.
 
-Quality (``--part quality``): the real group's 5,000 English verses (`benchmarks.real_encoders`;
+Quality (``--part quality``), in both retrieval directions: ``queries``, the issue's protocol
+(mapped row i must find new row i among the new encoder's own vectors of the test rows) and
+``corpus``, what a migrated store serves (new-encoder row i must find mapped row i among the
+mapped test rows); the choice is cross-validated on the direction scored. The real group's 5,000 English verses (`benchmarks.real_encoders`;
 ``--quick``: 400 verses, three encoders, no SmolLM2). For each fit size K, the shared linear
 anchor set (the library's default, shrinkage chosen from the rows) is fitted on the first K rows
 of every encoder, each encoder's projector from the same rows. For each ordered pair (old, new),
 `select_migration_map` gets the pair's K rows and the anchor path (old projector, then the new
-one's inverse) as the prior; every candidate and the chosen one map the old encoder's last 1,000
-rows, and Recall@1 is the top-1 of mapped row i among the new encoder's own vectors of those
-rows (the protocol of the issue; re-embedding scores 1.0 there). The pairwise baselines are
+one's inverse) as the prior, refitted on each fold's rows (`AnchorPaths`); every candidate and the chosen one map the old encoder's last 1,000
+rows (re-embedding scores 1.0 in both directions: the new rows themselves). The pairwise baselines are
 affine least squares, ridge with cross-validated penalty and standardised Procrustes.
 
 Throughput (``--part throughput``): ``rows x 384`` float32 in a .npy file mapped to 768-d, our
@@ -58,40 +60,87 @@ ROWS, QUICK_ROWS = 1_000_000, 100_000
 D_IN, D_OUT, CHUNK_ROWS = 384, 768, 32768
 
 
-def _anchor_priors(spaces: dict, fit_rows: torch.Tensor) -> dict:
-    """``{encoder: projector}`` of one shared linear anchor set fitted on every encoder's rows."""
-    from relrep_hf import AnchorSet, RelativeProjector, Statistics
+class AnchorPaths:
+    """The anchor path of any pair, fitted on given rows: one shared linear anchor set on those
+    rows of every encoder (cached by rows: the folds are the same for every pair), each
+    encoder's projector onboarded from the same rows. The whitening's shrinkage is chosen once,
+    on all K fit rows (the library's default selection), and fixed for the folds' refits."""
 
-    train = {name: x[fit_rows] for name, x in spaces.items()}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the cap's and thin statistics' warnings
-        anchor_set = AnchorSet.shared_linear(
-            [{"index": int(i)} for i in fit_rows], train, NUM_ANCHORS, support_rows=fit_rows
-        )
-        return {
-            name: RelativeProjector.from_anchor_set(anchor_set, x, Statistics.from_embeddings(x))
-            for name, x in train.items()
-        }
+    def __init__(self, spaces: dict, fit_rows: torch.Tensor):
+        self.spaces, self.shrinkage = spaces, None
+        self.anchor_sets: dict = {}
+        self.projectors: dict = {}
+        self.anchor_set(fit_rows)  # chooses the shrinkage
+        self.shrinkage = self.anchor_sets[self._key(fit_rows)].shrinkage
+
+    @staticmethod
+    def _key(rows: torch.Tensor) -> tuple:
+        return (len(rows), hash(rows.numpy().tobytes()))
+
+    def anchor_set(self, rows: torch.Tensor):
+        from relrep_hf import AnchorSet
+
+        key = self._key(rows)
+        if key not in self.anchor_sets:
+            train = {name: x[rows] for name, x in self.spaces.items()}
+            kwargs = {} if self.shrinkage is None else {"shrinkage": self.shrinkage}
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the cap's and thin statistics' warnings
+                self.anchor_sets[key] = AnchorSet.shared_linear(
+                    [{"index": int(i)} for i in rows],
+                    train,
+                    NUM_ANCHORS,
+                    support_rows=torch.arange(len(rows)),
+                    **kwargs,
+                )
+        return self.anchor_sets[key]
+
+    def projector(self, name: str, rows: torch.Tensor):
+        from relrep_hf import RelativeProjector, Statistics
+
+        key = (name, *self._key(rows))
+        if key not in self.projectors:
+            x = self.spaces[name][rows]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self.projectors[key] = RelativeProjector.from_anchor_set(
+                    self.anchor_set(rows), x, Statistics.from_embeddings(x)
+                )
+        return self.projectors[key]
+
+    def fit(self, pair: tuple[str, str]):
+        """``rows -> AffineMap``: the pair's anchor path fitted on ``rows``."""
+        from relrep_hf.training.translation import translation_map
+
+        def fit_on(rows: torch.Tensor):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # an underdetermined inverse says so
+                return translation_map(self.projector(pair[0], rows), self.projector(pair[1], rows))
+
+        return fit_on
 
 
-def pair_recalls(spaces: dict, pair: tuple[str, str], k: int, test: int, projectors: dict) -> dict:
-    """Every candidate's and the chosen map's test Recall@1 for one pair and fit size."""
+def pair_recalls(
+    spaces: dict, pair: tuple[str, str], k: int, test: int, paths: AnchorPaths, direction: str
+) -> dict:
+    """Every candidate's and the chosen map's test Recall@1 for one pair, fit size and
+    retrieval direction (the choice cross-validated on the same direction)."""
     from relrep_hf.functional.metrics import retrieval_metrics
     from relrep_hf.functional.migration_maps import select_migration_map
-    from relrep_hf.training.translation import translation_map
 
     old, new = spaces[pair[0]].double(), spaces[pair[1]].double()
     n = len(old)
     fit, held = slice(0, k), slice(n - test, n)
-    with torch.no_grad():
-        prior = translation_map(projectors[pair[0]], projectors[pair[1]]).to(torch.float64)
+    prior = paths.fit(pair)  # refitted on each fold's rows: its score is out of fold too
     start = time.perf_counter()
-    selection = select_migration_map(old[fit], new[fit], prior=prior)
+    selection = select_migration_map(old[fit], new[fit], prior=prior, direction=direction)
     seconds = time.perf_counter() - start
     out = {}
     for name, candidate in selection.maps.items():
         with torch.no_grad():
-            out[name] = retrieval_metrics(candidate(old[held]), new[held], ks=(1,))["recall@1"]
+            mapped = candidate(old[held])
+        pair_of = (mapped, new[held]) if direction == "queries" else (new[held], mapped)
+        out[name] = retrieval_metrics(*pair_of, ks=(1,))["recall@1"]
     out["chosen"] = out[selection.chosen]
     out["best pairwise"] = max(out[b] for b in BASELINES)
     return out | {"choice": selection.chosen, "fit_seconds": seconds, "cv": selection.cv_recall}
@@ -116,7 +165,33 @@ def _floors(results: dict) -> dict:
     }
 
 
-def quality(quick: bool) -> list[dict]:
+def _k_row(k: int, direction: str, results: dict) -> dict:
+    floors = _floors(results)
+    print(
+        f"  K={k} {direction} floors: " + ", ".join(f"{a} {b:.3g}" for a, b in floors.items()),
+        flush=True,
+    )
+    hard = [p for p, r in results.items() if r["affine"] < 0.95] or list(results)
+    detail = {
+        f"{a}->{b}": f"{r['choice']} {r['chosen']:.3f} (best pairwise {r['best pairwise']:.3f}, "
+        f"LSQ {r['affine']:.3f}, anchors {r.get('anchors', float('nan')):.3f}, shrunk "
+        f"{r.get('shrunk', float('nan')):.3f})"
+        for (a, b), r in results.items()
+    }
+    return row(
+        f"migration R@1 ({direction}) K={k}, mean over pairs with LSQ < 0.95 ({len(hard)})",
+        "affine least squares",
+        mean(results[p]["affine"] for p in hard),
+        mean(results[p]["chosen"] for p in hard),
+        "recall@1",
+        **floors,
+        **detail,
+    )
+
+
+def quality(quick: bool, directions: tuple[str, ...] = ("queries", "corpus")) -> list[dict]:
+    """``queries``: the issue's protocol (mapped row i among the new encoder's own vectors);
+    ``corpus``: the migration's use (new row i among the mapped vectors)."""
     from benchmarks.real_encoders import (
         QUICK_REAL_ENCODERS,
         QUICK_REAL_ROWS,
@@ -129,35 +204,19 @@ def quality(quick: bool) -> list[dict]:
     test = QUICK_TEST_ROWS if quick else TEST_ROWS
     out = []
     for k in QUICK_KS if quick else KS:
-        projectors = _anchor_priors(spaces, torch.arange(k))
-        results = {}
-        for pair in QUICK_PAIRS if quick else PAIRS:
-            r = results[pair] = pair_recalls(spaces, pair, k, test, projectors)
-            cells = ", ".join(f"{c} {r[c]:.3f}" for c in r["cv"])
-            print(
-                f"  K={k} {pair[0]} -> {pair[1]}: chosen {r['choice']} {r['chosen']:.3f} | {cells} "
-                f"({r['fit_seconds']:.1f} s; load {os.getloadavg()[0]:.1f})",
-                flush=True,
-            )
-        floors = _floors(results)
-        print(
-            f"  K={k} floors: " + ", ".join(f"{a} {b:.3g}" for a, b in floors.items()), flush=True
-        )
-        hard = [p for p, r in results.items() if r["affine"] < 0.95] or list(results)
-        out.append(
-            row(
-                f"migration R@1 K={k}, mean over pairs with LSQ < 0.95 ({len(hard)})",
-                "affine least squares",
-                mean(results[p]["affine"] for p in hard),
-                mean(results[p]["chosen"] for p in hard),
-                "recall@1",
-                **floors,
-                **{
-                    f"{a}->{b}": f"{r['choice']} {r['chosen']:.3f} (best pairwise {r['best pairwise']:.3f}, LSQ {r['affine']:.3f}, anchors {r.get('anchors', float('nan')):.3f}, shrunk {r.get('shrunk', float('nan')):.3f})"
-                    for (a, b), r in results.items()
-                },
-            )
-        )
+        paths = AnchorPaths(spaces, torch.arange(k))
+        for direction in directions:
+            results = {}
+            for pair in QUICK_PAIRS if quick else PAIRS:
+                r = results[pair] = pair_recalls(spaces, pair, k, test, paths, direction)
+                cells = ", ".join(f"{c} {r[c]:.3f} (cv {r['cv'][c]:.3f})" for c in r["cv"])
+                print(
+                    f"  K={k} {direction} {pair[0]} -> {pair[1]}: chosen {r['choice']} "
+                    f"{r['chosen']:.3f} | {cells} ({r['fit_seconds']:.1f} s; load "
+                    f"{os.getloadavg()[0]:.1f})",
+                    flush=True,
+                )
+            out.append(_k_row(k, direction, results))
     return out
 
 

@@ -8,19 +8,22 @@ encoder (``old [n, d_s]``) and the new one (``new [n, d_t]``). Every candidate i
 - ``ridge``: affine least squares with a ridge penalty chosen by cross-validation;
 - ``procrustes``: orthogonal Procrustes (with scale) after standardising every coordinate;
 - ``anchors``: a prior map that was not fitted on the pairs alone (the anchor path,
-  source projector then the target's inverse), when given;
+  source projector then the target's inverse), when given: a fitted map, or a function that
+  fits it on given rows (then refitted in each fold, so its score is out of fold too);
 - ``shrunk``: least squares shrunk toward the prior, ``min ||Xs W - Xt||^2 + a ||W - W_prior||^2``
   (both centred), ``a`` cross-validated: ``a -> 0`` is the pairwise map, ``a -> inf`` the prior.
 
 `select_migration_map` scores each by the Recall@1 of its out-of-fold predictions (each row
 mapped by a map fitted without it; new row i must be the nearest, by cosine, of mapped row i
-among all n, and the other way round; the two averaged) and returns every candidate refitted on all rows, with the scores. Every solve runs
+among all n; or the other way round, or both averaged: ``direction``) and returns every candidate refitted on all rows, with the scores. Every solve runs
 in float64; the maps come back in the rows' dtype.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 import torch
 from torch import Tensor
@@ -37,6 +40,8 @@ __all__ = [
 ]
 
 CANDIDATES = ("affine", "ridge", "procrustes", "anchors", "shrunk")
+DIRECTIONS = ("corpus", "queries", "both")
+Direction = Literal["corpus", "queries", "both"]
 PENALTY_GRID = tuple(10.0**e for e in range(-4, 4))  # times the mean eigenvalue of X^T X
 DEFAULT_FOLDS = 5
 
@@ -97,11 +102,16 @@ def _folds(n: int, folds: int, seed: int) -> list[Tensor]:
     return [order[i::folds] for i in range(folds)]
 
 
-def _recall(predicted: Tensor, new: Tensor) -> float:
-    """Recall@1 both ways, averaged: new-encoder queries against the mapped rows (a migrated
-    corpus) and mapped queries against the new rows (old queries into a new corpus)."""
-    forward = retrieval_metrics(new, predicted, ks=(1,))["recall@1"]
-    return (forward + retrieval_metrics(predicted, new, ks=(1,))["recall@1"]) / 2
+def _recall(predicted: Tensor, new: Tensor, direction: Direction) -> float:
+    """Recall@1 of row i by row i: ``corpus``, new-encoder queries against the mapped rows (a
+    migrated corpus); ``queries``, mapped queries against the new rows (old-encoder queries into
+    a new corpus); ``both``, the two averaged."""
+    scores = []
+    if direction in ("corpus", "both"):
+        scores.append(retrieval_metrics(new, predicted, ks=(1,))["recall@1"])
+    if direction in ("queries", "both"):
+        scores.append(retrieval_metrics(predicted, new, ks=(1,))["recall@1"])
+    return sum(scores) / len(scores)
 
 
 def _check_rows(old: Tensor, new: Tensor, folds: int) -> None:
@@ -116,88 +126,114 @@ def _check_rows(old: Tensor, new: Tensor, folds: int) -> None:
         raise ValueError(f"folds must be an int in [2, {old.shape[0]}], got {folds!r}.")
 
 
+PriorFit = Callable[[Tensor], AffineMap]  # row indices -> the prior fitted on those rows
+
+
+def _as_prior_fit(prior: AffineMap | PriorFit | None, d_old: int, d_new: int) -> PriorFit | None:
+    if prior is None or (callable(prior) and not isinstance(prior, AffineMap)):
+        return prior
+    if (prior.in_features, prior.out_features) != (d_old, d_new):
+        raise ValueError(
+            f"The prior map goes {prior.in_features} -> {prior.out_features} dimensions; the "
+            f"rows need {d_old} -> {d_new}."
+        )
+    return lambda rows: prior
+
+
 def select_migration_map(
     old: Tensor,
     new: Tensor,
     *,
-    prior: AffineMap | None = None,
+    prior: AffineMap | PriorFit | None = None,
     folds: int = DEFAULT_FOLDS,
     seed: int = 0,
     candidates: tuple[str, ...] | None = None,
+    direction: Direction = "corpus",
 ) -> MigrationSelection:
     """Fit every candidate on the paired rows and choose the best by cross-validated Recall@1.
 
     Args:
         old: ``[n, d_s]`` the rows embedded by the old encoder.
         new: ``[n, d_t]`` the same rows embedded by the new encoder.
-        prior: a map not fitted on these pairs alone (the anchor path); enables ``anchors``
-            and ``shrunk``. Its score is on rows its own fit may have seen.
+        prior: the anchor path; enables ``anchors`` and ``shrunk``. Either a function that
+            fits it on the rows it is given (``row indices [r] -> AffineMap``), called for each
+            fold's training rows and for all rows, so its score is out of fold like the
+            others'; or a fitted map, scored as it is (in-sample where its own fit saw these
+            rows: then it is favoured).
         folds: cross-validation folds (rows shuffled with ``seed``).
         candidates: a subset of `CANDIDATES` to consider (default: all that apply).
+        direction: the retrieval scored (`_recall`): ``corpus`` (default; new-encoder queries
+            search the migrated vectors, what a migrated store serves), ``queries`` (mapped
+            vectors search the new encoder's), or ``both``.
 
     Ties go to the candidate listed first in `CANDIDATES`.
     """
     _check_rows(old, new, folds)
+    if direction not in DIRECTIONS:
+        raise ValueError(f"Invalid direction {direction!r}. Valid: {', '.join(DIRECTIONS)}.")
     wanted = tuple(candidates or CANDIDATES)
     unknown = sorted(set(wanted) - set(CANDIDATES))
     if unknown:
         raise ValueError(f"Invalid candidates {unknown}. Valid: {', '.join(CANDIDATES)}.")
-    if prior is None:
+    prior_fit = _as_prior_fit(prior, old.shape[1], new.shape[1])
+    if prior_fit is None:
         wanted = tuple(c for c in wanted if c not in ("anchors", "shrunk"))
-    elif (prior.in_features, prior.out_features) != (old.shape[1], new.shape[1]):
-        raise ValueError(
-            f"The prior map goes {prior.in_features} -> {prior.out_features} dimensions; the "
-            f"rows need {old.shape[1]} -> {new.shape[1]}."
-        )
     xs, xt = old.detach().double(), new.detach().double()
-    prior_weight = None if prior is None else prior.weight.double()
-    oof = _out_of_fold(xs, xt, prior, prior_weight, wanted, folds, seed)
+    oof = _out_of_fold(xs, xt, prior_fit, wanted, folds, seed)
     cv_recall = {}
     penalties = {}
     for name, predictions in oof.items():
         if isinstance(predictions, list):  # a penalty path: keep its best point
-            scores = [_recall(p, xt) for p in predictions]
+            scores = [_recall(p, xt, direction) for p in predictions]
             best = max(range(len(scores)), key=scores.__getitem__)
             cv_recall[name], penalties[name] = scores[best], PENALTY_GRID[best]
         else:
-            cv_recall[name] = _recall(predictions, xt)
+            cv_recall[name] = _recall(predictions, xt, direction)
     dtype = torch.promote_types(old.dtype, new.dtype)
-    maps = _refit(xs, xt, prior, prior_weight, wanted, penalties)
+    full_prior = None if prior_fit is None else _fitted_prior(prior_fit, torch.arange(len(xs)))
+    maps = _refit(xs, xt, full_prior, wanted, penalties)
     maps = {n: AffineMap(m.weight.to(dtype), m.bias.to(dtype)) for n, m in maps.items()}
     chosen = max(wanted, key=lambda n: (cv_recall[n], -wanted.index(n)))
     return MigrationSelection(chosen, maps, cv_recall, penalties)
 
 
-def _out_of_fold(xs, xt, prior, prior_weight, wanted, folds, seed) -> dict:
+def _fitted_prior(prior_fit: PriorFit, rows: Tensor) -> AffineMap:
+    with torch.no_grad():
+        fitted = prior_fit(rows)
+    return AffineMap(fitted.weight.double(), fitted.bias.double())
+
+
+def _out_of_fold(xs, xt, prior_fit, wanted, folds, seed) -> dict:
     """``{candidate: [n, d_t] out-of-fold predictions}`` (a list of them along a penalty path)."""
     n, d_t = xs.shape[0], xt.shape[1]
     out: dict = {}
     for name in wanted:
-        if name in ("ridge", "shrunk"):
-            out[name] = [xs.new_empty(n, d_t) for _ in PENALTY_GRID]
-        elif name == "anchors":
-            with torch.no_grad():
-                out[name] = prior.to(torch.float64)(xs)
-        else:
-            out[name] = xs.new_empty(n, d_t)
+        paths = name in ("ridge", "shrunk")
+        out[name] = [xs.new_empty(n, d_t) for _ in PENALTY_GRID] if paths else xs.new_empty(n, d_t)
     for held in _folds(n, folds, seed):
         keep = torch.ones(n, dtype=torch.bool)
         keep[held] = False
         train_s, train_t, test_s = xs[keep], xt[keep], xs[held]
+        fold_prior = None
+        if prior_fit is not None:
+            fold_prior = _fitted_prior(prior_fit, torch.nonzero(keep).squeeze(1))
         with torch.no_grad():
             if "affine" in wanted:
                 out["affine"][held] = fit_affine(train_s, train_t)(test_s)
             if "procrustes" in wanted:
                 out["procrustes"][held] = fit_standardised_procrustes(train_s, train_t)(test_s)
-        for name, path_prior in (("ridge", None), ("shrunk", prior_weight)):
+            if "anchors" in wanted:
+                out["anchors"][held] = fold_prior(test_s)
+        for name in ("ridge", "shrunk"):
             if name in wanted:
+                path_prior = fold_prior.weight if name == "shrunk" else None
                 path = _penalised_path(train_s, train_t, path_prior, PENALTY_GRID)
                 for predictions, (weight, bias) in zip(out[name], path, strict=True):
                     predictions[held] = test_s @ weight + bias
     return out
 
 
-def _refit(xs, xt, prior, prior_weight, wanted, penalties) -> dict[str, AffineMap]:
+def _refit(xs, xt, prior, wanted, penalties) -> dict[str, AffineMap]:
     maps: dict[str, AffineMap] = {}
     for name in wanted:
         if name == "affine":
@@ -205,9 +241,9 @@ def _refit(xs, xt, prior, prior_weight, wanted, penalties) -> dict[str, AffineMa
         elif name == "procrustes":
             maps[name] = fit_standardised_procrustes(xs, xt)
         elif name == "anchors":
-            maps[name] = AffineMap(prior.weight.double(), prior.bias.double())
+            maps[name] = prior
         else:
-            path_prior = prior_weight if name == "shrunk" else None
+            path_prior = prior.weight if name == "shrunk" else None
             ((weight, bias),) = _penalised_path(xs, xt, path_prior, (penalties[name],))
             maps[name] = AffineMap(weight, bias)
     return maps

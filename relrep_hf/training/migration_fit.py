@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from relrep_hf.functional.migration_maps import DEFAULT_FOLDS, select_migration_map
+from relrep_hf.functional.migration_maps import DEFAULT_FOLDS, Direction, select_migration_map
 from relrep_hf.models.migration_map import MigrationMap
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from relrep_hf.training.translation import translation_map
@@ -49,6 +49,7 @@ def fit_migration(
     folds: int = DEFAULT_FOLDS,
     seed: int = 0,
     candidates: tuple[str, ...] | None = None,
+    direction: Direction = "corpus",
 ) -> MigrationMap:
     """The migration map chosen by cross-validated Recall@1 on paired rows.
 
@@ -62,6 +63,9 @@ def fit_migration(
             encoder ids).
         folds, seed: the cross-validation.
         candidates: a subset of `relrep_hf.functional.migration_maps.CANDIDATES`.
+        direction: the retrieval the choice is scored on: ``corpus`` (new-encoder queries
+            search the migrated vectors), ``queries`` (migrated vectors query the new
+            encoder's) or ``both``.
 
     Returns:
         A `MigrationMap` in the rows' dtype; ``info`` holds ``chosen``, ``cv_recall`` (every
@@ -79,7 +83,7 @@ def fit_migration(
         with torch.no_grad():
             prior = translation_map(source, target).to(torch.float64)
     selection = select_migration_map(
-        old, new, prior=prior, folds=folds, seed=seed, candidates=candidates
+        old, new, prior=prior, folds=folds, seed=seed, candidates=candidates, direction=direction
     )
     chosen = selection.map
     info: dict[str, Any] = {
@@ -87,6 +91,7 @@ def fit_migration(
         "target": _encoder_name(target, target_name),
         "rows": int(old.shape[0]),
         "folds": folds,
+        "direction": direction,
         "chosen": selection.chosen,
         "cv_recall": selection.cv_recall,
         "penalties": selection.penalties,
