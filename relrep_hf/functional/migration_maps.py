@@ -10,8 +10,9 @@ encoder (``old [n, d_s]``) and the new one (``new [n, d_t]``). Every candidate i
 - ``anchors``: a prior map that was not fitted on the pairs alone (the anchor path,
   source projector then the target's inverse), when given: a fitted map, or a function that
   fits it on given rows (then refitted in each fold, so its score is out of fold too);
-- ``shrunk``: least squares shrunk toward the prior, ``min ||Xs W - Xt||^2 + a ||W - W_prior||^2``
-  (both centred), ``a`` cross-validated: ``a -> 0`` is the pairwise map, ``a -> inf`` the prior.
+- ``shrunk``: least squares shrunk toward the prior, ``min ||Xs W - Xt||^2 + a ||W - c W_prior||^2``
+  (both centred), ``a`` and ``c`` (1 or 0.5) cross-validated: ``a -> 0`` is the pairwise map,
+  ``a -> inf`` the prior's weight (``c = 1``) with the bias refitted.
 
 `select_migration_map` scores each by the Recall@1 of its out-of-fold predictions (each row
 mapped by a map fitted without it; new row i must be the nearest, by cosine, of mapped row i
@@ -35,6 +36,7 @@ from relrep_hf.utils.validation import check_embeddings
 __all__ = [
     "CANDIDATES",
     "MigrationSelection",
+    "PriorFit",
     "fit_standardised_procrustes",
     "select_migration_map",
 ]
@@ -43,6 +45,11 @@ CANDIDATES = ("affine", "ridge", "procrustes", "anchors", "shrunk")
 DIRECTIONS = ("corpus", "queries", "both")
 Direction = Literal["corpus", "queries", "both"]
 PENALTY_GRID = tuple(10.0**e for e in range(-4, 4))  # times the mean eigenvalue of X^T X
+PRIOR_SCALES = (0.5, 1.0)  # shrunk toward scale * the prior: half way between it and ridge's 0
+GRIDS = {
+    "ridge": tuple((a, 0.0) for a in PENALTY_GRID),
+    "shrunk": tuple((a, c) for c in PRIOR_SCALES for a in PENALTY_GRID),
+}
 DEFAULT_FOLDS = 5
 
 
@@ -55,7 +62,7 @@ class MigrationSelection:
     chosen: str
     maps: dict[str, AffineMap]
     cv_recall: dict[str, float]
-    penalties: dict[str, float] = field(default_factory=dict)
+    penalties: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def map(self) -> AffineMap:
@@ -77,21 +84,22 @@ def fit_standardised_procrustes(source: Tensor, target: Tensor) -> AffineMap:
 
 
 def _penalised_path(
-    xs: Tensor, xt: Tensor, prior: Tensor | None, penalties: tuple[float, ...]
+    xs: Tensor, xt: Tensor, prior: Tensor | None, grid: tuple[tuple[float, float], ...]
 ) -> list[tuple[Tensor, Tensor]]:
-    """``[(weight, bias)]`` of ``min ||Xs W + b - Xt||^2 + a ||W - prior||^2`` for each relative
-    penalty ``a`` (times the mean eigenvalue of the centred Gram matrix); ``prior=None`` is 0."""
+    """``[(weight, bias)]`` of ``min ||Xs W + b - Xt||^2 + a ||W - c prior||^2`` for each
+    ``(a, c)`` of ``grid``, ``a`` relative to the mean eigenvalue of the centred Gram matrix
+    (one eigendecomposition for the whole grid); ``prior=None`` is 0."""
     mu_s, mu_t = xs.mean(dim=0), xt.mean(dim=0)
     centred_s, centred_t = xs - mu_s, xt - mu_t
     eigenvalues, eigenvectors = torch.linalg.eigh(centred_s.T @ centred_s)  # [d_s], [d_s, d_s]
     eigenvalues = eigenvalues.clamp_min(0.0)
     scale = eigenvalues.mean().clamp_min(1e-300)
     cross = eigenvectors.T @ (centred_s.T @ centred_t)  # [d_s, d_t], in the eigenbasis
-    prior_basis = None if prior is None else eigenvectors.T @ prior
+    prior_basis = None if prior is None else eigenvectors.T @ prior.double()
     out = []
-    for penalty in penalties:
+    for penalty, prior_scale in grid:
         a = penalty * scale
-        rhs = cross if prior_basis is None else cross + a * prior_basis
+        rhs = cross if prior_basis is None else cross + (a * prior_scale) * prior_basis
         weight = eigenvectors @ (rhs / (eigenvalues + a)[:, None])  # [d_s, d_t]
         out.append((weight, mu_t - mu_s @ weight))
     return out
@@ -186,7 +194,7 @@ def select_migration_map(
         if isinstance(predictions, list):  # a penalty path: keep its best point
             scores = [_recall(p, xt, direction) for p in predictions]
             best = max(range(len(scores)), key=scores.__getitem__)
-            cv_recall[name], penalties[name] = scores[best], PENALTY_GRID[best]
+            cv_recall[name], penalties[name] = scores[best], GRIDS[name][best]
         else:
             cv_recall[name] = _recall(predictions, xt, direction)
     dtype = torch.promote_types(old.dtype, new.dtype)
@@ -209,7 +217,7 @@ def _out_of_fold(xs, xt, prior_fit, wanted, folds, seed) -> dict:
     out: dict = {}
     for name in wanted:
         paths = name in ("ridge", "shrunk")
-        out[name] = [xs.new_empty(n, d_t) for _ in PENALTY_GRID] if paths else xs.new_empty(n, d_t)
+        out[name] = [xs.new_empty(n, d_t) for _ in GRIDS[name]] if paths else xs.new_empty(n, d_t)
     for held in _folds(n, folds, seed):
         keep = torch.ones(n, dtype=torch.bool)
         keep[held] = False
@@ -227,7 +235,7 @@ def _out_of_fold(xs, xt, prior_fit, wanted, folds, seed) -> dict:
         for name in ("ridge", "shrunk"):
             if name in wanted:
                 path_prior = fold_prior.weight if name == "shrunk" else None
-                path = _penalised_path(train_s, train_t, path_prior, PENALTY_GRID)
+                path = _penalised_path(train_s, train_t, path_prior, GRIDS[name])
                 for predictions, (weight, bias) in zip(out[name], path, strict=True):
                     predictions[held] = test_s @ weight + bias
     return out

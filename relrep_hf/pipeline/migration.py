@@ -16,6 +16,7 @@ map, each as a fraction of the Recall@1 against the corpus re-embedded with the 
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ __all__ = [
     "migrate",
     "migrate_run_vectors",
     "migrate_store",
+    "run_anchor_path",
     "run_migration_map",
 ]
 
@@ -81,12 +83,57 @@ def migrate_run_vectors(
     return migrate(vectors, _projector(run_dir, run, source), _projector(run_dir, run, target))
 
 
+def run_anchor_path(
+    run_dir: Path, run: dict[str, Any], spaces: dict[str, Tensor], source: str, target: str
+) -> Any:
+    """The anchor path of a run as `select_migration_map` wants it: for a shared linear anchor
+    set, a function that refits it on given training rows (the run's training encoders, its
+    number of anchors and shrinkage) and onboards both encoders from those rows, so that
+    cross-validation scores it out of fold; for other anchor kinds, the run's fitted map (scored
+    on rows its fit saw, which favours it: a warning says so)."""
+    from relrep_hf.functional.statistics import Statistics
+    from relrep_hf.models.anchor_set import AnchorSet
+
+    anchor_set = AnchorSet.from_pretrained(run_dir / "anchor_set")
+    fixed = translation_map(_projector(run_dir, run, source), _projector(run_dir, run, target))
+    if anchor_set.strategy != "shared_linear":
+        warnings.warn(
+            f"The run's anchor set is {anchor_set.strategy!r}, not refitted per fold: the anchor "
+            "path's cross-validated recall is on rows its fit saw (optimistic).",
+            stacklevel=2,
+        )
+        return fixed
+    train = torch.tensor(run["train_rows"])
+    held_out = set(run.get("held_out", []))
+    training = [e["name"] for e in run["encoders"] if e["name"] not in held_out]
+
+    def fit_on(rows: Tensor) -> Any:
+        rows = train[rows]  # [r] run rows
+        fold_set = AnchorSet.shared_linear(
+            [{"index": int(i)} for i in rows],
+            {name: spaces[name][rows] for name in training},
+            anchor_set.num_anchors,
+            support_rows=torch.arange(len(rows)),
+            shrinkage=anchor_set.shrinkage,
+            eps=anchor_set.eps,
+        )
+        pair = [
+            RelativeProjector.from_anchor_set(
+                fold_set, spaces[n][rows], Statistics.from_embeddings(spaces[n][rows])
+            )
+            for n in (source, target)
+        ]
+        return translation_map(*pair)
+
+    return fit_on
+
+
 def run_migration_map(
     run_dir: str | os.PathLike, source: str, target: str, *, seed: int = 0
 ) -> MigrationMap:
     """`relrep_hf.fit_migration` on a fitted run's training rows of ``source`` and ``target``,
-    with their projectors of the run's anchor set (the anchor path and the pairwise map shrunk
-    toward it among the candidates)."""
+    with the run's anchor path (`run_anchor_path`) among the candidates, and the pairwise map
+    shrunk toward it."""
     run_dir = Path(run_dir)
     run = read_run(run_dir, fitted=True)
     spaces = run_embeddings(run_dir, run)
@@ -94,15 +141,16 @@ def run_migration_map(
         if name not in spaces:
             raise RunError(f"Unknown encoder {name!r}; the run's encoders are {list(spaces)}.")
     train = torch.tensor(run["train_rows"])
-    return fit_migration(
-        spaces[source][train],
-        spaces[target][train],
-        source=_projector(run_dir, run, source),
-        target=_projector(run_dir, run, target),
-        source_name=source,
-        target_name=target,
-        seed=seed,
-    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # thin folds' statistics, the rank cap
+        return fit_migration(
+            spaces[source][train],
+            spaces[target][train],
+            prior=run_anchor_path(run_dir, run, spaces, source, target),
+            source_name=source,
+            target_name=target,
+            seed=seed,
+        )
 
 
 def anchor_path_map(run_dir: str | os.PathLike, source: str, target: str) -> MigrationMap:
@@ -209,8 +257,10 @@ def evaluate_migration(
         )
     train, test = torch.tensor(run["train_rows"]), torch.tensor(run["test_rows"])
     old, new, query = spaces[source].double(), spaces[target].double(), spaces[queries][test]
-    prior = translation_map(_projector(run_dir, run, source), _projector(run_dir, run, target))
-    selection = select_migration_map(old[train], new[train], prior=prior.to(torch.float64))
+    prior = run_anchor_path(run_dir, run, spaces, source, target)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # thin folds' statistics, the rank cap
+        selection = select_migration_map(old[train], new[train], prior=prior)
     report: dict[str, Any] = {"source": source, "target": target, "queries": queries}
     report |= {"rows": len(test), "choice": selection.chosen}
     report["re-embedded"] = retrieval_metrics(query.double(), new[test])

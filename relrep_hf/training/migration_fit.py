@@ -15,7 +15,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from relrep_hf.functional.migration_maps import DEFAULT_FOLDS, Direction, select_migration_map
+from relrep_hf.functional.least_squares import AffineMap
+from relrep_hf.functional.migration_maps import (
+    DEFAULT_FOLDS,
+    Direction,
+    PriorFit,
+    select_migration_map,
+)
 from relrep_hf.models.migration_map import MigrationMap
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from relrep_hf.training.translation import translation_map
@@ -44,6 +50,7 @@ def fit_migration(
     *,
     source: RelativeProjector | None = None,
     target: RelativeProjector | None = None,
+    prior: AffineMap | PriorFit | None = None,
     source_name: str | None = None,
     target_name: str | None = None,
     folds: int = DEFAULT_FOLDS,
@@ -61,6 +68,10 @@ def fit_migration(
             pairwise map shrunk toward it to the candidates.
         source_name, target_name: the encoders' names for the card (default: the projectors'
             encoder ids).
+        prior: instead of the projectors, the anchor path itself: a fitted map, or a function
+            ``row indices -> AffineMap`` that fits it on those rows (refitted in each fold:
+            honest cross-validation; projectors built from these same rows are scored on rows
+            they saw, which favours the anchor path).
         folds, seed: the cross-validation.
         candidates: a subset of `relrep_hf.functional.migration_maps.CANDIDATES`.
         direction: the retrieval the choice is scored on: ``corpus`` (new-encoder queries
@@ -78,7 +89,8 @@ def fit_migration(
     old, new = _rows(old_rows, "old_rows"), _rows(new_rows, "new_rows")
     if (source is None) != (target is None):
         raise ValueError("Give both projectors (source and target) or neither.")
-    prior = None
+    if source is not None and prior is not None:
+        raise ValueError("Give the projectors or the prior, not both.")
     if source is not None:
         with torch.no_grad():
             prior = translation_map(source, target).to(torch.float64)

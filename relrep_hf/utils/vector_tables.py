@@ -242,10 +242,10 @@ class FaissStore(VectorStore):
             index = faiss.downcast_index(index.index)
         if not isinstance(index, faiss.IndexFlat):
             raise VectorStoreError(
-                f"{str(path)!r}: a {type(index).__name__} index. Only flat indexes (IndexFlatL2, "
-                "IndexFlatIP, optionally in an IndexIDMap) hold the vectors themselves. An IVF or "
-                "HNSW index's quantizer and graph, and a PQ/SQ index's codes, are built on the old "
-                "space: migrate the vectors (keep them in a .npy or reconstruct them with "
+                f"{str(path)!r}: an index of kind {type(index).__name__}, which is not flat: only "
+                "flat indexes (IndexFlatL2, IndexFlatIP, optionally in an IndexIDMap) are migrated. "
+                "An IVF or HNSW index's quantizer and graph, and a PQ/SQ index's codes, are built "
+                "on the old space: migrate the vectors (keep them in a .npy or reconstruct them with "
                 "index.reconstruct_n) and train and fill a new index of that kind with the result."
             )
         if index.metric_type not in (faiss.METRIC_L2, faiss.METRIC_INNER_PRODUCT):
