@@ -109,13 +109,12 @@ class AnchorPaths:
         return self.projectors[key]
 
     def fit(self, pair: tuple[str, str]):
-        """``rows -> AffineMap``: the pair's anchor path fitted on ``rows``."""
-        from relrep_hf.training.translation import translation_map
+        """``rows -> {label: AffineMap}``: the pair's anchor path (variants by inverse ridge,
+        `anchor_path_maps`) fitted on ``rows``."""
+        from relrep_hf.training.migration_fit import anchor_path_maps
 
         def fit_on(rows: torch.Tensor):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # an underdetermined inverse says so
-                return translation_map(self.projector(pair[0], rows), self.projector(pair[1], rows))
+            return anchor_path_maps(self.projector(pair[0], rows), self.projector(pair[1], rows))
 
         return fit_on
 

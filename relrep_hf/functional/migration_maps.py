@@ -9,10 +9,11 @@ encoder (``old [n, d_s]``) and the new one (``new [n, d_t]``). Every candidate i
 - ``procrustes``: orthogonal Procrustes (with scale) after standardising every coordinate;
 - ``anchors``: a prior map that was not fitted on the pairs alone (the anchor path,
   source projector then the target's inverse), when given: a fitted map, or a function that
-  fits it on given rows (then refitted in each fold, so its score is out of fold too);
-- ``shrunk``: least squares shrunk toward the prior, ``min ||Xs W - Xt||^2 + a ||W - c W_prior||^2``
-  (both centred), ``a`` and ``c`` (1 or 0.5) cross-validated: ``a -> 0`` is the pairwise map,
-  ``a -> inf`` the prior's weight (``c = 1``) with the bias refitted.
+  fits it on given rows (then refitted in each fold, so its score is out of fold too); the
+  function may give labelled variants (the inverse's ridge), one chosen by cross-validation;
+- ``shrunk``: least squares shrunk toward the prior, ``min ||Xs W - Xt||^2 + a ||W - W_prior||^2``
+  (both centred), ``a`` and the variant cross-validated: ``a -> 0`` is the pairwise map,
+  ``a -> inf`` the prior's weight with the bias refitted.
 
 `select_migration_map` scores each by the Recall@1 of its out-of-fold predictions (each row
 mapped by a map fitted without it; new row i must be the nearest, by cosine, of mapped row i
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
@@ -45,11 +46,6 @@ CANDIDATES = ("affine", "ridge", "procrustes", "anchors", "shrunk")
 DIRECTIONS = ("corpus", "queries", "both")
 Direction = Literal["corpus", "queries", "both"]
 PENALTY_GRID = tuple(10.0**e for e in range(-4, 4))  # times the mean eigenvalue of X^T X
-PRIOR_SCALES = (0.5, 1.0)  # shrunk toward scale * the prior: half way between it and ridge's 0
-GRIDS = {
-    "ridge": tuple((a, 0.0) for a in PENALTY_GRID),
-    "shrunk": tuple((a, c) for c in PRIOR_SCALES for a in PENALTY_GRID),
-}
 DEFAULT_FOLDS = 5
 
 
@@ -62,7 +58,7 @@ class MigrationSelection:
     chosen: str
     maps: dict[str, AffineMap]
     cv_recall: dict[str, float]
-    penalties: dict[str, tuple[float, float]] = field(default_factory=dict)
+    penalties: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def map(self) -> AffineMap:
@@ -84,25 +80,34 @@ def fit_standardised_procrustes(source: Tensor, target: Tensor) -> AffineMap:
 
 
 def _penalised_path(
-    xs: Tensor, xt: Tensor, prior: Tensor | None, grid: tuple[tuple[float, float], ...]
+    xs: Tensor, xt: Tensor, priors: dict[str, AffineMap] | None, grid: list[tuple]
 ) -> list[tuple[Tensor, Tensor]]:
-    """``[(weight, bias)]`` of ``min ||Xs W + b - Xt||^2 + a ||W - c prior||^2`` for each
-    ``(a, c)`` of ``grid``, ``a`` relative to the mean eigenvalue of the centred Gram matrix
-    (one eigendecomposition for the whole grid); ``prior=None`` is 0."""
+    """``[(weight, bias)]`` of ``min ||Xs W + b - Xt||^2 + a ||W - W_prior||^2`` for each
+    ``(a, label)`` of ``grid`` (``label`` None: no prior, ridge), ``a`` relative to the mean
+    eigenvalue of the centred Gram matrix (one eigendecomposition for the whole grid)."""
     mu_s, mu_t = xs.mean(dim=0), xt.mean(dim=0)
     centred_s, centred_t = xs - mu_s, xt - mu_t
     eigenvalues, eigenvectors = torch.linalg.eigh(centred_s.T @ centred_s)  # [d_s], [d_s, d_s]
     eigenvalues = eigenvalues.clamp_min(0.0)
     scale = eigenvalues.mean().clamp_min(1e-300)
     cross = eigenvectors.T @ (centred_s.T @ centred_t)  # [d_s, d_t], in the eigenbasis
-    prior_basis = None if prior is None else eigenvectors.T @ prior.double()
+    in_basis = {k: eigenvectors.T @ m.weight.double() for k, m in (priors or {}).items()}
     out = []
-    for penalty, prior_scale in grid:
+    for penalty, label in grid:
         a = penalty * scale
-        rhs = cross if prior_basis is None else cross + (a * prior_scale) * prior_basis
+        rhs = cross if label is None else cross + a * in_basis[label]
         weight = eigenvectors @ (rhs / (eigenvalues + a)[:, None])  # [d_s, d_t]
         out.append((weight, mu_t - mu_s @ weight))
     return out
+
+
+def _grids(labels: list[str]) -> dict[str, list[tuple]]:
+    """The cross-validated settings of the candidates that have some."""
+    return {
+        "ridge": [(a, None) for a in PENALTY_GRID],
+        "anchors": [(None, label) for label in labels],
+        "shrunk": [(a, label) for label in labels for a in PENALTY_GRID],
+    }
 
 
 def _folds(n: int, folds: int, seed: int) -> list[Tensor]:
@@ -134,18 +139,28 @@ def _check_rows(old: Tensor, new: Tensor, folds: int) -> None:
         raise ValueError(f"folds must be an int in [2, {old.shape[0]}], got {folds!r}.")
 
 
-PriorFit = Callable[[Tensor], AffineMap]  # row indices -> the prior fitted on those rows
+# row indices -> the prior fitted on those rows: one map, or variants of it by label
+PriorFit = Callable[[Tensor], "AffineMap | dict[str, AffineMap]"]
 
 
-def _as_prior_fit(prior: AffineMap | PriorFit | None, d_old: int, d_new: int) -> PriorFit | None:
-    if prior is None or (callable(prior) and not isinstance(prior, AffineMap)):
-        return prior
-    if (prior.in_features, prior.out_features) != (d_old, d_new):
-        raise ValueError(
-            f"The prior map goes {prior.in_features} -> {prior.out_features} dimensions; the "
-            f"rows need {d_old} -> {d_new}."
-        )
-    return lambda rows: prior
+def _as_prior_fit(prior: Any, d_old: int, d_new: int) -> Callable[[Tensor], dict] | None:
+    if prior is None:
+        return None
+    fit = prior if callable(prior) and not isinstance(prior, AffineMap) else (lambda rows: prior)
+
+    def variants(rows: Tensor) -> dict[str, AffineMap]:
+        with torch.no_grad():
+            fitted = fit(rows)
+        fitted = fitted if isinstance(fitted, dict) else {"prior": fitted}
+        for label, m in fitted.items():
+            if (m.in_features, m.out_features) != (d_old, d_new):
+                raise ValueError(
+                    f"The prior map {label!r} goes {m.in_features} -> {m.out_features} "
+                    f"dimensions; the rows need {d_old} -> {d_new}."
+                )
+        return {k: AffineMap(m.weight.double(), m.bias.double()) for k, m in fitted.items()}
+
+    return variants
 
 
 def select_migration_map(
@@ -187,61 +202,57 @@ def select_migration_map(
     if prior_fit is None:
         wanted = tuple(c for c in wanted if c not in ("anchors", "shrunk"))
     xs, xt = old.detach().double(), new.detach().double()
-    oof = _out_of_fold(xs, xt, prior_fit, wanted, folds, seed)
+    full_priors = None if prior_fit is None else prior_fit(torch.arange(len(xs)))
+    grids = _grids(list(full_priors or {}))
+    oof = _out_of_fold(xs, xt, prior_fit, wanted, grids, folds, seed)
     cv_recall = {}
     penalties = {}
     for name, predictions in oof.items():
-        if isinstance(predictions, list):  # a penalty path: keep its best point
+        if isinstance(predictions, list):  # a path of settings: keep its best point
             scores = [_recall(p, xt, direction) for p in predictions]
             best = max(range(len(scores)), key=scores.__getitem__)
-            cv_recall[name], penalties[name] = scores[best], GRIDS[name][best]
+            penalty, label = grids[name][best]
+            cv_recall[name] = scores[best]
+            penalties[name] = {"penalty": penalty, "prior": label}
+            penalties[name] = {k: v for k, v in penalties[name].items() if v is not None}
         else:
             cv_recall[name] = _recall(predictions, xt, direction)
     dtype = torch.promote_types(old.dtype, new.dtype)
-    full_prior = None if prior_fit is None else _fitted_prior(prior_fit, torch.arange(len(xs)))
-    maps = _refit(xs, xt, full_prior, wanted, penalties)
+    maps = _refit(xs, xt, full_priors, wanted, penalties)
     maps = {n: AffineMap(m.weight.to(dtype), m.bias.to(dtype)) for n, m in maps.items()}
     chosen = max(wanted, key=lambda n: (cv_recall[n], -wanted.index(n)))
     return MigrationSelection(chosen, maps, cv_recall, penalties)
 
 
-def _fitted_prior(prior_fit: PriorFit, rows: Tensor) -> AffineMap:
-    with torch.no_grad():
-        fitted = prior_fit(rows)
-    return AffineMap(fitted.weight.double(), fitted.bias.double())
-
-
-def _out_of_fold(xs, xt, prior_fit, wanted, folds, seed) -> dict:
-    """``{candidate: [n, d_t] out-of-fold predictions}`` (a list of them along a penalty path)."""
+def _out_of_fold(xs, xt, prior_fit, wanted, grids, folds, seed) -> dict:
+    """``{candidate: [n, d_t] out-of-fold predictions}`` (a list of them along a path)."""
     n, d_t = xs.shape[0], xt.shape[1]
     out: dict = {}
     for name in wanted:
-        paths = name in ("ridge", "shrunk")
-        out[name] = [xs.new_empty(n, d_t) for _ in GRIDS[name]] if paths else xs.new_empty(n, d_t)
+        paths = name in grids
+        out[name] = [xs.new_empty(n, d_t) for _ in grids[name]] if paths else xs.new_empty(n, d_t)
     for held in _folds(n, folds, seed):
         keep = torch.ones(n, dtype=torch.bool)
         keep[held] = False
         train_s, train_t, test_s = xs[keep], xt[keep], xs[held]
-        fold_prior = None
-        if prior_fit is not None:
-            fold_prior = _fitted_prior(prior_fit, torch.nonzero(keep).squeeze(1))
+        priors = None if prior_fit is None else prior_fit(torch.nonzero(keep).squeeze(1))
         with torch.no_grad():
             if "affine" in wanted:
                 out["affine"][held] = fit_affine(train_s, train_t)(test_s)
             if "procrustes" in wanted:
                 out["procrustes"][held] = fit_standardised_procrustes(train_s, train_t)(test_s)
             if "anchors" in wanted:
-                out["anchors"][held] = fold_prior(test_s)
+                for predictions, (_, label) in zip(out["anchors"], grids["anchors"], strict=True):
+                    predictions[held] = priors[label](test_s)
         for name in ("ridge", "shrunk"):
             if name in wanted:
-                path_prior = fold_prior.weight if name == "shrunk" else None
-                path = _penalised_path(train_s, train_t, path_prior, GRIDS[name])
+                path = _penalised_path(train_s, train_t, priors, grids[name])
                 for predictions, (weight, bias) in zip(out[name], path, strict=True):
                     predictions[held] = test_s @ weight + bias
     return out
 
 
-def _refit(xs, xt, prior, wanted, penalties) -> dict[str, AffineMap]:
+def _refit(xs, xt, priors, wanted, chosen) -> dict[str, AffineMap]:
     maps: dict[str, AffineMap] = {}
     for name in wanted:
         if name == "affine":
@@ -249,9 +260,9 @@ def _refit(xs, xt, prior, wanted, penalties) -> dict[str, AffineMap]:
         elif name == "procrustes":
             maps[name] = fit_standardised_procrustes(xs, xt)
         elif name == "anchors":
-            maps[name] = prior
+            maps[name] = priors[chosen[name]["prior"]]
         else:
-            path_prior = prior.weight if name == "shrunk" else None
-            ((weight, bias),) = _penalised_path(xs, xt, path_prior, (penalties[name],))
+            setting = (chosen[name]["penalty"], chosen[name].get("prior"))
+            ((weight, bias),) = _penalised_path(xs, xt, priors, [setting])
             maps[name] = AffineMap(weight, bias)
     return maps

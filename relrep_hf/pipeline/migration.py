@@ -29,7 +29,7 @@ from relrep_hf.functional.migration_maps import select_migration_map
 from relrep_hf.models.migration_map import MigrationMap
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from relrep_hf.pipeline.run_folder import RunError, read_run, run_embeddings
-from relrep_hf.training.migration_fit import fit_migration
+from relrep_hf.training.migration_fit import anchor_path_maps, fit_migration
 from relrep_hf.training.translation import translation_map
 from relrep_hf.utils.vector_formats import open_store
 from relrep_hf.utils.vector_stores import DEFAULT_CHUNK_ROWS, VectorStoreError, rewrite_store
@@ -86,16 +86,17 @@ def migrate_run_vectors(
 def run_anchor_path(
     run_dir: Path, run: dict[str, Any], spaces: dict[str, Tensor], source: str, target: str
 ) -> Any:
-    """The anchor path of a run as `select_migration_map` wants it: for a shared linear anchor
-    set, a function that refits it on given training rows (the run's training encoders, its
-    number of anchors and shrinkage) and onboards both encoders from those rows, so that
-    cross-validation scores it out of fold; for other anchor kinds, the run's fitted map (scored
-    on rows its fit saw, which favours it: a warning says so)."""
+    """The anchor path of a run as `select_migration_map` wants it (its variants by inverse
+    ridge, `anchor_path_maps`): for a shared linear anchor set, a function that refits it on
+    given training rows (the run's training encoders, its number of anchors and shrinkage) and
+    onboards both encoders from those rows, so that cross-validation scores it out of fold; for
+    other anchor kinds, the run's fitted maps (scored on rows their fit saw, which favours them:
+    a warning says so)."""
     from relrep_hf.functional.statistics import Statistics
     from relrep_hf.models.anchor_set import AnchorSet
 
     anchor_set = AnchorSet.from_pretrained(run_dir / "anchor_set")
-    fixed = translation_map(_projector(run_dir, run, source), _projector(run_dir, run, target))
+    fixed = anchor_path_maps(_projector(run_dir, run, source), _projector(run_dir, run, target))
     if anchor_set.strategy != "shared_linear":
         warnings.warn(
             f"The run's anchor set is {anchor_set.strategy!r}, not refitted per fold: the anchor "
@@ -123,7 +124,7 @@ def run_anchor_path(
             )
             for n in (source, target)
         ]
-        return translation_map(*pair)
+        return anchor_path_maps(*pair)
 
     return fit_on
 

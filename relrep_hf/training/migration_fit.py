@@ -9,6 +9,7 @@ least squares shrunk toward it) and the best by cross-validated Recall@1 is retu
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,42 @@ from relrep_hf.models.migration_map import MigrationMap
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from relrep_hf.training.translation import translation_map
 
-__all__ = ["fit_migration"]
+__all__ = ["INVERSE_RIDGES", "anchor_path_maps", "fit_migration"]
+
+# the anchor path's variants: the target inverse's ridge, times the mean squared singular value
+# of the target's (whitened) anchors; a larger ridge tames the inverse's noise, which otherwise
+# makes a few migrated vectors hubs when new-encoder queries search them
+INVERSE_RIDGES = (0.0, 0.01, 0.1, 1.0, 10.0)
+
+
+def _anchor_scale(projector: RelativeProjector) -> float:
+    """The mean squared singular value of the projector's anchors as `relative_inverse` inverts
+    them (whitened and centred for ``wip``, unit rows for ``cosine``)."""
+    anchors = projector.anchors.detach().double()  # [m, d]
+    similarity = projector.config.similarity
+    if similarity == "wip":
+        anchors = (anchors - projector.mean.detach().double()) @ projector.whitening.double()
+    elif similarity == "cosine":
+        anchors = torch.nn.functional.normalize(anchors, dim=-1)
+    return float(anchors.square().sum() / anchors.shape[1])
+
+
+def anchor_path_maps(
+    source: RelativeProjector,
+    target: RelativeProjector,
+    ridges: tuple[float, ...] = INVERSE_RIDGES,
+) -> dict[str, AffineMap]:
+    """The anchor path ``source -> target`` for each relative inverse ridge of ``ridges``
+    (relative to `_anchor_scale`), labelled ``"inverse ridge R"``."""
+    scale = _anchor_scale(target)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # an underdetermined inverse warns; the CV judges it
+        return {
+            f"inverse ridge {r:g}": translation_map(source, target, ridge=r * scale).to(
+                torch.float64
+            )
+            for r in ridges
+        }
 
 
 def _rows(rows: Tensor | np.ndarray, name: str) -> Tensor:
@@ -92,8 +128,7 @@ def fit_migration(
     if source is not None and prior is not None:
         raise ValueError("Give the projectors or the prior, not both.")
     if source is not None:
-        with torch.no_grad():
-            prior = translation_map(source, target).to(torch.float64)
+        prior = anchor_path_maps(source, target)
     selection = select_migration_map(
         old, new, prior=prior, folds=folds, seed=seed, candidates=candidates, direction=direction
     )
