@@ -214,3 +214,31 @@ def test_migrate_command_streams_a_saved_map(data, tmp_path, capsys):
     assert main(argv) == 2  # exists: refused, untouched
     assert "exists already" in capsys.readouterr().err
     assert os.stat(tmp_path / "new.parquet").st_mtime_ns == mtime
+
+
+def test_a_killed_migration_leaves_the_old_store_whole(data, tmp_path):
+    """SIGKILL in the middle of an in-place migration: the store is still the old one."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    vectors, migration_map, _ = data
+    many = np.tile(vectors, (200, 1))  # 200,000 rows, one row per chunk: seconds of work
+    np.save(tmp_path / "store.npy", many)
+    migration_map.save_pretrained(tmp_path / "map")
+    script = (
+        "from relrep_hf.pipeline.migration import migrate_store; "
+        f"migrate_store({str(tmp_path / 'map')!r}, {str(tmp_path / 'store.npy')!r}, "
+        f"{str(tmp_path / 'store.npy')!r}, chunk_rows=1, overwrite=True, show_progress=False); "
+        "print('finished')"
+    )
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not list(tmp_path.glob(".store.npy.partial-*")):
+        time.sleep(0.05)  # the new store is being written aside
+    assert list(tmp_path.glob(".store.npy.partial-*")), "the migration never started writing"
+    time.sleep(0.5)
+    process.send_signal(signal.SIGKILL)
+    assert process.wait(timeout=30) == -signal.SIGKILL
+    np.testing.assert_array_equal(np.load(tmp_path / "store.npy"), many)
