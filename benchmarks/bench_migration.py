@@ -51,7 +51,6 @@ PAIRS = (
     ("e5-small", "smollm2:mean"),
     ("use-m3", "smollm2:last"),
 )
-QUICK_PAIRS = PAIRS[:4]
 KS, QUICK_KS = (1000, 4000), (300,)
 TEST_ROWS, QUICK_TEST_ROWS = 1000, 100
 NUM_ANCHORS = 600  # at least every encoder's width (576), so that every inverse is exact
@@ -188,25 +187,32 @@ def _k_row(k: int, direction: str, results: dict) -> dict:
     )
 
 
-def quality(quick: bool, directions: tuple[str, ...] = ("queries", "corpus")) -> list[dict]:
+def quality(
+    quick: bool,
+    directions: tuple[str, ...] = ("queries", "corpus"),
+    encoders: tuple[str, ...] | None = None,
+) -> list[dict]:
     """``queries``: the issue's protocol (mapped row i among the new encoder's own vectors);
-    ``corpus``: the migration's use (new row i among the mapped vectors)."""
+    ``corpus``: the migration's use (new row i among the mapped vectors). ``encoders``: only
+    these (and the pairs among them; the anchor set is fitted on them)."""
     from benchmarks.real_encoders import (
         QUICK_REAL_ENCODERS,
         QUICK_REAL_ROWS,
+        REAL_ENCODERS,
         REAL_ROWS,
         real_spaces,
     )
 
     rows = QUICK_REAL_ROWS if quick else REAL_ROWS
-    spaces = real_spaces(rows, encoders=QUICK_REAL_ENCODERS if quick else None)
+    encoders = encoders or (QUICK_REAL_ENCODERS if quick else REAL_ENCODERS)
+    spaces = real_spaces(rows, encoders=encoders)
     test = QUICK_TEST_ROWS if quick else TEST_ROWS
     out = []
     for k in QUICK_KS if quick else KS:
         paths = AnchorPaths(spaces, torch.arange(k))
         for direction in directions:
             results = {}
-            for pair in QUICK_PAIRS if quick else PAIRS:
+            for pair in [p for p in PAIRS if set(p) <= set(encoders)]:
                 r = results[pair] = pair_recalls(spaces, pair, k, test, paths, direction)
                 cells = ", ".join(f"{c} {r[c]:.3f} (cv {r['cv'][c]:.3f})" for c in r["cv"])
                 print(
@@ -303,10 +309,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--part", choices=("quality", "throughput", "all"), default="all")
     parser.add_argument("--rows", type=int, default=None, help="throughput: rows of the store")
+    parser.add_argument("--encoders", nargs="*", default=None, help="quality: only these")
+    parser.add_argument("--directions", nargs="*", default=["queries", "corpus"])
     args = parser.parse_args()
     results = []
     if args.part in ("quality", "all"):
-        results += quality(args.quick)
+        results += quality(
+            args.quick, tuple(args.directions), args.encoders and tuple(args.encoders)
+        )
     if args.part in ("throughput", "all"):
         results += throughput(args.quick, args.rows)
     for r in results:
