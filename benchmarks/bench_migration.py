@@ -169,7 +169,9 @@ def _k_row(k: int, direction: str, results: dict) -> dict:
         f"  K={k} {direction} floors: " + ", ".join(f"{a} {b:.3g}" for a, b in floors.items()),
         flush=True,
     )
-    hard = [p for p, r in results.items() if r["affine"] < 0.95] or list(results)
+    hard = [p for p, r in results.items() if r["affine"] < 0.95]
+    label = f"pairs with LSQ < 0.95 ({len(hard)})" if hard else "all pairs (none with LSQ < 0.95)"
+    hard = hard or list(results)
     detail = {
         f"{a}->{b}": f"{r['choice']} {r['chosen']:.3f} (best pairwise {r['best pairwise']:.3f}, "
         f"LSQ {r['affine']:.3f}, anchors {r.get('anchors', float('nan')):.3f}, shrunk "
@@ -177,7 +179,7 @@ def _k_row(k: int, direction: str, results: dict) -> dict:
         for (a, b), r in results.items()
     }
     return row(
-        f"migration R@1 ({direction}) K={k}, mean over pairs with LSQ < 0.95 ({len(hard)})",
+        f"migration R@1 ({direction}) K={k}, mean over {label}",
         "affine least squares",
         mean(results[p]["affine"] for p in hard),
         mean(results[p]["chosen"] for p in hard),
