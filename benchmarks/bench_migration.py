@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from benchmarks.common import interleaved_medians, peak_memory, row
+from relrep_hf.functional.migration_maps import DEFAULT_FOLDS
 from relrep_hf.models.migration_map import MigrationMap
 from relrep_hf.pipeline.migration import migrate_store  # imported before any measurement
 
@@ -119,7 +120,13 @@ class AnchorPaths:
 
 
 def pair_recalls(
-    spaces: dict, pair: tuple[str, str], k: int, test: int, paths: AnchorPaths, direction: str
+    spaces: dict,
+    pair: tuple[str, str],
+    k: int,
+    test: int,
+    paths: AnchorPaths,
+    direction: str,
+    folds: int = DEFAULT_FOLDS,
 ) -> dict:
     """Every candidate's and the chosen map's test Recall@1 for one pair, fit size and
     retrieval direction (the choice cross-validated on the same direction)."""
@@ -131,7 +138,9 @@ def pair_recalls(
     fit, held = slice(0, k), slice(n - test, n)
     prior = paths.fit(pair)  # refitted on each fold's rows: its score is out of fold too
     start = time.perf_counter()
-    selection = select_migration_map(old[fit], new[fit], prior=prior, direction=direction)
+    selection = select_migration_map(
+        old[fit], new[fit], prior=prior, direction=direction, folds=folds
+    )
     seconds = time.perf_counter() - start
     out = {}
     for name, candidate in selection.maps.items():
@@ -193,6 +202,8 @@ def quality(
     quick: bool,
     directions: tuple[str, ...] = ("queries", "corpus"),
     encoders: tuple[str, ...] | None = None,
+    ks: tuple[int, ...] | None = None,
+    folds: int = DEFAULT_FOLDS,
 ) -> list[dict]:
     """``queries``: the issue's protocol (mapped row i among the new encoder's own vectors);
     ``corpus``: the migration's use (new row i among the mapped vectors). ``encoders``: only
@@ -210,12 +221,12 @@ def quality(
     spaces = real_spaces(rows, encoders=encoders)
     test = QUICK_TEST_ROWS if quick else TEST_ROWS
     out = []
-    for k in QUICK_KS if quick else KS:
+    for k in ks or (QUICK_KS if quick else KS):
         paths = AnchorPaths(spaces, torch.arange(k))
         for direction in directions:
             results = {}
             for pair in [p for p in PAIRS if set(p) <= set(encoders)]:
-                r = results[pair] = pair_recalls(spaces, pair, k, test, paths, direction)
+                r = results[pair] = pair_recalls(spaces, pair, k, test, paths, direction, folds)
                 cells = ", ".join(f"{c} {r[c]:.3f} (cv {r['cv'][c]:.3f})" for c in r["cv"])
                 print(
                     f"  K={k} {direction} {pair[0]} -> {pair[1]}: chosen {r['choice']} "
@@ -313,12 +324,14 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=None, help="throughput: rows of the store")
     parser.add_argument("--encoders", nargs="*", default=None, help="quality: only these")
     parser.add_argument("--directions", nargs="*", default=["queries", "corpus"])
+    parser.add_argument("--ks", nargs="*", type=int, default=None, help="quality: fit sizes")
+    parser.add_argument("--folds", type=int, default=DEFAULT_FOLDS, help="quality: CV folds")
     args = parser.parse_args()
     results = []
     if args.part in ("quality", "all"):
-        results += quality(
-            args.quick, tuple(args.directions), args.encoders and tuple(args.encoders)
-        )
+        encoders = args.encoders and tuple(args.encoders)
+        ks = args.ks and tuple(args.ks)
+        results += quality(args.quick, tuple(args.directions), encoders, ks, args.folds)
     if args.part in ("throughput", "all"):
         results += throughput(args.quick, args.rows)
     for r in results:

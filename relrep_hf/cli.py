@@ -96,10 +96,8 @@ def run(args: argparse.Namespace) -> None:
         )
     elif args.command == "evaluate":
         _print_report(pipeline.evaluate(args.run_dir, head_epochs=args.head_epochs))
-    elif args.command == "translate":
-        _translate(args)
-    elif args.command == "migrate":
-        _migrate_store(args, args.map)
+    elif args.command in ("translate", "migrate"):
+        _translate(args) if args.command == "translate" else _migrate_store(args, args.map)
     elif args.command == "push":
         from relrep_hf.publishing.hub import artifact_kind, push_artifact, push_run
 

@@ -126,6 +126,43 @@ def _store_flags(command: argparse.ArgumentParser, *, required: bool) -> None:
     )
 
 
+def _migration_commands(add_command: Any) -> None:
+    """``translate`` (a run's migration map: fit, save, measure, apply) and ``migrate`` (a saved
+    map applied to a store)."""
+    translate = add_command(
+        "translate",
+        help="migrate old-encoder vectors into a new encoder's space: the map chosen by "
+        "cross-validated recall on the run's training rows (the anchor path among the "
+        "candidates); without --vectors, measure the recall every candidate keeps",
+    )
+    translate.add_argument("run_dir", type=Path)
+    translate.add_argument("--source", required=True, metavar="NAME", help="the old encoder")
+    translate.add_argument("--target", required=True, metavar="NAME", help="the new encoder")
+    _store_flags(translate, required=False)
+    translate.add_argument(
+        "--map",
+        choices=("chosen", "anchors"),
+        default="chosen",
+        help="chosen: fit_migration's choice; anchors: the anchor path alone",
+    )
+    translate.add_argument(
+        "--save-map", type=Path, default=None, metavar="DIR", help="also save the map used here"
+    )
+    translate.add_argument(
+        "--queries",
+        metavar="NAME",
+        default=None,
+        help="evaluation: the run's encoder whose test rows query the migrated corpus (the new "
+        "encoder on another column; default: --target)",
+    )
+
+    migrate = add_command(
+        "migrate", help="stream stored vectors through a saved migration map (folder or Hub id)"
+    )
+    migrate.add_argument("map", metavar="MAP", help="a saved migration map: folder or Hub id")
+    _store_flags(migrate, required=True)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="relrep-hf",
@@ -228,38 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--head-epochs", type=int, default=DEFAULT_HEAD_EPOCHS, help="epochs of each classifier"
     )
 
-    translate = add_command(
-        "translate",
-        help="migrate old-encoder vectors into a new encoder's space: the map chosen by "
-        "cross-validated recall on the run's training rows (the anchor path among the "
-        "candidates); without --vectors, measure the recall every candidate keeps",
-    )
-    translate.add_argument("run_dir", type=Path)
-    translate.add_argument("--source", required=True, metavar="NAME", help="the old encoder")
-    translate.add_argument("--target", required=True, metavar="NAME", help="the new encoder")
-    _store_flags(translate, required=False)
-    translate.add_argument(
-        "--map",
-        choices=("chosen", "anchors"),
-        default="chosen",
-        help="chosen: fit_migration's choice; anchors: the anchor path alone",
-    )
-    translate.add_argument(
-        "--save-map", type=Path, default=None, metavar="DIR", help="also save the map used here"
-    )
-    translate.add_argument(
-        "--queries",
-        metavar="NAME",
-        default=None,
-        help="evaluation: the run's encoder whose test rows query the migrated corpus (the new "
-        "encoder on another column; default: --target)",
-    )
-
-    migrate = add_command(
-        "migrate", help="stream stored vectors through a saved migration map (folder or Hub id)"
-    )
-    migrate.add_argument("map", metavar="MAP", help="a saved migration map: folder or Hub id")
-    _store_flags(migrate, required=True)
+    _migration_commands(add_command)
 
     push = add_command(
         "push", help="push a run folder's anchor set, projectors and heads to the Hub"
