@@ -91,7 +91,10 @@ def test_standardised_procrustes_recovers_a_rotation_between_rescaled_coordinate
     [
         ({"candidates": ("affine", "magic")}, r"Invalid candidates \['magic'\]"),
         ({"folds": 1}, "folds must be an int"),
-        ({"prior": AffineMap(torch.zeros(3, 16), torch.zeros(16))}, "prior map .prior. goes 3 -> 16"),
+        (
+            {"prior": AffineMap(torch.zeros(3, 16), torch.zeros(16))},
+            "prior map .prior. goes 3 -> 16",
+        ),
     ],
 )
 def test_bad_arguments_are_named(kwargs, match):
