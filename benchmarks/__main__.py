@@ -25,6 +25,7 @@ MODULES = [
     "bench_cli",
     "bench_quality",
     "bench_zero_shot",
+    "bench_migration",
 ]
 
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
     from relrep_hf.models.configuration_relative_projector import RelativeProjectorConfig
     from relrep_hf.models.fit_arguments import FitArguments, SharedLinearArguments
+    from relrep_hf.models.migration_map import MigrationMap
     from relrep_hf.models.modeling_relative_head import (
         RelativeHeadForClassification,
         check_head_matches_projector,
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from relrep_hf.training.anchor_methods import ANCHOR_METHODS, AnchorMethod
     from relrep_hf.training.extraction import embeddings_tensor, extract_embeddings
     from relrep_hf.training.head_trainer import HeadTrainer, HeadTrainingArguments, HeadTrainOutput
+    from relrep_hf.training.migration_fit import fit_migration
     from relrep_hf.training.modeling_relative_wrapper import (
         RelativeWrapper,
         RelativeWrapperOutput,
@@ -75,6 +77,8 @@ _LAZY = {
     "LatentTranslator": "relrep_hf.training.translation",
     "relative_inverse": "relrep_hf.training.translation",
     "translate": "relrep_hf.training.translation",
+    "MigrationMap": "relrep_hf.models.migration_map",
+    "fit_migration": "relrep_hf.training.migration_fit",
 }
 
 __all__ = [
@@ -88,6 +92,7 @@ __all__ = [
     "HeadTrainingArguments",
     "HubError",
     "LatentTranslator",
+    "MigrationMap",
     "ParamTrainer",
     "ParamTrainingArguments",
     "RelativeHeadConfig",
@@ -102,6 +107,7 @@ __all__ = [
     "check_head_matches_projector",
     "embeddings_tensor",
     "extract_embeddings",
+    "fit_migration",
     "push_artifact",
     "relative_inverse",
     "relative_projection",

@@ -5,6 +5,7 @@
     relrep-hf onboard OUT --encoder minilm:mean:3
     relrep-hf evaluate OUT
     relrep-hf translate OUT --source OLD --target NEW --vectors old.npy --out new.npy
+    relrep-hf migrate MAP --vectors old.parquet --out new.parquet
     relrep-hf push OUT --repo-id user/my-anchors
     relrep-hf demo [OUT]          # all of the above on the embedded default, offline
 
@@ -95,8 +96,8 @@ def run(args: argparse.Namespace) -> None:
         )
     elif args.command == "evaluate":
         _print_report(pipeline.evaluate(args.run_dir, head_epochs=args.head_epochs))
-    elif args.command == "translate":
-        _translate(args)
+    elif args.command in ("translate", "migrate"):
+        _translate(args) if args.command == "translate" else _migrate_store(args, args.map)
     elif args.command == "push":
         from relrep_hf.publishing.hub import artifact_kind, push_artifact, push_run
 
@@ -147,25 +148,44 @@ def run(args: argparse.Namespace) -> None:
         )
 
 
+def _migrate_store(args: argparse.Namespace, migration_map) -> None:
+    from relrep_hf.pipeline import migration
+
+    if args.vectors is None or args.out is None:
+        raise ValueError("--vectors needs --out, where the migrated store goes (same kind).")
+    out = migration.migrate_store(
+        migration_map,
+        args.vectors,
+        args.out,
+        column=args.column,
+        table=args.table,
+        chunk_rows=args.chunk_rows,
+        overwrite=args.overwrite,
+        show_progress=False if args.quiet else None,
+    )
+    print(f"Migrated {args.vectors} into {out}")
+
+
 def _translate(args: argparse.Namespace) -> None:
     from relrep_hf.pipeline import migration
 
-    if args.vectors is not None:
-        if args.out is None or args.out.suffix != ".npy":
-            raise ValueError("--vectors needs --out FILE.npy, where the migrated vectors go.")
-        import numpy as np
-
-        from relrep_hf.training.array_encoders import load_precomputed
-
-        migrated = migration.migrate_run_vectors(
-            args.run_dir, args.source, args.target, load_precomputed(args.vectors)
-        )
-        np.save(args.out, migrated.numpy())
-        print(f"Migrated {len(migrated)} vectors {args.source} -> {args.target} into {args.out}")
+    if args.vectors is not None or args.save_map is not None:
+        if args.map == "anchors":
+            migration_map = migration.anchor_path_map(args.run_dir, args.source, args.target)
+        else:
+            migration_map = migration.run_migration_map(args.run_dir, args.source, args.target)
+        if args.save_map is not None:
+            migration_map.save_pretrained(args.save_map)
+            print(
+                f"Saved the migration map ({migration_map.info.get('chosen')}) to {args.save_map}"
+            )
+        if args.vectors is not None:
+            _migrate_store(args, migration_map)
         return
     from relrep_hf.functional.tables import format_table
 
     report = migration.evaluate_migration(args.run_dir, args.source, args.target, args.queries)
+    names = [n for n in report if isinstance(report[n], dict) and "recall@1" in report[n]]
     rows = [
         {
             "corpus": name,
@@ -174,13 +194,16 @@ def _translate(args: argparse.Namespace) -> None:
             "MRR": report[name]["mrr"],
             "R@1 / re-embedded R@1": report[name].get("fraction", 1.0),
         }
-        for name in ("re-embedded", "anchors", "affine")
+        | ({"CV R@1 (train rows)": report[name]["cv_recall@1"]} if name != "re-embedded" else {})
+        for name in names
     ]
     print(
         f"Queries {report['queries']} against the {report['rows']} test rows of "
-        f"{report['source']} migrated to {report['target']}:\n"
+        f"{report['source']} migrated to {report['target']} (chosen by cross-validation on the "
+        f"training rows: {report['choice']}):\n"
     )
-    print(format_table(rows, ["R@1", "R@5", "MRR", "R@1 / re-embedded R@1"]) + "\n(in %)")
+    columns = ["R@1", "R@5", "MRR", "R@1 / re-embedded R@1", "CV R@1 (train rows)"]
+    print(format_table(rows, columns) + "\n(in %)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -103,6 +103,66 @@ def _training_args(args: argparse.Namespace) -> ParamTrainingArguments:
     return _method_args(args, "param")
 
 
+def _store_flags(command: argparse.ArgumentParser, *, required: bool) -> None:
+    """--vectors, --out and how to read and write them (translate, migrate)."""
+    command.add_argument(
+        "--vectors",
+        type=Path,
+        required=required,
+        default=None,
+        help="old-encoder vectors: a .npy, .safetensors, .parquet or FAISS flat index "
+        "(.faiss/.index) file, a datasets folder or a LanceDB database folder",
+    )
+    command.add_argument(
+        "--out", type=Path, required=required, default=None, help="the new store (same kind)"
+    )
+    command.add_argument(
+        "--column", default=None, help="the vector column or tensor (default: embedding/vector)"
+    )
+    command.add_argument("--table", default=None, help="the LanceDB table (default: the only one)")
+    command.add_argument("--chunk-rows", type=int, default=32768, help="rows per chunk")
+    command.add_argument(
+        "--overwrite", action="store_true", help="replace --out once the new store is complete"
+    )
+
+
+def _migration_commands(add_command: Any) -> None:
+    """``translate`` (a run's migration map: fit, save, measure, apply) and ``migrate`` (a saved
+    map applied to a store)."""
+    translate = add_command(
+        "translate",
+        help="migrate old-encoder vectors into a new encoder's space: the map chosen by "
+        "cross-validated recall on the run's training rows (the anchor path among the "
+        "candidates); without --vectors, measure the recall every candidate keeps",
+    )
+    translate.add_argument("run_dir", type=Path)
+    translate.add_argument("--source", required=True, metavar="NAME", help="the old encoder")
+    translate.add_argument("--target", required=True, metavar="NAME", help="the new encoder")
+    _store_flags(translate, required=False)
+    translate.add_argument(
+        "--map",
+        choices=("chosen", "anchors"),
+        default="chosen",
+        help="chosen: fit_migration's choice; anchors: the anchor path alone",
+    )
+    translate.add_argument(
+        "--save-map", type=Path, default=None, metavar="DIR", help="also save the map used here"
+    )
+    translate.add_argument(
+        "--queries",
+        metavar="NAME",
+        default=None,
+        help="evaluation: the run's encoder whose test rows query the migrated corpus (the new "
+        "encoder on another column; default: --target)",
+    )
+
+    migrate = add_command(
+        "migrate", help="stream stored vectors through a saved migration map (folder or Hub id)"
+    )
+    migrate.add_argument("map", metavar="MAP", help="a saved migration map: folder or Hub id")
+    _store_flags(migrate, required=True)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="relrep-hf",
@@ -205,30 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--head-epochs", type=int, default=DEFAULT_HEAD_EPOCHS, help="epochs of each classifier"
     )
 
-    translate = add_command(
-        "translate",
-        help="migrate old-encoder vectors into a new encoder's space through the run's anchor "
-        "set; without --vectors, measure the recall a migration keeps",
-    )
-    translate.add_argument("run_dir", type=Path)
-    translate.add_argument("--source", required=True, metavar="NAME", help="the old encoder")
-    translate.add_argument("--target", required=True, metavar="NAME", help="the new encoder")
-    translate.add_argument(
-        "--vectors",
-        type=Path,
-        default=None,
-        help="old-encoder vectors to migrate (.npy, .safetensors or a datasets folder)",
-    )
-    translate.add_argument(
-        "--out", type=Path, default=None, help="where the migrated vectors go (.npy)"
-    )
-    translate.add_argument(
-        "--queries",
-        metavar="NAME",
-        default=None,
-        help="evaluation: the run's encoder whose test rows query the migrated corpus (the new "
-        "encoder on another column; default: --target)",
-    )
+    _migration_commands(add_command)
 
     push = add_command(
         "push", help="push a run folder's anchor set, projectors and heads to the Hub"

@@ -11,6 +11,8 @@ import pytest
 import torch
 
 from relrep_hf.cli import main
+from relrep_hf.functional.migration_maps import CANDIDATES
+from relrep_hf.models.migration_map import MigrationMap
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from relrep_hf.pipeline.migration import evaluate_migration, migrate, migrate_run_vectors
 from relrep_hf.pipeline.run_folder import RunError, read_run, run_embeddings
@@ -40,22 +42,34 @@ def test_migration_keeps_most_of_the_recall_of_re_embedding(run_dir):
     assert report["affine"]["fraction"] == pytest.approx(
         report["affine"]["recall@1"] / report["re-embedded"]["recall@1"]
     )
+    # every candidate is reported, and the chosen one is the candidate cross-validation picked
+    assert report["choice"] in CANDIDATES and set(CANDIDATES) <= set(report)
+    assert report["chosen"]["recall@1"] == report[report["choice"]]["recall@1"]
+    assert report["chosen"]["cv_recall@1"] == max(report[c]["cv_recall@1"] for c in CANDIDATES)
     with pytest.raises(RunError, match="not in the new encoder's space"):
         evaluate_migration(run_dir, NEW, OLD, QUERIES)
 
 
 def test_translate_migrates_a_vector_file(run_dir, tmp_path, capsys):
+    # behaviour changed with #31: translate uses the map chosen by cross-validation (the anchor
+    # path is one candidate; --map anchors gives it alone, as translate did before)
     old = run_embeddings(run_dir, read_run(run_dir))[OLD][:10].numpy()
     np.save(tmp_path / "old.npy", old)
     argv = ["translate", str(run_dir), "--source", OLD, "--target", NEW]
-    assert (
-        main([*argv, "--vectors", str(tmp_path / "old.npy"), "--out", str(tmp_path / "new.npy")])
-        == 0
-    )
+    vectors = ["--vectors", str(tmp_path / "old.npy")]
+    saved = ["--save-map", str(tmp_path / "map")]
+    assert main([*argv, *vectors, "--out", str(tmp_path / "new.npy"), *saved]) == 0
     migrated = np.load(tmp_path / "new.npy")
     assert migrated.shape == (10, 512)
+    migration_map = MigrationMap.from_pretrained(tmp_path / "map")
+    assert set(migration_map.info["cv_recall"]) == set(CANDIDATES)
+    assert migration_map.info["source"] == OLD and migration_map.info["rows"] == 300
+    np.testing.assert_allclose(migrated, migration_map.apply(old), rtol=1e-5, atol=1e-5)
+    assert main([*argv, *vectors, "--out", str(tmp_path / "anchors.npy"), "--map", "anchors"]) == 0
     projectors = [RelativeProjector.from_pretrained(run_dir / "projectors" / n) for n in (OLD, NEW)]
-    torch.testing.assert_close(torch.from_numpy(migrated), migrate(old, *projectors))
+    torch.testing.assert_close(
+        torch.from_numpy(np.load(tmp_path / "anchors.npy")), migrate(old, *projectors)
+    )
     torch.testing.assert_close(
         migrate_run_vectors(run_dir, OLD, NEW, old), migrate(old, *projectors)
     )
@@ -63,6 +77,7 @@ def test_translate_migrates_a_vector_file(run_dir, tmp_path, capsys):
     assert main([*argv, "--queries", QUERIES]) == 0
     out = capsys.readouterr().out
     assert "| re-embedded |" in out and "| anchors |" in out and "| affine |" in out
+    assert "| chosen |" in out and "| shrunk |" in out and "chosen by cross-validation" in out
 
 
 def test_evaluate_reports_the_language_pairs(run_dir):

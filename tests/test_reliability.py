@@ -56,7 +56,13 @@ from relrep_hf.training.array_encoders import array_embeddings
 from relrep_hf.training.extraction import extract_embeddings
 from relrep_hf.training.translation import relative_inverse
 from relrep_hf.training.zero_shot import EncoderData, ZeroShotStitching
-from tests import distributed_statistics, hostile_inputs, killable_save, killable_train
+from tests import (
+    distributed_statistics,
+    hostile_inputs,
+    killable_save,
+    killable_train,
+    migration_inputs,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 BAD_INPUTS_DOC = REPO / "docs" / "bad_inputs.md"
@@ -793,6 +799,7 @@ BAD_INPUTS = [
 
 
 BAD_INPUTS += [BadInput(*case) for case in hostile_inputs.CASES]  # issue #25
+BAD_INPUTS += [BadInput(*case) for case in migration_inputs.CASES]  # issue #31
 
 
 def shared_linear(s: Setup, num_anchors: int, rows: int | None = None) -> AnchorSet:

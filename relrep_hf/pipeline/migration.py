@@ -2,17 +2,21 @@
 through the anchor set, so the old vectors (and the indexes built on them) live on after a
 switch of embedding model, without re-embedding the corpus.
 
-`migrate` is the Python call: ``old vectors [N, d_old] -> [N, d_new]``, the old encoder's
+`migrate` is the anchor path alone: ``old vectors [N, d_old] -> [N, d_new]``, the old encoder's
 projector followed by the inverse of the new one's (`relrep_hf.training.translation.translation_map`,
-one affine map). `evaluate_migration` measures what a migrating user needs on a run folder:
-the Recall@1 of new-encoder queries against the translated old vectors, as a fraction of the
-Recall@1 against the corpus re-embedded with the new encoder, beside the supervised affine
-least-squares map (`relrep_hf.functional.least_squares.fit_affine`) fitted on the same parallel rows.
+one affine map). `run_migration_map` fits the map a migration should use on a run's training
+rows (`relrep_hf.fit_migration`: every candidate, the anchor path among them, chosen by
+cross-validated recall). `migrate_store` streams a stored corpus (.npy, .safetensors, parquet,
+datasets, FAISS, LanceDB) through a map in chunks (`relrep_hf.utils.vector_stores`).
+`evaluate_migration` measures what a migrating user needs on a run folder: the Recall@1 of
+new-encoder queries against the migrated old vectors of every candidate and of the chosen
+map, each as a fraction of the Recall@1 against the corpus re-embedded with the new encoder.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +24,25 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from relrep_hf.functional.least_squares import fit_affine
 from relrep_hf.functional.metrics import retrieval_metrics
+from relrep_hf.functional.migration_maps import select_migration_map
+from relrep_hf.models.migration_map import MigrationMap
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from relrep_hf.pipeline.run_folder import RunError, read_run, run_embeddings
+from relrep_hf.training.migration_fit import anchor_path_maps, fit_migration
 from relrep_hf.training.translation import translation_map
+from relrep_hf.utils.vector_formats import open_store
+from relrep_hf.utils.vector_stores import DEFAULT_CHUNK_ROWS, VectorStoreError, rewrite_store
 
-__all__ = ["evaluate_migration", "migrate", "migrate_run_vectors"]
+__all__ = [
+    "anchor_path_map",
+    "evaluate_migration",
+    "migrate",
+    "migrate_run_vectors",
+    "migrate_store",
+    "run_anchor_path",
+    "run_migration_map",
+]
 
 
 def migrate(
@@ -67,6 +83,149 @@ def migrate_run_vectors(
     return migrate(vectors, _projector(run_dir, run, source), _projector(run_dir, run, target))
 
 
+def run_anchor_path(
+    run_dir: Path, run: dict[str, Any], spaces: dict[str, Tensor], source: str, target: str
+) -> Any:
+    """The anchor path of a run as `select_migration_map` wants it (its variants by inverse
+    ridge, `anchor_path_maps`): for a shared linear anchor set, a function that refits it on
+    given training rows (the run's training encoders, its number of anchors and shrinkage) and
+    onboards both encoders from those rows, so that cross-validation scores it out of fold; for
+    other anchor kinds, the run's fitted maps (scored on rows their fit saw, which favours them:
+    a warning says so)."""
+    from relrep_hf.functional.statistics import Statistics
+    from relrep_hf.models.anchor_set import AnchorSet
+
+    anchor_set = AnchorSet.from_pretrained(run_dir / "anchor_set")
+    fixed = anchor_path_maps(_projector(run_dir, run, source), _projector(run_dir, run, target))
+    if anchor_set.strategy != "shared_linear":
+        warnings.warn(
+            f"The run's anchor set is {anchor_set.strategy!r}, not refitted per fold: the anchor "
+            "path's cross-validated recall is on rows its fit saw (optimistic).",
+            stacklevel=2,
+        )
+        return fixed
+    train = torch.tensor(run["train_rows"])
+    held_out = set(run.get("held_out", []))
+    training = [e["name"] for e in run["encoders"] if e["name"] not in held_out]
+
+    def fit_on(rows: Tensor) -> Any:
+        rows = train[rows]  # [r] run rows
+        fold_set = AnchorSet.shared_linear(
+            [{"index": int(i)} for i in rows],
+            {name: spaces[name][rows] for name in training},
+            anchor_set.num_anchors,
+            support_rows=torch.arange(len(rows)),
+            shrinkage=anchor_set.shrinkage,
+            eps=anchor_set.eps,
+        )
+        pair = [
+            RelativeProjector.from_anchor_set(
+                fold_set, spaces[n][rows], Statistics.from_embeddings(spaces[n][rows])
+            )
+            for n in (source, target)
+        ]
+        return anchor_path_maps(*pair)
+
+    return fit_on
+
+
+def run_migration_map(
+    run_dir: str | os.PathLike, source: str, target: str, *, seed: int = 0
+) -> MigrationMap:
+    """`relrep_hf.fit_migration` on a fitted run's training rows of ``source`` and ``target``,
+    with the run's anchor path (`run_anchor_path`) among the candidates, and the pairwise map
+    shrunk toward it."""
+    run_dir = Path(run_dir)
+    run = read_run(run_dir, fitted=True)
+    spaces = run_embeddings(run_dir, run)
+    for name in (source, target):
+        if name not in spaces:
+            raise RunError(f"Unknown encoder {name!r}; the run's encoders are {list(spaces)}.")
+    train = torch.tensor(run["train_rows"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # thin folds' statistics, the rank cap
+        return fit_migration(
+            spaces[source][train],
+            spaces[target][train],
+            prior=run_anchor_path(run_dir, run, spaces, source, target),
+            source_name=source,
+            target_name=target,
+            seed=seed,
+        )
+
+
+def anchor_path_map(run_dir: str | os.PathLike, source: str, target: str) -> MigrationMap:
+    """The anchor path alone (`migrate`'s map) of a fitted run, as a `MigrationMap`."""
+    run_dir = Path(run_dir)
+    run = read_run(run_dir, fitted=True)
+    affine = translation_map(_projector(run_dir, run, source), _projector(run_dir, run, target))
+    info = {"source": source, "target": target, "chosen": "anchors", "rows": len(run["train_rows"])}
+    return MigrationMap(affine.weight, affine.bias, info)
+
+
+def affine_chunks(migration_map: MigrationMap | Any, dtype: np.dtype) -> Any:
+    """``chunk [n, d_old] -> [n, d_new]``: one fused ``addmm`` per chunk, computed in float32
+    (float64 for float64 vectors) and returned as NumPy."""
+    compute = torch.float64 if np.dtype(dtype) == np.float64 else torch.float32
+    weight = migration_map.weight.detach().cpu().to(compute).contiguous()  # [d_old, d_new]
+    bias = migration_map.bias.detach().cpu().to(compute)  # [d_new]
+
+    def apply(chunk: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        rows = torch.from_numpy(chunk if chunk.flags.writeable else np.array(chunk))
+        rows = rows.to(compute)  # [n, d_old]
+        if out is not None and out.dtype == np.dtype(str(compute).split(".")[1]):
+            torch.addmm(bias, rows, weight, out=torch.from_numpy(out))  # in place: one pass
+            return out
+        result = torch.addmm(bias, rows, weight).numpy()  # [n, d_new]
+        if out is not None:
+            out[...] = result
+            return out
+        return result
+
+    return apply
+
+
+def migrate_store(
+    migration_map: MigrationMap | str | os.PathLike,
+    vectors: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    column: str | None = None,
+    table: str | None = None,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    overwrite: bool = False,
+    show_progress: bool | None = None,
+) -> Path:
+    """Stream the stored old-encoder ``vectors`` through ``migration_map`` into a new store
+    ``out`` of the same kind, every other column carried over.
+
+    ``migration_map``: a `MigrationMap` (or any module with ``weight [d_old, d_new]`` and
+    ``bias``), or the folder or Hub id of a saved one. ``vectors``: a .npy, .safetensors,
+    .parquet or FAISS file, a datasets folder or a LanceDB database folder (``column``,
+    ``table``: see `relrep_hf.utils.vector_formats.open_store`). The new store is written
+    aside and renamed into place when complete; ``out`` must not exist unless ``overwrite``.
+    """
+    if not isinstance(migration_map, torch.nn.Module):
+        migration_map = MigrationMap.from_pretrained(migration_map)
+    store = open_store(vectors, column=column, table=table)
+    d_old, d_new = migration_map.weight.shape
+    if store.dim != d_old:
+        raise VectorStoreError(
+            f"{store.describe()}: the map takes {d_old}-d vectors of the old encoder, the store "
+            f"holds {store.dim}-d ones. Give the vectors of the map's source encoder."
+        )
+    transform = affine_chunks(migration_map, store.dtype)
+    return rewrite_store(
+        store,
+        out,
+        transform,
+        d_new,
+        chunk_rows=chunk_rows,
+        overwrite=overwrite,
+        show_progress=show_progress,
+    )
+
+
 def evaluate_migration(
     run_dir: str | os.PathLike, source: str, target: str, queries: str | None = None
 ) -> dict[str, Any]:
@@ -75,13 +234,15 @@ def evaluate_migration(
     The corpus is the test rows embedded by ``source`` (the old encoder); ``queries`` (default
     ``target``) are the test rows embedded in the new encoder's space, e.g. the new encoder on
     another column (a paraphrase, another translation, another language). Query i should find
-    document i. Three corpora are searched: re-embedded with ``target`` (the reference),
-    migrated through the anchor set (`migrate`), and mapped by the affine least-squares map
-    fitted on the run's training rows of ``source`` and ``target`` (supervised, same rows).
+    document i. The corpora searched: re-embedded with ``target`` (the reference), and migrated
+    by every candidate of `relrep_hf.fit_migration` fitted on the run's training rows
+    (``affine``: least squares; ``ridge``; ``procrustes``; ``anchors``: through the anchor set,
+    `migrate`; ``shrunk``: least squares shrunk toward the anchor path) and by the one it
+    chooses by cross-validated recall on the training rows (``chosen``).
 
-    Returns ``{"source", "target", "queries", "rows", "re-embedded", "anchors", "affine"}``:
-    the last three each ``{"recall@1", "recall@5", "mrr"}``, the last two with ``"fraction"``
-    (their Recall@1 over the re-embedded one's).
+    Returns ``{"source", "target", "queries", "rows", "choice", "re-embedded", CANDIDATE...,
+    "chosen"}``: each corpus ``{"recall@1", "recall@5", "mrr"}``, the migrated ones with
+    ``"fraction"`` (their Recall@1 over the re-embedded one's) and ``"cv_recall@1"``.
     """
     run_dir = Path(run_dir)
     run = read_run(run_dir, fitted=True)
@@ -96,23 +257,21 @@ def evaluate_migration(
             f"encoder's space ({target!r}, {spaces[target].shape[1]}-d): give the new encoder."
         )
     train, test = torch.tensor(run["train_rows"]), torch.tensor(run["test_rows"])
-    old, new, query = spaces[source], spaces[target], spaces[queries][test]
-    corpora = {
-        "re-embedded": new[test],
-        "anchors": migrate(
-            old[test], _projector(run_dir, run, source), _projector(run_dir, run, target)
-        ),
-        "affine": fit_affine(old[train].double(), new[train].double())(old[test].double()),
-    }
-    report: dict[str, Any] = {
-        "source": source,
-        "target": target,
-        "queries": queries,
-        "rows": len(test),
-    }
-    for name, corpus in corpora.items():
-        report[name] = retrieval_metrics(query.double(), corpus.double())
+    old, new, query = spaces[source].double(), spaces[target].double(), spaces[queries][test]
+    prior = run_anchor_path(run_dir, run, spaces, source, target)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # thin folds' statistics, the rank cap
+        selection = select_migration_map(old[train], new[train], prior=prior)
+    report: dict[str, Any] = {"source": source, "target": target, "queries": queries}
+    report |= {"rows": len(test), "choice": selection.chosen}
+    report["re-embedded"] = retrieval_metrics(query.double(), new[test])
     reference = report["re-embedded"]["recall@1"]
-    for name in ("anchors", "affine"):
+    maps = selection.maps | {"chosen": selection.map}
+    for name, candidate in maps.items():
+        with torch.no_grad():
+            report[name] = retrieval_metrics(query.double(), candidate(old[test]))
         report[name]["fraction"] = report[name]["recall@1"] / reference if reference else 0.0
+        report[name]["cv_recall@1"] = selection.cv_recall[
+            selection.chosen if name == "chosen" else name
+        ]
     return report

@@ -1,0 +1,219 @@
+"""The file formats of `relrep_hf.utils.vector_stores`: .npy and .safetensors, read and written
+in chunks through memory maps whose pages are released after each chunk (so memory stays at a
+few chunks whatever the size),
+and the formats with other columns (parquet, datasets, FAISS, LanceDB) in
+`relrep_hf.utils.vector_tables`."""
+
+from __future__ import annotations
+
+import json
+import math
+import mmap
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from relrep_hf.utils.file_checks import ArtifactFileError, safetensors_shapes
+from relrep_hf.utils.vector_stores import (
+    DEFAULT_CHUNK_ROWS,
+    Transform,
+    VectorStore,
+    VectorStoreError,
+    store_kind,
+)
+
+__all__ = ["OPENERS", "NpyStore", "SafetensorsStore", "open_store"]
+
+SAFETENSORS_DTYPES = {"F16": np.float16, "F32": np.float32, "F64": np.float64}
+NUMPY_TO_SAFETENSORS = {np.dtype(v): k for k, v in SAFETENSORS_DTYPES.items()}
+VECTOR_NAMES = ("embedding", "embeddings", "vector", "vectors")
+
+
+def _check_float(path: Path, dtype: np.dtype, shape: tuple) -> None:
+    if len(shape) != 2 or dtype.kind != "f":
+        raise VectorStoreError(
+            f"{str(path)!r}: expected a 2-D floating-point array of vectors [N, d], got shape "
+            f"{tuple(shape)} of {dtype}. Save the vectors as float16/32/64 [N, d]."
+        )
+
+
+def _release(mapped: np.memmap, start_byte: int, stop_byte: int) -> None:
+    """Drop the pages of bytes [start, stop) of ``mapped`` from this process (its RSS): a shared
+    file mapping keeps them, written or not, in the page cache, and faults them back in if read
+    again."""
+    handle = getattr(mapped, "_mmap", None)
+    if handle is None or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    base = mapped.offset % mmap.ALLOCATIONGRANULARITY  # where the array starts in the map
+    first = (base + start_byte) // mmap.PAGESIZE * mmap.PAGESIZE
+    last = base + stop_byte
+    if last > first:
+        handle.madvise(mmap.MADV_DONTNEED, first, last - first)
+
+
+class _RawStore(VectorStore):
+    """Vectors stored as one C-ordered block of bytes at ``offset`` of a file, read through a
+    memory map a chunk at a time, each chunk's pages released once it is used (so the process
+    holds a few chunks, whatever the file's size)."""
+
+    offset: int
+
+    def chunks(self, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[np.ndarray]:
+        if self.rows == 0:
+            return
+        vectors = np.memmap(  # copy-on-write: writable arrays for torch, the file never written
+            self.path, self.dtype, "c", offset=self.offset, shape=(self.rows, self.dim)
+        )
+        row_bytes = self.dim * self.dtype.itemsize
+        for start in range(0, self.rows, chunk_rows):
+            stop = min(start + chunk_rows, self.rows)
+            yield vectors[start:stop]
+            _release(vectors, start * row_bytes, stop * row_bytes)
+        del vectors
+
+    def _stream(self, path: Path, offset: int, transform: Transform, dim: int, chunk_rows: int):
+        """Write the transformed vectors into the file at ``offset`` (already sized) through a
+        memory map: each chunk's ``addmm`` writes its rows in place, then their pages go."""
+        if self.rows == 0:
+            return
+        out = np.memmap(path, self.dtype, "r+", offset=offset, shape=(self.rows, dim))
+        row_bytes = dim * self.dtype.itemsize
+        for start, chunk in zip(
+            range(0, self.rows, chunk_rows), self.chunks(chunk_rows), strict=True
+        ):
+            stop = start + len(chunk)
+            transform(chunk, out[start:stop])
+            _release(out, start * row_bytes, stop * row_bytes)
+        out.flush()
+        del out
+
+
+class NpyStore(_RawStore):
+    kind = "npy"
+
+    def __init__(self, path: Path, **_: object):
+        self.path = path
+        try:  # the header only: the memory map is dropped at once, the data read by chunks
+            mapped = np.load(path, mmap_mode="r", allow_pickle=False)
+        except (ValueError, OSError) as error:
+            raise VectorStoreError(f"{str(path)!r}: not a readable .npy file ({error}).") from None
+        shape, dtype, fortran = mapped.shape, mapped.dtype, mapped.flags.f_contiguous
+        fortran = fortran and mapped.ndim > 1 and not mapped.flags.c_contiguous
+        self.offset = mapped.offset if isinstance(mapped, np.memmap) else 0
+        del mapped
+        _check_float(path, dtype, shape)
+        if fortran or not dtype.isnative:
+            raise VectorStoreError(
+                f"{str(path)!r}: a Fortran-ordered or non-native-endian array; save it with "
+                "np.save(path, np.ascontiguousarray(vectors, dtype='float32'))."
+            )
+        self.rows, self.dim, self.dtype = shape[0], shape[1], dtype
+
+    def write(self, staging: Path, transform: Transform, dim: int, chunk_rows: int) -> None:
+        header = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False}
+        header["shape"] = (self.rows, dim)
+        with open(staging, "xb") as file:
+            np.lib.format.write_array_header_2_0(file, header)
+            offset = file.tell()
+            file.truncate(offset + self.rows * dim * self.dtype.itemsize)
+        self._stream(staging, offset, transform, dim, chunk_rows)
+
+
+class SafetensorsStore(_RawStore):
+    """The vectors are the file's one 2-D tensor, or the one named ``column`` (or ``embedding``,
+    ``embeddings``, ...); the other tensors and the metadata are carried over."""
+
+    kind = "safetensors"
+
+    def __init__(self, path: Path, *, column: str | None = None, **_: object):
+        self.path = path
+        try:
+            shapes = safetensors_shapes(path, what="vectors", source=str(path))
+        except ArtifactFileError as error:
+            raise VectorStoreError(str(error)) from None
+        with open(path, "rb") as file:
+            length = int.from_bytes(file.read(8), "little")
+            self.header = json.loads(file.read(length))
+        self.data_start = 8 + length
+        matrices = [n for n, (_, shape) in shapes.items() if len(shape) == 2]
+        named = [n for n in VECTOR_NAMES if n in shapes]
+        name = column or (matrices[0] if len(matrices) == 1 else (named[0] if named else None))
+        if name not in shapes:
+            raise VectorStoreError(
+                f"{str(path)!r} holds tensors {sorted(shapes)}: say which holds the vectors "
+                "(--column NAME), or name it 'embedding'."
+            )
+        dtype = shapes[name][0]
+        if dtype not in SAFETENSORS_DTYPES:
+            raise VectorStoreError(
+                f"{str(path)!r}: tensor {name!r} is {dtype}; vectors must be F16, F32 or F64."
+            )
+        self.name, self.dtype = name, np.dtype(SAFETENSORS_DTYPES[dtype])
+        _check_float(path, self.dtype, shapes[name][1])
+        self.rows, self.dim = shapes[name][1]
+        self.offset = self.data_start + self.header[name]["data_offsets"][0]
+
+    def write(self, staging: Path, transform: Transform, dim: int, chunk_rows: int) -> None:
+        entries = {k: v for k, v in self.header.items() if k != "__metadata__"}
+        order = sorted(entries, key=lambda k: entries[k]["data_offsets"][0])
+        header, position = {}, 0
+        if "__metadata__" in self.header:
+            header["__metadata__"] = self.header["__metadata__"]
+        for name in order:
+            entry = dict(entries[name])
+            if name == self.name:
+                entry["shape"] = [self.rows, dim]
+                size = self.rows * dim * self.dtype.itemsize
+            else:
+                size = entry["data_offsets"][1] - entry["data_offsets"][0]
+            entry["data_offsets"] = [position, position + size]
+            header[name], position = entry, position + size
+        raw = json.dumps(header, separators=(",", ":")).encode()
+        raw += b" " * (-len(raw) % 8)  # the format aligns the data to 8 bytes
+        data_start = 8 + len(raw)
+        with open(staging, "xb") as file, open(self.path, "rb") as source:
+            file.write(len(raw).to_bytes(8, "little") + raw)
+            for name in order:
+                begin, end = header[name]["data_offsets"]
+                if name == self.name:
+                    file.truncate(data_start + end)
+                    file.seek(data_start + end)
+                    continue
+                begin, end = entries[name]["data_offsets"]
+                source.seek(self.data_start + begin)
+                for _ in range(math.ceil((end - begin) / 2**26)):
+                    file.write(source.read(min(2**26, end - source.tell() + self.data_start)))
+        begin = header[self.name]["data_offsets"][0]
+        self._stream(staging, data_start + begin, transform, dim, chunk_rows)
+
+
+def _tables():
+    from relrep_hf.utils import vector_tables
+
+    return vector_tables
+
+
+OPENERS = {
+    "npy": NpyStore,
+    "safetensors": SafetensorsStore,
+    "parquet": lambda path, **kw: _tables().ParquetStore(path, **kw),
+    "datasets": lambda path, **kw: _tables().DatasetsStore(path, **kw),
+    "faiss": lambda path, **kw: _tables().FaissStore(path, **kw),
+    "lancedb": lambda path, **kw: _tables().LanceStore(path, **kw),
+}
+
+
+def open_store(
+    path: str | os.PathLike, *, column: str | None = None, table: str | None = None
+) -> VectorStore:
+    """The store at ``path``. ``column``: the vector column of a parquet file, datasets folder
+    or LanceDB table (default: ``embedding``, ``embeddings`` or ``vector``, whichever exists);
+    for a safetensors file, the tensor's name. ``table``: the LanceDB table (default: the only
+    one)."""
+    path = Path(path)
+    if not path.exists():
+        raise VectorStoreError(f"{str(path)!r}: no such file or folder.")
+    kind = store_kind(path)
+    return OPENERS[kind](path, column=column, table=table)

@@ -1,0 +1,336 @@
+"""Vector stores with other columns beside the vectors: parquet files, datasets folders, FAISS
+flat indexes (with their ids) and LanceDB tables. Each is read and rewritten in record batches
+of ``chunk_rows`` rows; only the vector column changes, every other column (and a FAISS index's
+ids) is carried over as it was (`relrep_hf.utils.vector_stores`)."""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from relrep_hf.utils.vector_stores import (
+    DEFAULT_CHUNK_ROWS,
+    Transform,
+    VectorStore,
+    VectorStoreError,
+)
+
+__all__ = ["DatasetsStore", "FaissStore", "LanceStore", "ParquetStore"]
+
+VECTOR_COLUMNS = ("embedding", "embeddings", "vector", "vectors")
+
+
+def _pick_column(names: list[str], column: str | None, path: Path) -> str:
+    found = column or next((n for n in VECTOR_COLUMNS if n in names), None)
+    if found not in names:
+        raise VectorStoreError(
+            f"{str(path)!r} has no vector column {column or 'embedding'!r}; its columns are "
+            f"{names}. Name the column holding the vectors with --column."
+        )
+    return found
+
+
+def _vector_type(field: pa.Field, path: Path) -> tuple[np.dtype, int | None]:
+    kind = field.type
+    if not (
+        pa.types.is_fixed_size_list(kind) or pa.types.is_list(kind) or pa.types.is_large_list(kind)
+    ):
+        raise VectorStoreError(
+            f"{str(path)!r}: column {field.name!r} is {kind}, not a list of floats (one vector per row)."
+        )
+    if not pa.types.is_floating(kind.value_type):
+        raise VectorStoreError(
+            f"{str(path)!r}: column {field.name!r} holds {kind.value_type}, not floating-point values."
+        )
+    dtype = np.dtype(kind.value_type.to_pandas_dtype())
+    return dtype, kind.list_size if pa.types.is_fixed_size_list(kind) else None
+
+
+def _matrix(array: pa.Array | pa.ChunkedArray, path: Path, column: str) -> np.ndarray:
+    """The ``[n, d]`` vectors of a list column (one equal-length list of floats per row)."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    if array.null_count:
+        raise VectorStoreError(
+            f"{str(path)!r}: column {column!r} has {array.null_count} null rows."
+        )
+    if pa.types.is_fixed_size_list(array.type):
+        dim = array.type.list_size
+    else:
+        lengths = array.value_lengths().to_numpy(zero_copy_only=False)
+        dim = int(lengths[0]) if len(lengths) else 0
+        if len(lengths) and (lengths != dim).any():
+            raise VectorStoreError(
+                f"{str(path)!r}: the vectors of column {column!r} differ in length."
+            )
+    values = array.flatten().to_numpy(zero_copy_only=False)
+    return values.reshape(len(array), dim)
+
+
+def _column(matrix: np.ndarray, like: pa.DataType) -> pa.Array:
+    """``matrix [n, d]`` as a column of the kind of ``like`` (fixed-size or variable lists)."""
+    values = pa.array(matrix.reshape(-1))
+    if pa.types.is_fixed_size_list(like):
+        return pa.FixedSizeListArray.from_arrays(values, matrix.shape[1])
+    offsets = pa.array(np.arange(len(matrix) + 1, dtype=np.int64) * matrix.shape[1])
+    if pa.types.is_list(like):
+        offsets = offsets.cast(pa.int32())
+        return pa.ListArray.from_arrays(offsets, values)
+    return pa.LargeListArray.from_arrays(offsets, values)
+
+
+def _new_type(like: pa.DataType, value: pa.DataType, dim: int) -> pa.DataType:
+    if pa.types.is_fixed_size_list(like):
+        return pa.list_(value, dim)
+    return pa.list_(value) if pa.types.is_list(like) else pa.large_list(value)
+
+
+class _ArrowStore(VectorStore):
+    """A store of record batches with a vector column (``schema``, ``column``)."""
+
+    schema: pa.Schema
+    column: str
+
+    def _setup(self, schema: pa.Schema, column: str | None, first: pa.RecordBatch | None) -> None:
+        self.schema = schema
+        self.column = _pick_column(schema.names, column, self.path)
+        self.dtype, dim = _vector_type(schema.field(self.column), self.path)
+        if dim is None:  # variable-length lists: the first row says
+            dim = (
+                _matrix(first.column(self.column), self.path, self.column).shape[1]
+                if first is not None and first.num_rows
+                else 0
+            )
+        self.dim = dim
+
+    def batches(self, chunk_rows: int) -> Iterator[pa.RecordBatch]:
+        raise NotImplementedError
+
+    def chunks(self, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[np.ndarray]:
+        for batch in self.batches(chunk_rows):
+            yield _matrix(batch.column(self.column), self.path, self.column)
+
+    def new_schema(self, dim: int) -> pa.Schema:
+        index = self.schema.get_field_index(self.column)
+        field = self.schema.field(index)
+        kind = _new_type(field.type, field.type.value_type, dim)
+        return self.schema.set(index, field.with_type(kind))
+
+    def transformed(
+        self, transform: Transform, dim: int, chunk_rows: int
+    ) -> Iterator[pa.RecordBatch]:
+        schema = self.new_schema(dim)
+        index = self.schema.get_field_index(self.column)
+        like = self.schema.field(index).type
+        for batch in self.batches(chunk_rows):
+            vectors = transform(_matrix(batch.column(self.column), self.path, self.column))
+            columns = list(batch.columns)
+            columns[index] = _column(vectors.astype(self.dtype, copy=False), like)
+            yield pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+class ParquetStore(_ArrowStore):
+    kind = "parquet"
+
+    def __init__(self, path: Path, *, column: str | None = None, **_: object):
+        import pyarrow.parquet as pq
+
+        self.path = path
+        try:
+            self.file = pq.ParquetFile(path)
+        except (pa.ArrowException, OSError) as error:
+            raise VectorStoreError(
+                f"{str(path)!r}: not a readable parquet file ({error})."
+            ) from None
+        self.rows = self.file.metadata.num_rows
+        first = next(self.file.iter_batches(batch_size=1), None)
+        self._setup(self.file.schema_arrow, column, first)
+
+    def batches(self, chunk_rows: int) -> Iterator[pa.RecordBatch]:
+        return self.file.iter_batches(batch_size=chunk_rows)
+
+    def write(self, staging: Path, transform: Transform, dim: int, chunk_rows: int) -> None:
+        import pyarrow.parquet as pq
+
+        with pq.ParquetWriter(staging, self.new_schema(dim)) as writer:
+            for batch in self.transformed(transform, dim, chunk_rows):
+                writer.write_batch(batch)
+
+
+class DatasetsStore(_ArrowStore):
+    kind = "datasets"
+
+    def __init__(self, path: Path, *, column: str | None = None, **_: object):
+        import datasets
+
+        self.path = path
+        try:
+            self.dataset = datasets.load_from_disk(str(path))
+        except (OSError, ValueError, FileNotFoundError) as error:
+            raise VectorStoreError(
+                f"{str(path)!r}: not a readable datasets folder ({error})."
+            ) from None
+        if not isinstance(self.dataset, datasets.Dataset):
+            raise VectorStoreError(f"{str(path)!r} holds a DatasetDict: give one split's folder.")
+        self.rows = len(self.dataset)
+        table = self.dataset.with_format("arrow")
+        self._setup(table.data.schema, column, table[:1].to_batches()[0] if self.rows else None)
+
+    def batches(self, chunk_rows: int) -> Iterator[pa.RecordBatch]:
+        for start in range(0, self.rows, chunk_rows):
+            table = self.dataset.with_format("arrow")[start : start + chunk_rows]
+            yield from table.combine_chunks().to_batches() or []
+
+    def write(self, staging: Path, transform: Transform, dim: int, chunk_rows: int) -> None:
+        import datasets
+
+        features = self.dataset.features.copy()
+        features[self.column] = datasets.List(datasets.Value(str(self.dtype)), length=dim)
+        if not pa.types.is_fixed_size_list(self.schema.field(self.column).type):
+            features[self.column] = datasets.List(datasets.Value(str(self.dtype)))
+        cache = staging.parent / f".{staging.name}-{secrets.token_hex(4)}.arrow"
+        try:
+            rows = self._mapped(transform, dim, chunk_rows, features, cache)
+            rows.save_to_disk(str(staging))
+        finally:
+            cache.unlink(missing_ok=True)
+
+    def _mapped(self, transform, dim, chunk_rows, features, cache):
+        index = self.schema.get_field_index(self.column)
+        like = self.schema.field(index).type
+
+        def replace(table: pa.Table) -> pa.Table:
+            vectors = transform(_matrix(table.column(self.column), self.path, self.column))
+            column = _column(vectors.astype(self.dtype, copy=False), like)
+            return table.set_column(index, self.new_schema(dim).field(index), column)
+
+        return self.dataset.with_format("arrow").map(
+            replace,
+            batched=True,
+            batch_size=chunk_rows,
+            features=features,
+            cache_file_name=str(cache),
+            load_from_cache_file=False,
+        )
+
+
+class FaissStore(VectorStore):
+    """A flat FAISS index (``IndexFlatL2``/``IndexFlatIP``, optionally inside an ``IndexIDMap``
+    or ``IndexIDMap2``, whose ids are carried over). FAISS holds a flat index in memory, so the
+    old and the new index both do during a rewrite."""
+
+    kind = "faiss"
+
+    def __init__(self, path: Path, **_: object):
+        import faiss
+
+        self.path = path
+        try:
+            self.owner = index = faiss.read_index(str(path))  # already downcast; owns the rest
+        except RuntimeError as error:
+            raise VectorStoreError(
+                f"{str(path)!r}: not a readable FAISS index ({str(error).splitlines()[0]})."
+            ) from None
+        self.ids = None
+        if isinstance(index, (faiss.IndexIDMap, faiss.IndexIDMap2)):
+            self.ids = faiss.vector_to_array(index.id_map)
+            index = faiss.downcast_index(index.index)
+        if not isinstance(index, faiss.IndexFlat):
+            raise VectorStoreError(
+                f"{str(path)!r}: an index of kind {type(index).__name__}, which is not flat: only "
+                "flat indexes (IndexFlatL2, IndexFlatIP, optionally in an IndexIDMap) are migrated. "
+                "An IVF or HNSW index's quantizer and graph, and a PQ/SQ index's codes, are built "
+                "on the old space: migrate the vectors (keep them in a .npy or reconstruct them with "
+                "index.reconstruct_n) and train and fill a new index of that kind with the result."
+            )
+        if index.metric_type not in (faiss.METRIC_L2, faiss.METRIC_INNER_PRODUCT):
+            raise VectorStoreError(
+                f"{str(path)!r}: an index of metric {index.metric_type} (FAISS METRIC_* code); "
+                "a migration map is fitted for cosine/inner-product and L2 search, so only "
+                "METRIC_L2 and METRIC_INNER_PRODUCT indexes are migrated. Rebuild it as one of those."
+            )
+        self.index, self.metric = index, index.metric_type
+        self.rows, self.dim, self.dtype = index.ntotal, index.d, np.dtype(np.float32)
+        self.vectors = faiss.rev_swig_ptr(index.get_xb(), self.rows * self.dim).reshape(
+            self.rows, self.dim
+        )
+        norms = np.linalg.norm(self.vectors[:1024], axis=1)
+        self.normalised = bool(len(norms)) and bool(np.abs(norms - 1.0).max() < 1e-3)
+
+    def chunks(self, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[np.ndarray]:
+        for start in range(0, self.rows, chunk_rows):
+            yield self.vectors[start : start + chunk_rows]
+
+    def write(self, staging: Path, transform: Transform, dim: int, chunk_rows: int) -> None:
+        """The new flat index of the same metric; an inner-product index of unit vectors (a
+        cosine index) gets unit vectors again."""
+        import faiss
+
+        flat = faiss.IndexFlat(dim, self.metric)
+        out = flat if self.ids is None else faiss.IndexIDMap2(flat)
+        for start, chunk in zip(
+            range(0, self.rows, chunk_rows), self.chunks(chunk_rows), strict=True
+        ):
+            vectors = np.ascontiguousarray(transform(chunk), dtype=np.float32)
+            if self.normalised and self.metric == faiss.METRIC_INNER_PRODUCT:
+                faiss.normalize_L2(vectors)
+            if self.ids is None:
+                out.add(vectors)
+            else:
+                out.add_with_ids(vectors, self.ids[start : start + len(chunk)])
+        faiss.write_index(out, str(staging))
+
+
+class LanceStore(_ArrowStore):
+    """One table of a LanceDB database folder (``table``, default: the only one); the other
+    tables are copied as they are."""
+
+    kind = "lancedb"
+
+    def __init__(
+        self, path: Path, *, column: str | None = None, table: str | None = None, **_: object
+    ):
+        import lancedb
+
+        self.path = path
+        self.db = lancedb.connect(str(path))
+        names = sorted(p.stem for p in path.iterdir() if p.suffix == ".lance" and p.is_dir())
+        if (table is None and len(names) != 1) or (table is not None and table not in names):
+            raise VectorStoreError(
+                f"{str(path)!r}: the LanceDB database's tables are {names}; name the one to "
+                "migrate with --table."
+            )
+        self.table_name = table or names[0]
+        self.table = self.db.open_table(self.table_name)
+        self.rows = self.table.count_rows()
+        self._setup(
+            self.table.schema,
+            column
+            or ("vector" if column is None and "vector" in self.table.schema.names else None),
+            None,
+        )
+        if self.dim == 0 and self.rows:
+            self.dim = next(self.chunks(1)).shape[1]
+
+    def batches(self, chunk_rows: int) -> Iterator[pa.RecordBatch]:
+        reader = self.table.search().limit(None).to_batches(chunk_rows)
+        for batch in reader:
+            yield batch.select(self.schema.names)
+
+    def write(self, staging: Path, transform: Transform, dim: int, chunk_rows: int) -> None:
+        import lancedb
+
+        for other in self.path.iterdir():
+            if other.name != f"{self.table_name}.lance":
+                copy = shutil.copytree if other.is_dir() else shutil.copy2
+                copy(other, staging / other.name)
+        out = lancedb.connect(str(staging))
+        data = pa.RecordBatchReader.from_batches(
+            self.new_schema(dim), self.transformed(transform, dim, chunk_rows)
+        )
+        out.create_table(self.table_name, data=data, schema=self.new_schema(dim))
