@@ -36,7 +36,7 @@ from statistics import mean
 import numpy as np
 import torch
 
-from benchmarks.common import interleaved_medians, peak_memory, row
+from benchmarks.common import Table, interleaved_medians, peak_memory, row
 from relrep_hf.functional.migration_maps import DEFAULT_FOLDS
 from relrep_hf.models.migration_map import MigrationMap
 from relrep_hf.pipeline.migration import migrate_store  # imported before any measurement
@@ -225,15 +225,18 @@ def quality(
         paths = AnchorPaths(spaces, torch.arange(k))
         for direction in directions:
             results = {}
+            table = Table(
+                f"migration K={k}, {direction}: test Recall@1 of each pair (load "
+                f"{os.getloadavg()[0]:.1f})",
+                [("old -> new", 30, ""), ("chosen", 24, ""), ("R@1", 6, ".3f"),
+                 ("pairwise", 8, ".3f"), ("LSQ", 6, ".3f"), ("anchors", 7, ".3f"),
+                 ("shrunk", 6, ".3f"), ("fit s", 6, ".1f")],
+            )  # fmt: skip
             for pair in [p for p in PAIRS if set(p) <= set(encoders)]:
                 r = results[pair] = pair_recalls(spaces, pair, k, test, paths, direction, folds)
-                cells = ", ".join(f"{c} {r[c]:.3f} (cv {r['cv'][c]:.3f})" for c in r["cv"])
-                print(
-                    f"  K={k} {direction} {pair[0]} -> {pair[1]}: chosen {r['choice']} "
-                    f"{r['chosen']:.3f} | {cells} ({r['fit_seconds']:.1f} s; load "
-                    f"{os.getloadavg()[0]:.1f})",
-                    flush=True,
-                )
+                table.add(f"{pair[0]} -> {pair[1]}", r["choice"], r["chosen"],
+                          r["best pairwise"], r["affine"], r.get("anchors"), r.get("shrunk"),
+                          r["fit_seconds"])  # fmt: skip
             out.append(_k_row(k, direction, results))
     return out
 
@@ -308,6 +311,13 @@ def throughput(quick: bool, rows: int | None = None) -> list[dict]:
             threads=torch.get_num_threads(),
         )
     ]
+
+
+def needs(quick: bool) -> dict[str, tuple[str, ...]]:
+    """The real group's packages (the quality part reads its encoders)."""
+    from benchmarks.spaces import group_needs
+
+    return {"": group_needs("real", quick=quick)}
 
 
 def run(quick: bool) -> list[dict]:
