@@ -34,7 +34,13 @@ class RelativeHeadConfig(RelrepConfig):
         anchor_set_id, anchor_set_revision (`str`): the anchor set it was trained with.
         anchor_set_fingerprint (`str`): that anchor set's content hash (`AnchorSet.fingerprint`).
         source_encoder_id, source_encoder_revision (`str`): the encoder whose relative features
-            it was trained on.
+            it was trained on (several encoders: their names joined by ", ").
+        num_directions (`int`, *optional*): the head reads the first ``num_directions`` of the m
+            features (the shared linear closed form orders them, most shared first); ``None``
+            reads all m until `HeadTrainer` chooses the number from several encoders' features
+            of the same labelled rows (leave one encoder out, `relrep_hf.training.head_directions`).
+        direction_selection (`dict`, *optional*): how that number was chosen: the candidates,
+            their held-out-encoder weighted F1 and the encoders (shown in the head's card).
         num_labels, id2label, label2id: the classes, as in every transformers config.
 
     Example:
@@ -61,6 +67,8 @@ class RelativeHeadConfig(RelrepConfig):
         anchor_set_fingerprint: str = "",
         source_encoder_id: str = "",
         source_encoder_revision: str = "",
+        num_directions: int | None = None,
+        direction_selection: dict[str, Any] | None = None,
         **kwargs,
     ):
         hidden_sizes = [] if hidden_sizes is None else list(hidden_sizes)
@@ -76,7 +84,18 @@ class RelativeHeadConfig(RelrepConfig):
             raise ValueError(f"Invalid activation {activation!r}. Valid: {valid}.")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout!r}.")
+        if num_directions is not None and (
+            isinstance(num_directions, bool)
+            or not isinstance(num_directions, int)
+            or not 1 <= num_directions <= num_anchors
+        ):
+            raise ValueError(
+                f"num_directions must be an int in [1, num_anchors={num_anchors}] or None (read "
+                f"every feature), got {num_directions!r}."
+            )
         self.num_anchors = num_anchors
+        self.num_directions = num_directions
+        self.direction_selection = dict(direction_selection) if direction_selection else None
         self.hidden_sizes = hidden_sizes
         self.activation = activation
         self.dropout = dropout
@@ -118,3 +137,8 @@ class RelativeHeadConfig(RelrepConfig):
             "source_encoder_revision": projector_config.encoder_revision,
         }
         return cls(**{**provenance, **kwargs})
+
+    @property
+    def input_width(self) -> int:
+        """How many of the m features the head reads (``num_directions``, else all m)."""
+        return self.num_directions or self.num_anchors
