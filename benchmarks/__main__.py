@@ -23,6 +23,7 @@ MODULES = [
     "bench_cli",
     "bench_quality",
     "bench_zero_shot",
+    "head_transfer",
 ]
 
 

@@ -22,17 +22,20 @@ held-out encoder's last 1,000 rows:
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import tempfile
 import time
 import warnings
+from pathlib import Path
 from statistics import mean
 
 import torch
 from torch import Tensor
 
 from benchmarks.common import row
-from benchmarks.head_spaces import LabelledSpaces, labelled_spaces
+from benchmarks.head_spaces import GROUPS, LabelledSpaces, labelled_spaces
 from relrep_hf import AnchorSet, ParamTrainer, ParamTrainingArguments, RelativeProjector, Statistics
 from relrep_hf.functional.metrics import weighted_f1
 from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
@@ -210,3 +213,55 @@ def run(quick: bool = False) -> list[dict]:
                 )
             )
     return rows
+
+
+def plot(results: dict[str, dict], path: Path) -> None:
+    """One panel per group: each method's F1 as a fraction of Abs against K, the floors dashed."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(5.5 * len(results), 4))
+    for index, (group, sweep_results) in enumerate(results.items()):
+        ax = fig.add_subplot(1, len(results), index + 1)
+        ks = [int(k) for k in sweep_results]
+        for method in METHODS:
+            key = f"{method} / Abs"
+            if all(key in s for s in sweep_results.values()):
+                ax.plot(ks, [s[key] for s in sweep_results.values()], marker="o", label=method)
+        for k, (single, multi) in FLOORS.items():
+            ax.plot([k], [single], marker="_", markersize=18, color="black")
+            ax.plot([k], [multi], marker="_", markersize=18, color="red")
+        ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
+        ax.set_xscale("log")
+        ax.set_xticks(ks, [str(k) for k in ks])
+        ax.set_xlabel("K (fit rows = labelled head-training rows)")
+        ax.set_ylabel("weighted F1 / Abs (held-out encoder)")
+        ax.set_title(f"{group} (bars: floors, black single, red multi)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.head_transfer", description=__doc__)
+    parser.add_argument("--group", nargs="*", default=["verses"], choices=GROUPS)
+    parser.add_argument("--every-held-out", action="store_true", help="hold out each encoder")
+    parser.add_argument("--no-param", action="store_true", help="skip PARAM-WIP (minutes)")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--plot", type=Path, default=None)
+    args = parser.parse_args()
+    results = {}
+    for group in args.group:
+        ls = labelled_spaces(group, quick=args.quick)
+        held = tuple(ls.spaces) if args.every_held_out or args.quick else HELD_OUT[group]
+        results[group] = sweep(ls, held, quick=args.quick, param=not args.no_param)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=2))
+    if args.plot:
+        plot(results, args.plot)
+
+
+if __name__ == "__main__":
+    main()

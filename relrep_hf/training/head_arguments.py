@@ -38,7 +38,7 @@ class HeadTrainingArguments:
 
     output_dir: str
     num_train_epochs: int = 10
-    learning_rate: float = 1e-3
+    learning_rate: float = 3e-3
     per_device_train_batch_size: int = 64
     per_device_eval_batch_size: int = 512
     weight_decay: float = 0.01
