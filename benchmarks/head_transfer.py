@@ -38,7 +38,7 @@ from benchmarks.common import row
 from benchmarks.head_spaces import GROUPS, LabelledSpaces, labelled_spaces
 from relrep_hf import AnchorSet, ParamTrainer, ParamTrainingArguments, RelativeProjector, Statistics
 from relrep_hf.functional.metrics import weighted_f1
-from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
+from relrep_hf.models.configuration_relative_head import SWAPPABLE_HEAD_LAYERS, RelativeHeadConfig
 from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
 from relrep_hf.training.head_trainer import HeadTrainer, HeadTrainingArguments
 
@@ -51,8 +51,9 @@ PARAM_EPOCHS = 95  # the paper's default, as bench_quality
 PARAM_SUPPORT = 1000
 HELD_OUT = {"verses": ("smollm2:last",), "minilm": ("minilm:cls:-1",)}  # as bench_quality's sweep
 FLOORS = {4000: (0.95, 0.99), 1000: (0.90, 0.97)}  # (single-source, multi-source) of Abs
-METHODS = ("own-relative", "multi-source", "single mean", "single worst", "single all-m mean",
-           "single all-m worst", "multi all-m", "Random-Cos", "PARAM-WIP")  # fmt: skip
+METHODS = ("own-relative", "multi-source", "single mean", "single worst", "multi linear",
+           "single linear mean", "single linear worst", "today single mean", "today single worst",
+           "Random-Cos", "PARAM-WIP")  # fmt: skip
 
 
 def abs_f1(x: Tensor, labels: Tensor, fit: Tensor, test: Tensor) -> float:
@@ -67,17 +68,26 @@ def abs_f1(x: Tensor, labels: Tensor, fit: Tensor, test: Tensor) -> float:
     return weighted_f1(torch.from_numpy(predicted), labels[test])
 
 
-def train_head(features, labels, num_labels: int, **config) -> RelativeHeadForClassification:
-    """The library's head at `HeadTrainer`'s defaults on one tensor or ``{encoder: tensor}``."""
+def train_head(
+    features, labels, num_labels: int, *, learning_rate: float | None = None, **config
+) -> RelativeHeadForClassification:
+    """The library's head (`RelativeHeadConfig.for_projector`'s layers, `HeadTrainer`'s
+    defaults) on one tensor or ``{encoder: tensor}``; ``config`` changes the head."""
     first = next(iter(features.values())) if isinstance(features, dict) else features
     torch.manual_seed(0)
     head = RelativeHeadForClassification(
-        RelativeHeadConfig(num_anchors=first.shape[1], num_labels=num_labels, **config)
+        RelativeHeadConfig(
+            num_anchors=first.shape[1],
+            num_labels=num_labels,
+            **{**SWAPPABLE_HEAD_LAYERS, **config},
+        )
     )
     with tempfile.TemporaryDirectory() as folder:
         args = HeadTrainingArguments(
             folder, eval_strategy="no", save_final_model=False, disable_tqdm=True
         )
+        if learning_rate is not None:
+            args.learning_rate = learning_rate
         HeadTrainer(head, args, features, labels).train()
     return head.eval()
 
@@ -124,20 +134,27 @@ def fold(ls: LabelledSpaces, held: str, k: int, *, m: int, param: bool) -> dict[
     held_test = relative(anchor_set, {held: spaces[held]}, fit, fit, test)[held]
     out = {"Abs": abs_f1(spaces[held], y, fit, test), "shrinkage": anchor_set.shrinkage}
     out["own-relative"] = f1_of(train_head(train[held], y[fit], num_labels), held_test, y[test])
-    multi = train_head({s: train[s] for s in sources}, y[fit], num_labels)
+
+    def sources_head(**config) -> float:
+        return train_head({s: train[s] for s in sources}, y[fit], num_labels, **config)
+
+    def singles(name: str, **config) -> None:
+        scores = [
+            f1_of(train_head(train[s], y[fit], num_labels, **config), held_test, y[test])
+            for s in sources
+        ]
+        out[f"{name} mean"], out[f"{name} worst"] = mean(scores), min(scores)
+
+    multi = sources_head()
     out["multi-source"] = f1_of(multi, held_test, y[test])
     out["directions"] = multi.config.input_width
     out["direction_scores"] = multi.config.direction_selection or {}
-    r = multi.config.num_directions
-    singles = [
-        f1_of(train_head(train[s], y[fit], num_labels, num_directions=r), held_test, y[test])
-        for s in sources
-    ]
-    out["single mean"], out["single worst"] = mean(singles), min(singles)
-    singles = [f1_of(train_head(train[s], y[fit], num_labels), held_test, y[test]) for s in sources]
-    out["single all-m mean"], out["single all-m worst"] = mean(singles), min(singles)
-    all_m = train_head({s: train[s] for s in sources}, y[fit], num_labels, num_directions=m)
-    out["multi all-m"] = f1_of(all_m, held_test, y[test])
+    singles("single", num_directions=multi.config.num_directions)
+    linear = sources_head(hidden_sizes=[])
+    out["multi linear"] = f1_of(linear, held_test, y[test])
+    out["linear directions"] = linear.config.input_width
+    singles("single linear", hidden_sizes=[], num_directions=linear.config.num_directions)
+    singles("today single", hidden_sizes=[], dropout=0.1, learning_rate=1e-3)
     random_set = AnchorSet.random([{"index": int(i)} for i in fit], anchor_set.num_anchors)
     out["Random-Cos"] = _multi(
         random_set, ls, held, fit, fit, test, num_labels, similarity="cosine"
@@ -174,6 +191,7 @@ def sweep(ls: LabelledSpaces, held_outs, *, quick: bool, param: bool) -> dict[in
                 summary[f"{method} / Abs"] = mean(ratios)
                 summary[f"{method} / Abs worst fold"] = min(ratios)
         summary["directions"] = [f["directions"] for f in folds]
+        summary["linear directions"] = [f["linear directions"] for f in folds]
         summary["direction_scores"] = [f["direction_scores"] for f in folds]
         summary["shrinkage"] = [f["shrinkage"] for f in folds]
         summary["seconds"] = time.perf_counter() - started
@@ -201,7 +219,7 @@ def run(quick: bool = False) -> list[dict]:
     results = sweep(ls, held_outs, quick=quick, param=not quick)
     rows = []
     for k, s in results.items():
-        for method in ("multi-source", "single mean", "single all-m mean"):
+        for method in ("multi-source", "single mean", "today single mean"):
             rows.append(
                 row(
                     f"head_transfer/{ls.name}/K={k}/{method}",

@@ -9,6 +9,11 @@ from transformers.activations import ACT2FN
 from relrep_hf.models.configuration_utils import RelrepConfig
 from relrep_hf.utils.defaults import DEFAULT_NUM_ANCHORS
 
+# The layers `for_projector` gives a head unless told otherwise: a small MLP transferred best
+# to encoders the head never saw (benchmarks.head_variants, docs/heads.md), where a bare
+# `RelativeHeadConfig` stays a linear probe.
+SWAPPABLE_HEAD_LAYERS: dict[str, Any] = {"hidden_sizes": [256], "dropout": 0.3}
+
 
 class RelativeHeadConfig(RelrepConfig):
     r"""Configuration of a classification head on relative features.
@@ -118,7 +123,10 @@ class RelativeHeadConfig(RelrepConfig):
         """A head config that reads the features of a projector (or of its config).
 
         Copies its number of anchors, similarity and anchor set, and names its encoder as the
-        source; ``kwargs`` (``id2label``, ``hidden_sizes``, ...) set the rest.
+        source; ``kwargs`` (``id2label``, ``hidden_sizes``, ...) set the rest. ``hidden_sizes``
+        and ``dropout`` default to `SWAPPABLE_HEAD_LAYERS` (one hidden layer of 256, dropout
+        0.3; ``hidden_sizes=[]`` gives a linear probe): that head transferred best to encoders
+        it never saw (docs/heads.md).
 
         Example:
             >>> from relrep_hf import RelativeProjectorConfig
@@ -136,7 +144,7 @@ class RelativeHeadConfig(RelrepConfig):
             "source_encoder_id": projector_config.encoder_id,
             "source_encoder_revision": projector_config.encoder_revision,
         }
-        return cls(**{**provenance, **kwargs})
+        return cls(**{**provenance, **SWAPPABLE_HEAD_LAYERS, **kwargs})
 
     @property
     def input_width(self) -> int:
