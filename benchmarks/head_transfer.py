@@ -35,7 +35,7 @@ import torch
 from torch import Tensor
 
 from benchmarks.common import row
-from benchmarks.head_spaces import GROUPS, LabelledSpaces, labelled_spaces
+from benchmarks.head_spaces import GROUPS, LabelledSpaces, labelled_spaces, verse_spaces
 from relrep_hf import AnchorSet, ParamTrainer, ParamTrainingArguments, RelativeProjector, Statistics
 from relrep_hf.functional.metrics import weighted_f1
 from relrep_hf.models.configuration_relative_head import SWAPPABLE_HEAD_LAYERS, RelativeHeadConfig
@@ -49,7 +49,7 @@ NUM_ANCHORS = 300
 QUICK_ANCHORS = 50
 PARAM_EPOCHS = 95  # the paper's default, as bench_quality
 PARAM_SUPPORT = 1000
-HELD_OUT = {"verses": ("smollm2:last",), "minilm": ("minilm:cls:-1",)}  # as bench_quality's sweep
+HELD_OUT = {"verses": ("smollm2:last",), "minilm": ("minilm-cls-L-1",)}  # as bench_quality's sweep
 FLOORS = {4000: (0.95, 0.99), 1000: (0.90, 0.97)}  # (single-source, multi-source) of Abs
 METHODS = ("own-relative", "multi-source", "single mean", "single worst", "multi linear",
            "single linear mean", "single linear worst", "today single mean", "today single worst",
@@ -173,11 +173,11 @@ def fold(ls: LabelledSpaces, held: str, k: int, *, m: int, param: bool) -> dict[
     return out
 
 
-def sweep(ls: LabelledSpaces, held_outs, *, quick: bool, param: bool) -> dict[int, dict]:
+def sweep(ls: LabelledSpaces, held_outs, *, quick: bool, param: bool, ks=None) -> dict[int, dict]:
     """``{K: {method: mean F1 over held-out encoders, method ratio: F1 / Abs, ...}}``."""
     n = len(ls.labels)
     test = min(TEST_ROWS, n // 4)
-    ks = [k for k in (QUICK_KS if quick else KS) if k <= n - test]
+    ks = [k for k in (ks or (QUICK_KS if quick else KS)) if k <= n - test]
     m = QUICK_ANCHORS if quick else NUM_ANCHORS
     results = {}
     for k in ks:
@@ -266,14 +266,18 @@ def main() -> None:
     parser.add_argument("--every-held-out", action="store_true", help="hold out each encoder")
     parser.add_argument("--no-param", action="store_true", help="skip PARAM-WIP (minutes)")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--ks", type=int, nargs="*", default=None, help="fit sizes (default KS)")
+    parser.add_argument("--encoders", nargs="*", default=None, help="a subset of the verses'")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--plot", type=Path, default=None)
     args = parser.parse_args()
     results = {}
     for group in args.group:
         ls = labelled_spaces(group, quick=args.quick)
+        if args.encoders and group == "verses":
+            ls = verse_spaces(quick=args.quick, encoders=tuple(args.encoders))
         held = tuple(ls.spaces) if args.every_held_out or args.quick else HELD_OUT[group]
-        results[group] = sweep(ls, held, quick=args.quick, param=not args.no_param)
+        results[group] = sweep(ls, held, quick=args.quick, param=not args.no_param, ks=args.ks)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=2))
