@@ -273,9 +273,10 @@ def main() -> None:
     args = parser.parse_args()
     results = {}
     for group in args.group:
-        ls = labelled_spaces(group, quick=args.quick)
-        if args.encoders and group == "verses":
+        if args.encoders and group == "verses":  # never embeds the others
             ls = verse_spaces(quick=args.quick, encoders=tuple(args.encoders))
+        else:
+            ls = labelled_spaces(group, quick=args.quick)
         held = tuple(ls.spaces) if args.every_held_out or args.quick else HELD_OUT[group]
         results[group] = sweep(ls, held, quick=args.quick, param=not args.no_param, ks=args.ks)
     if args.json:
