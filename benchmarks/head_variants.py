@@ -3,9 +3,9 @@
 On the head-transfer benchmark's folds (`benchmarks.head_transfer`: the verses, the default
 anchor set, K fit rows = the head's labelled rows), heads are trained by one plain loop
 (`HeadTrainer`'s optimiser and schedule at its defaults: AdamW, lr 3e-3, weight decay 0.01, 10
-epochs, batch 64, linear decay) with one change at a time, reading the number of directions
-the library chose for the fold, and scored zero-shot on the held-out encoder as a fraction of
-its Abs:
+epochs, batch 64, linear decay), a linear probe on the number of directions chosen for it
+(`choose_num_directions`) as the reference, then one change at a time, each scored zero-shot
+on the held-out encoder as a fraction of its Abs:
 
 - weight decay 0.1; label smoothing 0.1; 30 epochs;
 - a small non-linear head (one hidden layer of 256, GELU, dropout 0.1 and 0.3);
@@ -39,7 +39,7 @@ from relrep_hf.training.head_directions import choose_num_directions
 
 DEFAULTS = HeadTrainingArguments("unused")
 VARIANTS: dict[str, dict] = {
-    "library head": {},
+    "linear probe (reference)": {},
     "weight decay 0.1": {"weight_decay": 0.1},
     "label smoothing 0.1": {"label_smoothing": 0.1},
     "30 epochs": {"epochs": 30},
