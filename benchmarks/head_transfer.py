@@ -51,7 +51,8 @@ PARAM_EPOCHS = 95  # the paper's default, as bench_quality
 PARAM_SUPPORT = 1000
 HELD_OUT = {"verses": ("smollm2:last",), "minilm": ("minilm-cls-L-1",)}  # as bench_quality's sweep
 FLOORS = {4000: (0.95, 0.99), 1000: (0.90, 0.97)}  # (single-source, multi-source) of Abs
-METHODS = ("own-relative", "multi-source", "single mean", "single worst", "multi linear",
+METHODS = ("own-relative", "multi-source", "single mean", "single worst", "multi all-m",
+           "single all-m mean", "single all-m worst", "multi linear",
            "single linear mean", "single linear worst", "today single mean", "today single worst",
            "Random-Cos", "PARAM-WIP")  # fmt: skip
 
@@ -146,10 +147,13 @@ def fold(ls: LabelledSpaces, held: str, k: int, *, m: int, param: bool) -> dict[
         out[f"{name} mean"], out[f"{name} worst"] = mean(scores), min(scores)
 
     multi = sources_head()
+    m_read = anchor_set.num_anchors  # every direction, no choice
     out["multi-source"] = f1_of(multi, held_test, y[test])
     out["directions"] = multi.config.input_width
     out["direction_scores"] = multi.config.direction_selection or {}
     singles("single", num_directions=multi.config.num_directions)
+    out["multi all-m"] = f1_of(sources_head(num_directions=m_read), held_test, y[test])
+    singles("single all-m", num_directions=m_read)
     linear = sources_head(hidden_sizes=[])
     out["multi linear"] = f1_of(linear, held_test, y[test])
     out["linear directions"] = linear.config.input_width
