@@ -250,14 +250,19 @@ def plot(results: dict[str, dict], path: Path) -> None:
             if all(key in s for s in sweep_results.values()):
                 ax.plot(ks, [s[key] for s in sweep_results.values()], marker="o", label=method)
         for k, (single, multi) in FLOORS.items():
+            if k not in ks:
+                continue
             ax.plot([k], [single], marker="_", markersize=18, color="black")
             ax.plot([k], [multi], marker="_", markersize=18, color="red")
         ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
         ax.set_xscale("log")
+        ax.minorticks_off()
         ax.set_xticks(ks, [str(k) for k in ks])
         ax.set_xlabel("K (fit rows = labelled head-training rows)")
         ax.set_ylabel("weighted F1 / Abs (held-out encoder)")
-        ax.set_title(f"{group} (bars: floors, black single, red multi)")
+        ax.set_title(
+            f"{group}\n(bars: the floors, black single-source, red multi-source)", fontsize=9
+        )
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
