@@ -66,6 +66,7 @@ class HeadTrainer:
         >>> from relrep_hf.training.head_trainer import HeadTrainer, HeadTrainingArguments
         >>> from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
         >>> x = torch.randn(256, 16); y = (x[:, 0] > 0).long()
+        >>> x[:, 0] += 3 * (2 * y - 1)  # a margin: the classes stay apart after the LayerNorm
         >>> head = RelativeHeadForClassification(RelativeHeadConfig(num_anchors=16, num_labels=2))
         >>> args = HeadTrainingArguments("out", num_train_epochs=20, learning_rate=1e-2,
         ...                              disable_tqdm=True, save_final_model=False)
