@@ -50,6 +50,9 @@ QUICK_ANCHORS = 50
 PARAM_EPOCHS = 95  # the paper's default, as bench_quality
 PARAM_SUPPORT = 1000
 HELD_OUT = {"verses": ("smollm2:last",), "minilm": ("minilm-cls-L-1",)}  # as bench_quality's sweep
+PLOTTED = {"multi-source": "C0-", "single mean": "C1-", "single worst": "C1:",
+           "multi all-m": "C2--", "own-relative": "C7-", "today single mean": "C3-",
+           "today single worst": "C3:", "Random-Cos": "C4-", "PARAM-WIP": "C5-"}  # fmt: skip
 QUICK_HELD_OUT = ("e5-small",)  # as bench_quality's real group; CI: about a minute
 FLOORS = {4000: (0.95, 0.99), 1000: (0.90, 0.97)}  # (single-source, multi-source) of Abs
 METHODS = ("own-relative", "multi-source", "single mean", "single worst", "multi all-m",
@@ -246,10 +249,11 @@ def plot(results: dict[str, dict], path: Path) -> None:
     for index, (group, sweep_results) in enumerate(results.items()):
         ax = fig.add_subplot(1, len(results), index + 1)
         ks = [int(k) for k in sweep_results]
-        for method in METHODS:
+        for method, style in PLOTTED.items():
             key = f"{method} / Abs"
             if all(key in s for s in sweep_results.values()):
-                ax.plot(ks, [s[key] for s in sweep_results.values()], marker="o", label=method)
+                values = [s[key] for s in sweep_results.values()]
+                ax.plot(ks, values, style, marker="o", markersize=4, label=method)
         for k, (single, multi) in FLOORS.items():
             if k not in ks:
                 continue
