@@ -96,3 +96,23 @@ def save_swappable_head(
         source_encoder=", ".join(n for n in training),
     )
     return folder
+
+
+def publish_swappable_head(
+    run_dir: Path,
+    run: dict[str, Any],
+    stitching: ZeroShotStitching,
+    method: Method,
+    training: Sequence[str],
+    anchor_set: Any,
+) -> list[dict[str, Any]]:
+    """Train, score and save the run's swappable head (`swappable_head`, `save_swappable_head`);
+    its rows for the report."""
+    id2label = stitching.head_config.get("id2label")
+    head, rows = swappable_head(
+        stitching, method, training, id2label=id2label, seed=run.get("fit", {}).get("seed", 0)
+    )
+    save_swappable_head(
+        run_dir, run, head, rows, anchor_set_id=anchor_set.repo_id, training=training
+    )
+    return rows
