@@ -93,6 +93,7 @@ def train_head(
         )
         if learning_rate is not None:
             args.learning_rate = learning_rate
+        args.direction_tolerance = float(os.environ.get("RELREP_HF_DIRECTION_TOLERANCE", 0.0))
         HeadTrainer(head, args, features, labels).train()
     return head.eval()
 

@@ -34,6 +34,8 @@ class HeadTrainingArguments:
             ``num_directions`` is unset, choose how many leading features it reads
             (`relrep_hf.training.head_directions`); ``False`` reads all m.
         direction_candidates: the numbers tried (those below m, and m).
+        direction_tolerance: keep the most directions scoring within this of the best
+            (0, the default: the best).
     """
 
     output_dir: str
@@ -52,6 +54,7 @@ class HeadTrainingArguments:
     disable_tqdm: bool = False
     choose_directions: bool = True
     direction_candidates: tuple[int, ...] = DIRECTION_CANDIDATES
+    direction_tolerance: float = 0.0
 
     def __post_init__(self) -> None:
         for name in (
@@ -75,6 +78,8 @@ class HeadTrainingArguments:
                 f"Invalid lr_scheduler_type {self.lr_scheduler_type!r}. Valid: 'linear', 'cosine', "
                 f"'constant'."
             )
+        if not self.direction_tolerance >= 0:
+            raise ValueError(f"direction_tolerance must be >= 0, got {self.direction_tolerance!r}.")
         if self.eval_strategy not in ("no", "epoch"):
             raise ValueError(f"Invalid eval_strategy {self.eval_strategy!r}. Valid: 'no', 'epoch'.")
         if self.max_grad_norm is not None and not self.max_grad_norm > 0:

@@ -41,6 +41,7 @@ def choose_num_directions(
     training: Mapping[str, Any],
     grid: Sequence[int] = DIRECTION_CANDIDATES,
     seed: int = 0,
+    tolerance: float = 0.0,
 ) -> tuple[int, dict[str, Any]]:
     """``(number of directions, record)`` chosen by leave-one-encoder-out head transfer.
 
@@ -52,6 +53,8 @@ def choose_num_directions(
             ``per_device_train_batch_size`` and ``max_grad_norm`` of the head's training.
         grid: candidate numbers (those below m are tried, and m).
         seed: the row split and the heads' initialisation.
+        tolerance: keep the most directions whose score is within this of the best (0: the
+            best score, ties to the fewer directions).
 
     The record holds the candidates, each one's mean held-out weighted F1 and the encoders.
     """
@@ -80,6 +83,8 @@ def choose_num_directions(
             per_encoder.append(weighted_f1(predicted, labels[held_rows]))
         scores[r] = mean(per_encoder)
     chosen = max(scores, key=lambda r: (scores[r], -r))  # ties: the fewer directions
+    if tolerance > 0:
+        chosen = max(r for r, score in scores.items() if score >= scores[chosen] - tolerance)
     record = {
         "chosen": chosen,
         "held_out_weighted_f1": {str(r): round(s, 6) for r, s in scores.items()},

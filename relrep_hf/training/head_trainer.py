@@ -236,6 +236,7 @@ class HeadTrainer:
             training=self.args.to_dict(),
             grid=self.args.direction_candidates,
             seed=self.args.seed,
+            tolerance=self.args.direction_tolerance,
         )
         self.model.read_directions(chosen, record)
         self.trainer = None  # its optimizer would hold the old layers
