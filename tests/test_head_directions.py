@@ -109,3 +109,24 @@ def test_bad_encoder_features(tmp_path):
         trainer(tmp_path, {"a": features["a"], "b": features["b"][:299]}, labels)
     with pytest.raises(ValueError, match=r"num_directions must be an int in \[1, num_anchors=24\]"):
         RelativeHeadConfig(num_anchors=M, num_directions=25)
+
+
+def test_a_tolerance_keeps_the_most_directions_scoring_near_the_best():
+    features, labels = encoders(shared=slice(0, 4), private=slice(4, M))
+    config = RelativeHeadConfig(num_anchors=M, num_labels=3)
+    training = HeadTrainingArguments(
+        "unused", num_train_epochs=5, learning_rate=1e-2, per_device_train_batch_size=32
+    ).to_dict()
+    best, record = choose_num_directions(config, features, labels, training=training, grid=(4,))
+    assert best == 4
+    scores = record["held_out_weighted_f1"]
+    gap = scores["4"] - scores[str(M)]
+    loose, _ = choose_num_directions(
+        config, features, labels, training=training, grid=(4,), tolerance=gap + 1e-6
+    )
+    tight, _ = choose_num_directions(
+        config, features, labels, training=training, grid=(4,), tolerance=gap / 2
+    )
+    assert (loose, tight) == (M, 4)
+    with pytest.raises(ValueError, match="direction_tolerance must be >= 0"):
+        HeadTrainingArguments("unused", direction_tolerance=-0.1)
