@@ -774,6 +774,8 @@ BAD_INPUTS = [
     BadInput("one encoder's features with other rows than the labels", "`HeadTrainer`",
              lambda s: HeadTrainer(s.head(), HeadTrainingArguments(str(s.folder / "h")),
                                    {"e0": torch.zeros(2, 8), "e1": torch.zeros(3, 8)}, [0, 1])),
+    BadInput("a negative direction tolerance", "`HeadTrainingArguments`",
+             lambda s: HeadTrainingArguments(str(s.folder / "h"), direction_tolerance=-0.1)),
     BadInput("a head reading more directions than it has anchors", "`RelativeHeadConfig`",
              lambda s: RelativeHeadConfig(num_anchors=8, num_directions=9)),
     BadInput("parallel sets of different lengths", "`ZeroShotStitching`",
