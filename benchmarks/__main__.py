@@ -26,6 +26,7 @@ MODULES = [
     "bench_quality",
     "bench_zero_shot",
     "bench_migration",
+    "head_transfer",
 ]
 
 

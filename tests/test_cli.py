@@ -131,6 +131,23 @@ def test_onboard_then_evaluate(run_dir, capsys):
         AnchorSet.from_pretrained(run_dir / "anchor_set").metrics["zero_shot_retrieval"]
         == report["retrieval"]["PARAM-WIP"]
     )
+    # the swappable head: one head on both training encoders, zero-shot on the held-out two
+    swappable = {row["encoder"]: row for row in report["swappable_head"]}
+    assert {n: row["setting"] for n, row in swappable.items()} == {
+        "minilm-mean-L-1": "trained on", "minilm-mean-L3": "trained on",
+        "minilm-cls-L-1": "zero-shot", "minilm-mean-L5": "zero-shot",
+    }  # fmt: skip
+    for row in swappable.values():
+        assert row["of Abs."] == pytest.approx(row["weighted F1"] / row["Abs."])
+    head = AutoModel.from_pretrained(run_dir / "heads" / "swappable")
+    assert head.config.direction_selection["encoders"] == ["minilm-mean-L-1", "minilm-mean-L3"]
+    assert head.config.num_directions in (16, 32, 48)  # the candidates below m = 48, and m
+    card = (run_dir / "heads" / "swappable" / "README.md").read_text()
+    assert (
+        "| `minilm-mean-L3` | trained on |" in card and "| `minilm-mean-L5` | zero-shot |" in card
+    )
+    assert f"reads the first {head.config.num_directions} of the 48 relative features" in card
+    assert "The swappable head" in (run_dir / "report.md").read_text()
 
 
 def test_errors_are_one_line_unless_debug(tmp_path):

@@ -9,6 +9,11 @@ from transformers.activations import ACT2FN
 from relrep_hf.models.configuration_utils import RelrepConfig
 from relrep_hf.utils.defaults import DEFAULT_NUM_ANCHORS
 
+# The layers `for_projector` gives a head unless told otherwise: a small MLP transferred best
+# to encoders the head never saw (benchmarks.head_variants, docs/heads.md), where a bare
+# `RelativeHeadConfig` stays a linear probe.
+SWAPPABLE_HEAD_LAYERS: dict[str, Any] = {"hidden_sizes": [256], "dropout": 0.3}
+
 
 class RelativeHeadConfig(RelrepConfig):
     r"""Configuration of a classification head on relative features.
@@ -34,7 +39,13 @@ class RelativeHeadConfig(RelrepConfig):
         anchor_set_id, anchor_set_revision (`str`): the anchor set it was trained with.
         anchor_set_fingerprint (`str`): that anchor set's content hash (`AnchorSet.fingerprint`).
         source_encoder_id, source_encoder_revision (`str`): the encoder whose relative features
-            it was trained on.
+            it was trained on (several encoders: their names joined by ", ").
+        num_directions (`int`, *optional*): the head reads the first ``num_directions`` of the m
+            features (the shared linear closed form orders them, most shared first); ``None``
+            reads all m until `HeadTrainer` chooses the number from several encoders' features
+            of the same labelled rows (leave one encoder out, `relrep_hf.training.head_directions`).
+        direction_selection (`dict`, *optional*): how that number was chosen: the candidates,
+            their held-out-encoder weighted F1 and the encoders (shown in the head's card).
         num_labels, id2label, label2id: the classes, as in every transformers config.
 
     Example:
@@ -61,6 +72,8 @@ class RelativeHeadConfig(RelrepConfig):
         anchor_set_fingerprint: str = "",
         source_encoder_id: str = "",
         source_encoder_revision: str = "",
+        num_directions: int | None = None,
+        direction_selection: dict[str, Any] | None = None,
         **kwargs,
     ):
         hidden_sizes = [] if hidden_sizes is None else list(hidden_sizes)
@@ -76,7 +89,18 @@ class RelativeHeadConfig(RelrepConfig):
             raise ValueError(f"Invalid activation {activation!r}. Valid: {valid}.")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout!r}.")
+        if num_directions is not None and (
+            isinstance(num_directions, bool)
+            or not isinstance(num_directions, int)
+            or not 1 <= num_directions <= num_anchors
+        ):
+            raise ValueError(
+                f"num_directions must be an int in [1, num_anchors={num_anchors}] or None (read "
+                f"every feature), got {num_directions!r}."
+            )
         self.num_anchors = num_anchors
+        self.num_directions = num_directions
+        self.direction_selection = dict(direction_selection) if direction_selection else None
         self.hidden_sizes = hidden_sizes
         self.activation = activation
         self.dropout = dropout
@@ -99,7 +123,10 @@ class RelativeHeadConfig(RelrepConfig):
         """A head config that reads the features of a projector (or of its config).
 
         Copies its number of anchors, similarity and anchor set, and names its encoder as the
-        source; ``kwargs`` (``id2label``, ``hidden_sizes``, ...) set the rest.
+        source; ``kwargs`` (``id2label``, ``hidden_sizes``, ...) set the rest. ``hidden_sizes``
+        and ``dropout`` default to `SWAPPABLE_HEAD_LAYERS` (one hidden layer of 256, dropout
+        0.3; ``hidden_sizes=[]`` gives a linear probe): that head transferred best to encoders
+        it never saw (docs/heads.md).
 
         Example:
             >>> from relrep_hf import RelativeProjectorConfig
@@ -117,4 +144,9 @@ class RelativeHeadConfig(RelrepConfig):
             "source_encoder_id": projector_config.encoder_id,
             "source_encoder_revision": projector_config.encoder_revision,
         }
-        return cls(**{**provenance, **kwargs})
+        return cls(**{**provenance, **SWAPPABLE_HEAD_LAYERS, **kwargs})
+
+    @property
+    def input_width(self) -> int:
+        """How many of the m features the head reads (``num_directions``, else all m)."""
+        return self.num_directions or self.num_anchors

@@ -42,7 +42,8 @@ __all__ = [
 class RelativeHeadForClassification(RelrepPreTrainedModel):
     r"""A linear probe or MLP on relative features ``[..., m]``, with a classification loss.
 
-    The layers are: LayerNorm over the m features (``normalize_input``), then for each width in
+    The layers are: LayerNorm over the features it reads (the first ``num_directions`` of the m,
+    else all m; ``normalize_input``), then for each width in
     ``hidden_sizes`` a Linear, the activation and dropout, then the Linear classifier.
 
     Args:
@@ -65,12 +66,17 @@ class RelativeHeadForClassification(RelrepPreTrainedModel):
 
     def __init__(self, config: RelativeHeadConfig):
         super().__init__(config)
+        self._build_layers()
+        self.post_init()
+
+    def _build_layers(self) -> None:
+        config = self.config
+        width = config.input_width  # the first num_directions features, else all m
         if config.normalize_input:
-            self.norm = nn.LayerNorm(config.num_anchors, eps=config.layer_norm_eps)
+            self.norm = nn.LayerNorm(width, eps=config.layer_norm_eps)
         else:
             self.norm = nn.Identity()
         layers: list[nn.Module] = []
-        width = config.num_anchors
         for hidden in config.hidden_sizes:
             layers += [
                 nn.Linear(width, hidden),
@@ -80,7 +86,19 @@ class RelativeHeadForClassification(RelrepPreTrainedModel):
             width = hidden
         self.layers = nn.Sequential(*layers)
         self.classifier = nn.Linear(width, config.num_labels)
-        self.post_init()
+
+    def read_directions(self, num_directions: int | None, selection: dict | None = None) -> None:
+        """Read the first ``num_directions`` features (``None``: all m) from now on: the layers
+        are built again, freshly initialised (`HeadTrainer` calls it before training)."""
+        config = RelativeHeadConfig(
+            num_anchors=self.config.num_anchors, num_directions=num_directions, num_labels=2
+        )  # validates the number as the config does
+        self.config.num_directions = config.num_directions
+        self.config.direction_selection = dict(selection) if selection else None
+        weight = self.classifier.weight
+        self._build_layers()
+        self.apply(self._init_weights)
+        self.to(device=weight.device, dtype=weight.dtype)
 
     def _init_weights(self, module: nn.Module) -> None:
         """PyTorch's fan-in init for the linear layers, ones and zeros for the LayerNorm.
@@ -116,10 +134,15 @@ class RelativeHeadForClassification(RelrepPreTrainedModel):
             )
         # NaN / Inf features would give NaN logits with no word: name the rows instead
         check_finite(relative.detach().reshape(-1, relative.shape[-1]), name="relative features")
-        hidden = self.layers(self.norm(relative.to(self.classifier.weight.dtype)))
-        logits = self.classifier(hidden)
+        logits = self.logits_of(relative)
         loss = None if labels is None else self._loss(logits, labels)
         return SequenceClassifierOutput(loss=loss, logits=logits)
+
+    def logits_of(self, relative: Tensor) -> Tensor:
+        """The logits of checked features ``[..., m]`` (forward's layers, without its checks)."""
+        read = relative[..., : self.config.input_width]  # the directions the head reads
+        hidden = self.layers(self.norm(read.to(self.classifier.weight.dtype)))
+        return self.classifier(hidden)
 
     def _loss(self, logits: Tensor, labels: Tensor) -> Tensor:
         labels = labels.to(logits.device)

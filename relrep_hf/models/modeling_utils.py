@@ -211,7 +211,11 @@ class RelrepPreTrainedModel(PreTrainedModel):
                 f"{expected_type!r}: it is not a {what} saved by relrep_hf. Save it again."
             )
         numbers = max(1, sum(math.prod(shape) for _, shape in tensors.values()))
-        check_sizes(raw, limit=numbers, keys=_SIZE_KEYS, file=CONFIG_NAME, what=what, source=source)
+        keys = _SIZE_KEYS
+        if isinstance(raw, dict) and raw.get("num_directions") is not None:
+            # a head reading its first num_directions features has weights for those alone
+            keys = (*(k for k in keys if k != "num_anchors"), "num_directions")
+        check_sizes(raw, limit=numbers, keys=keys, file=CONFIG_NAME, what=what, source=source)
         for key in ("id2label", "label2id"):
             if key in raw and (not isinstance(raw[key], dict) or len(raw[key]) > numbers):
                 raise ArtifactFileError(

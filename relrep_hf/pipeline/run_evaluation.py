@@ -25,6 +25,7 @@ from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from relrep_hf.models.param_arguments import ParamTrainingArguments
 from relrep_hf.pipeline.run_folder import read_run, run_embeddings, run_labels
 from relrep_hf.pipeline.run_report import write_heads_metrics, write_report
+from relrep_hf.pipeline.swappable_head import publish_swappable_head
 from relrep_hf.training.anchor_methods import ANCHOR_METHODS, AnchorMethod, FitData
 from relrep_hf.training.language_pairs import language_pair_rows
 from relrep_hf.training.stitching_steps import build_projectors, retrieval_matrix
@@ -130,6 +131,9 @@ def evaluate(
             )
             head.save_pretrained(run_dir / "heads" / source)
         write_heads_metrics(run_dir, run, classification, saved.name)  # where they were evaluated
+    swappable = []
+    if labels is not None and len(training) >= 2:  # the run's published head
+        swappable = publish_swappable_head(run_dir, run, stitching, saved, training, anchor_set)
     report = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "encoders": run["encoders"],
@@ -140,6 +144,7 @@ def evaluate(
         "support_size": anchor_set.support_size,
         "retrieval": retrieval,
         "classification": classification,
+        "swappable_head": swappable,
     }
     pairs = language_pair_rows(
         report,

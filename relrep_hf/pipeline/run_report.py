@@ -106,6 +106,22 @@ def render_report(report: dict[str, Any]) -> str:
             "",
             format_table(report["classification"], ["Abs.", *report["retrieval"]]),
         ]
+    if report.get("swappable_head"):
+        parts += [
+            "",
+            "The swappable head (heads/swappable): one head trained on every training encoder's "
+            "features at once, the number of directions it reads chosen by leave-one-encoder-out "
+            "transfer among them: weighted F1, the encoder's own Abs., and the head's F1 as a "
+            "fraction of it (zero-shot on a held-out encoder).",
+            "",
+            format_table(
+                report["swappable_head"],
+                ["weighted F1", "Abs.", "of Abs."],
+                keys=["encoder", "setting"],
+                scale=1.0,
+                digits=3,
+            ),
+        ]
     if report.get("language_pairs"):
         rows = report["language_pairs"]
         parts += [

@@ -2,7 +2,10 @@
 
 Relative features are small (``[N, m]`` floats), so they are trained on as tensors in memory:
 extract them once (`RelativeWrapper.encode` or `extract_embeddings` + the projector), then
-`HeadTrainer(model, args, train_relative, train_labels).train()`. The head returns a
+`HeadTrainer(model, args, train_relative, train_labels).train()`. A swappable head is trained
+on several encoders' features of the same labelled rows, ``{encoder: [N, m]}``: their rows are
+stacked, and the number of leading features the head reads is chosen first by leave-one-encoder-out
+transfer among them (`relrep_hf.training.head_directions`). The head returns a
 `SequenceClassifierOutput`, so `Trainer` drives it as it would any sequence classifier; accuracy
 and weighted F1 come from ``compute_metrics``. The run is deterministic for a seed.
 """
@@ -11,8 +14,9 @@ from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -26,77 +30,11 @@ from relrep_hf.models.modeling_relative_head import (
     RelativeHeadForClassification,
     write_head_metrics,
 )
-from relrep_hf.utils.defaults import DEFAULT_SEED
+from relrep_hf.training.head_arguments import HeadTrainingArguments
+from relrep_hf.training.head_directions import choose_num_directions
 from relrep_hf.utils.validation import as_embeddings, check_embeddings
 
 __all__ = ["HeadTrainOutput", "HeadTrainer", "HeadTrainingArguments"]
-
-
-@dataclass
-class HeadTrainingArguments:
-    """Arguments of `HeadTrainer`, named as in `transformers.TrainingArguments`.
-
-    Args:
-        output_dir: where `HeadTrainer.save_model` writes the head (config.json + safetensors).
-        num_train_epochs: passes over the training features.
-        learning_rate: peak learning rate of AdamW.
-        per_device_train_batch_size: rows per step and process.
-        per_device_eval_batch_size: rows per evaluation forward.
-        weight_decay: AdamW's decoupled weight decay (not applied to biases and LayerNorm).
-        warmup_ratio: fraction of the steps with a linear warm-up.
-        lr_scheduler_type: ``"linear"``, ``"cosine"`` or ``"constant"`` (after the warm-up).
-        max_grad_norm: gradient clipping norm; ``None`` disables clipping.
-        seed: seeds initialisation-free randomness of the run (shuffling, dropout).
-        logging_steps: log the mean training loss every this many steps.
-        eval_strategy: ``"epoch"`` evaluates after each epoch when eval features are given.
-        save_final_model: save the head to ``output_dir`` when training ends.
-        disable_tqdm: no progress bar.
-    """
-
-    output_dir: str
-    num_train_epochs: int = 10
-    learning_rate: float = 1e-3
-    per_device_train_batch_size: int = 64
-    per_device_eval_batch_size: int = 512
-    weight_decay: float = 0.01
-    warmup_ratio: float = 0.0
-    lr_scheduler_type: Literal["linear", "cosine", "constant"] = "linear"
-    max_grad_norm: float | None = 1.0
-    seed: int = DEFAULT_SEED
-    logging_steps: int = 50
-    eval_strategy: Literal["no", "epoch"] = "epoch"
-    save_final_model: bool = True
-    disable_tqdm: bool = False
-
-    def __post_init__(self) -> None:
-        for name in (
-            "num_train_epochs",
-            "per_device_train_batch_size",
-            "per_device_eval_batch_size",
-            "logging_steps",
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}.")
-        if not self.learning_rate > 0:
-            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}.")
-        if self.weight_decay < 0 or not 0.0 <= self.warmup_ratio < 1.0:
-            raise ValueError(
-                f"Need weight_decay >= 0 and 0 <= warmup_ratio < 1, got {self.weight_decay!r} and "
-                f"{self.warmup_ratio!r}."
-            )
-        if self.lr_scheduler_type not in ("linear", "cosine", "constant"):
-            raise ValueError(
-                f"Invalid lr_scheduler_type {self.lr_scheduler_type!r}. Valid: 'linear', 'cosine', "
-                f"'constant'."
-            )
-        if self.eval_strategy not in ("no", "epoch"):
-            raise ValueError(f"Invalid eval_strategy {self.eval_strategy!r}. Valid: 'no', 'epoch'.")
-        if self.max_grad_norm is not None and not self.max_grad_norm > 0:
-            raise ValueError(f"max_grad_norm must be > 0 or None, got {self.max_grad_norm!r}.")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
@@ -114,9 +52,13 @@ class HeadTrainer:
     Args:
         model: the head to train (trained in place, like `transformers.Trainer` does).
         args: `HeadTrainingArguments`.
-        train_relative: training features ``[N, m]`` (tensor or array).
+        train_relative: training features ``[N, m]`` (tensor or array), or several encoders'
+            features of the same rows, ``{encoder: [N, m]}``: one head across them (rows
+            stacked), reading the number of leading features chosen by leave-one-encoder-out
+            transfer among them (``args.choose_directions``) when its config leaves it unset.
         train_labels: class indices ``[N]`` (float ``[N, C]`` for multi-label heads).
-        eval_relative, eval_labels: evaluation features and labels (optional).
+        eval_relative, eval_labels: evaluation features (one tensor or ``{encoder: [N, m]}``)
+            and labels (optional).
 
     Example:
         >>> import torch
@@ -124,6 +66,7 @@ class HeadTrainer:
         >>> from relrep_hf.training.head_trainer import HeadTrainer, HeadTrainingArguments
         >>> from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
         >>> x = torch.randn(256, 16); y = (x[:, 0] > 0).long()
+        >>> x[:, 0] += 3 * (2 * y - 1)  # a margin: the classes stay apart after the LayerNorm
         >>> head = RelativeHeadForClassification(RelativeHeadConfig(num_anchors=16, num_labels=2))
         >>> args = HeadTrainingArguments("out", num_train_epochs=20, learning_rate=1e-2,
         ...                              disable_tqdm=True, save_final_model=False)
@@ -147,33 +90,50 @@ class HeadTrainer:
             raise ValueError("Pass both eval_relative and eval_labels, or neither.")
         self.model = model
         self.args = args
-        self.train_dataset = _Features(*self._as_tensors(train_relative, train_labels, "train"))
+        self.train_features, labels = self._encoder_features(train_relative, train_labels, "train")
+        self.train_labels = labels
+        self.train_dataset = _stacked(self.train_features, labels)
         self.eval_dataset = None
         if eval_relative is not None:
-            self.eval_dataset = _Features(*self._as_tensors(eval_relative, eval_labels, "eval"))
+            eval_features, eval_ids = self._encoder_features(eval_relative, eval_labels, "eval")
+            self.eval_dataset = _stacked(eval_features, eval_ids)
         self.trainer: Trainer | None = None
         self.eval_metrics: dict[str, float] = {}
 
-    def _as_tensors(self, relative: Any, labels: Any, split: str) -> tuple[Tensor, Tensor]:
-        relative = (
-            as_embeddings(relative, name=f"{split}_relative").detach().to("cpu", torch.float32)
-        )
+    def _encoder_features(
+        self, relative: Any, labels: Any, split: str
+    ) -> tuple[dict[str, Tensor], Tensor]:
+        """``({encoder: [N, m]}, labels [N])``, checked; one tensor is one unnamed encoder."""
+        if not isinstance(relative, Mapping):
+            relative, labels = self._as_tensors(relative, labels, split)
+            return {"": relative}, labels
+        if not relative:
+            raise ValueError(
+                f"{split}_relative is an empty mapping: pass {{encoder: [N, m] features}} of one "
+                f"or more encoders."
+            )
+        features, ids = {}, None
+        for name, values in relative.items():
+            features[str(name)], ids = self._as_tensors(
+                values, labels, split, name=f"{split}_relative[{name!r}]"
+            )
+        return features, ids
+
+    def _as_tensors(
+        self, relative: Any, labels: Any, split: str, name: str | None = None
+    ) -> tuple[Tensor, Tensor]:
+        name = name or f"{split}_relative"
+        relative = as_embeddings(relative, name=name).detach().to("cpu", torch.float32)
         m = self.model.config.num_anchors
         check_embeddings(
-            relative,
-            dim=m,
-            name=f"{split}_relative",
-            min_rows=1,
-            dim_hint=" (the head's num_anchors)",
+            relative, dim=m, name=name, min_rows=1, dim_hint=" (the head's num_anchors)"
         )
         if relative.ndim != 2:
-            raise ValueError(
-                f"{split}_relative must have shape [N, {m}], got {tuple(relative.shape)}."
-            )
+            raise ValueError(f"{name} must have shape [N, {m}], got {tuple(relative.shape)}.")
         labels = self._label_ids(labels, split)
         if labels.shape[0] != relative.shape[0]:
             raise ValueError(
-                f"{split}_labels has {labels.shape[0]} rows but {split}_relative has {relative.shape[0]}: "
+                f"{split}_labels has {labels.shape[0]} rows but {name} has {relative.shape[0]}: "
                 f"row i of both must describe the same input."
             )
         single_label = self.model.config.problem_type in (None, "single_label_classification")
@@ -255,8 +215,37 @@ class HeadTrainer:
         """Training losses every ``logging_steps`` and the evaluations, as `Trainer` logs them."""
         return self.trainer.state.log_history if self.trainer is not None else []
 
+    def choose_directions(self) -> int | None:
+        """Choose how many leading features the head reads, as `train` does first: with 2 or
+        more encoders' features, class-index labels, ``args.choose_directions`` and the head's
+        ``num_directions`` unset (its layers are then built again). Returns the number, or
+        ``None`` when nothing was chosen."""
+        config = self.model.config
+        if (
+            len(self.train_features) < 2
+            or not self.args.choose_directions
+            or config.num_directions is not None
+            or self.train_labels.is_floating_point()
+            or config.num_labels < 2
+        ):
+            return None
+        chosen, record = choose_num_directions(
+            config,
+            self.train_features,
+            self.train_labels,
+            training=self.args.to_dict(),
+            grid=self.args.direction_candidates,
+            seed=self.args.seed,
+            tolerance=self.args.direction_tolerance,
+        )
+        self.model.read_directions(chosen, record)
+        self.trainer = None  # its optimizer would hold the old layers
+        return chosen
+
     def train(self) -> HeadTrainOutput:
-        """Train for ``num_train_epochs``; evaluate after each epoch when eval data is given."""
+        """Train for ``num_train_epochs`` (after `choose_directions`); evaluate after each epoch
+        when eval data is given."""
+        self.choose_directions()
         trainer = self._trainer()
         output = trainer.train()
         self.model = trainer.model
@@ -318,6 +307,13 @@ class HeadTrainer:
             if scores:
                 encoder = model.config.source_encoder_id or "training encoder"
                 write_head_metrics(folder, {encoder: scores}, source_encoder=encoder)
+
+
+def _stacked(features: dict[str, Tensor], labels: Tensor) -> _Features:
+    """Every encoder's rows one after another, each with its row's label."""
+    return _Features(
+        torch.cat(list(features.values())), labels.repeat(len(features), *([1] * (labels.ndim - 1)))
+    )
 
 
 class _Features(Dataset):

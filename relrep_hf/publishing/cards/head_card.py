@@ -53,12 +53,17 @@ def head_card(
         metrics.get("dataset"), {"type": "custom", "name": "evaluation data"}
     )
     source = str(metrics.get("source_encoder") or config.source_encoder_id or "")
+    sources = {name.strip() for name in source.split(",")}  # a swappable head: several
+
+    def setting(encoder: str) -> str:
+        return "trained on" if encoder in sources else "zero-shot"
+
     eval_results = [
         EvalResult(
             task_type="text-classification",
-            task_name="Zero-shot stitching" if encoder != source else "Classification",
+            task_name="Zero-shot stitching" if encoder not in sources else "Classification",
             metric_type=sections.metric_type(name),
-            metric_name=f"{sections.metric_label(name)} ({encoder}, {sections.setting_of(encoder, source)})",
+            metric_name=f"{sections.metric_label(name)} ({encoder}, {setting(encoder)})",
             metric_value=values[name],
             metric_args=sections.metric_args(name),
             **sections.dataset_fields(dataset),
@@ -70,6 +75,7 @@ def head_card(
     head_description = (f"an MLP with hidden sizes {hidden}" if hidden else "a linear probe") + (
         ", after a LayerNorm of the features" if config.normalize_input else ""
     )
+    head_description += _directions_text(config)
     id2label = {int(k): v for k, v in (config.id2label or {}).items()}
     data = card_data(
         repo_id or "relative-head",
@@ -91,7 +97,7 @@ def head_card(
         rows = [
             [
                 f"`{encoder}`",
-                sections.setting_of(encoder, source),
+                setting(encoder),
                 *(sections.number_cell(values.get(n)) for n in names),
             ]
             for encoder, values in results.items()
@@ -122,6 +128,7 @@ def head_card(
         "config_table": sections.key_value_table(
             {
                 "anchors m": config.num_anchors,
+                "features read": getattr(config, "num_directions", None) or "all m",
                 "labels": config.num_labels,
                 "hidden sizes": hidden or "none (linear probe)",
                 "activation": config.activation,
@@ -137,3 +144,25 @@ def head_card(
         ),
     }
     return render("head.md", data, fields)
+
+
+def _directions_text(config: Any) -> str:
+    """What the head reads of the m features, and why (its ``direction_selection``)."""
+    read = getattr(config, "num_directions", None)
+    if not read or (
+        read == config.num_anchors and not getattr(config, "direction_selection", None)
+    ):
+        return ""
+    text = f"; it reads the first {read} of the {config.num_anchors} relative features"
+    selection = getattr(config, "direction_selection", None) or {}
+    scores = selection.get("held_out_weighted_f1") or {}
+    if scores:
+        tried = ", ".join(f"{r}: {float(f1):.3f}" for r, f1 in scores.items())
+        encoders = ", ".join(f"`{n}`" for n in selection.get("encoders", []))
+        text += (
+            f" (the shared linear closed form orders them, most shared first), chosen by "
+            f"leave-one-encoder-out transfer among {encoders}: a head on the others' rows, "
+            f"weighted F1 on the held-out encoder's {selection.get('validation_rows', '')} "
+            f"held rows, mean over encoders, for each number tried ({tried})"
+        )
+    return text
