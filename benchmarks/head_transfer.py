@@ -34,7 +34,7 @@ from statistics import mean
 import torch
 from torch import Tensor
 
-from benchmarks.common import row
+from benchmarks.common import Table, row
 from benchmarks.head_spaces import GROUPS, LabelledSpaces, labelled_spaces, verse_spaces
 from relrep_hf import AnchorSet, ParamTrainer, ParamTrainingArguments, RelativeProjector, Statistics
 from relrep_hf.functional.metrics import weighted_f1
@@ -189,6 +189,7 @@ def sweep(ls: LabelledSpaces, held_outs, *, quick: bool, param: bool, ks=None) -
     ks = [k for k in (ks or (QUICK_KS if quick else KS)) if k <= n - test]
     m = QUICK_ANCHORS if quick else NUM_ANCHORS
     results = {}
+    table = None
     for k in ks:
         started = time.perf_counter()
         folds = [fold(ls, h, k, m=m, param=param) for h in held_outs]
@@ -205,19 +206,29 @@ def sweep(ls: LabelledSpaces, held_outs, *, quick: bool, param: bool, ks=None) -
         summary["shrinkage"] = [f["shrinkage"] for f in folds]
         summary["seconds"] = time.perf_counter() - started
         results[k] = summary
-        _print(ls.name, k, summary)
+        table = table or _table(ls.name, held_outs, summary)
+        methods = [m for m in METHODS if f"{m} / Abs" in summary]
+        table.add(k, summary["Abs"], *(summary[f"{m} / Abs"] for m in methods),
+                  str(summary["directions"]), summary["seconds"])  # fmt: skip
     return results
 
 
-def _print(group: str, k: int, s: dict) -> None:
-    parts = [f"Abs {s['Abs']:.3f}"] + [
-        f"{m} {s[f'{m} / Abs']:.3f}" for m in METHODS if f"{m} / Abs" in s
-    ]
-    print(
-        f"  {group} K={k:>5}: " + ", ".join(parts) + f" (of Abs; directions {s['directions']}; "
-        f"{s['seconds']:.0f} s, load {os.getloadavg()[0]:.1f})",
-        flush=True,
-    )
+def _table(group: str, held_outs, summary: dict) -> Table:
+    """One row per K as it is measured: Abs's F1, each method's F1 as a fraction of it."""
+    methods = [m for m in METHODS if f"{m} / Abs" in summary]
+    return Table(
+        f"{group}: head transfer, weighted F1 of Abs and each method / Abs, held out "
+        f"{', '.join(held_outs)} (load {os.getloadavg()[0]:.1f})",
+        [("K", 6, "d"), ("Abs", 6, ".3f"), *((m, max(len(m), 6), ".3f") for m in methods),
+         ("directions", 14, ""), ("s", 5, ".0f")],
+    )  # fmt: skip
+
+
+def needs(quick: bool) -> dict[str, tuple[str, ...]]:
+    """The verses' encoders and the baseline's scikit-learn."""
+    from benchmarks.spaces import group_needs
+
+    return {"": (*group_needs("real", quick=quick), "sklearn")}
 
 
 def run(quick: bool = False) -> list[dict]:
