@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
+from relrep_hf.functional.least_squares import AffineMap
 from relrep_hf.utils.file_checks import ArtifactFileError, safetensors_shapes
 from relrep_hf.utils.io import atomic_directory
 from relrep_hf.utils.publishing_hooks import publisher
@@ -31,7 +32,7 @@ FORMAT = "relrep_hf.migration_map"
 FORMAT_VERSION = "1"
 
 
-class MigrationMap(nn.Module):
+class MigrationMap(AffineMap):
     """``x [..., d_old] -> x @ weight + bias [..., d_new]``: old-encoder vectors in the new
     encoder's space, with what the map is (``info``: source, target, rows, the chosen candidate,
     every candidate's cross-validated Recall@1, and any evaluation against re-embedding).
@@ -41,7 +42,6 @@ class MigrationMap(nn.Module):
     """
 
     def __init__(self, weight: Tensor, bias: Tensor, info: dict[str, Any] | None = None):
-        super().__init__()
         if weight.ndim != 2 or bias.shape != (weight.shape[1],):
             raise ValueError(
                 f"A migration map needs weight [d_old, d_new] and bias [d_new], got "
@@ -49,17 +49,8 @@ class MigrationMap(nn.Module):
             )
         if not (torch.isfinite(weight).all() and torch.isfinite(bias).all()):
             raise ValueError("The migration map's weight or bias holds NaN or infinite values.")
-        self.register_buffer("weight", weight.detach().contiguous())
-        self.register_buffer("bias", bias.detach().to(weight.dtype).contiguous())
+        super().__init__(weight.contiguous(), bias.contiguous())
         self.info: dict[str, Any] = dict(info or {})
-
-    @property
-    def in_features(self) -> int:
-        return self.weight.shape[0]
-
-    @property
-    def out_features(self) -> int:
-        return self.weight.shape[1]
 
     def forward(self, x: Tensor) -> Tensor:
         """``x [..., d_old] -> [..., d_new]`` in the map's dtype."""
