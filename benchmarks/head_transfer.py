@@ -93,7 +93,8 @@ def train_head(
         )
         if learning_rate is not None:
             args.learning_rate = learning_rate
-        args.direction_tolerance = float(os.environ.get("RELREP_HF_DIRECTION_TOLERANCE", 0.0))
+        if "RELREP_HF_DIRECTION_TOLERANCE" in os.environ:  # another than the default, to compare
+            args.direction_tolerance = float(os.environ["RELREP_HF_DIRECTION_TOLERANCE"])
         HeadTrainer(head, args, features, labels).train()
     return head.eval()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from relrep_hf.training.head_directions import DIRECTION_CANDIDATES
+from relrep_hf.training.head_directions import DIRECTION_CANDIDATES, DIRECTION_TOLERANCE
 from relrep_hf.utils.defaults import DEFAULT_SEED
 
 __all__ = ["HeadTrainingArguments"]
@@ -35,7 +35,7 @@ class HeadTrainingArguments:
             (`relrep_hf.training.head_directions`); ``False`` reads all m.
         direction_candidates: the numbers tried (those below m, and m).
         direction_tolerance: keep the most directions scoring within this of the best
-            (0, the default: the best).
+            (`relrep_hf.training.head_directions.DIRECTION_TOLERANCE`; 0: the best alone).
     """
 
     output_dir: str
@@ -54,7 +54,7 @@ class HeadTrainingArguments:
     disable_tqdm: bool = False
     choose_directions: bool = True
     direction_candidates: tuple[int, ...] = DIRECTION_CANDIDATES
-    direction_tolerance: float = 0.0
+    direction_tolerance: float = DIRECTION_TOLERANCE
 
     def __post_init__(self) -> None:
         for name in (
