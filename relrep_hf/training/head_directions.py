@@ -100,6 +100,7 @@ def choose_num_directions(
         "encoders": names,
         "validation_rows": len(held_rows),
         "rule": "leave one encoder out: head on the others' rows, weighted F1 on its held rows",
+        "tolerance": tolerance,  # the most directions scoring within it of the best are kept
     }
     return chosen, record
 

@@ -165,4 +165,8 @@ def _directions_text(config: Any) -> str:
             f"weighted F1 on the held-out encoder's {selection.get('validation_rows', '')} "
             f"held rows, mean over encoders, for each number tried ({tried})"
         )
+        if selection.get("tolerance"):
+            text += (
+                f"; the most directions scoring within {selection['tolerance']} of the best kept"
+            )
     return text
