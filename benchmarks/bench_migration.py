@@ -111,7 +111,7 @@ class AnchorPaths:
     def fit(self, pair: tuple[str, str]):
         """``rows -> {label: AffineMap}``: the pair's anchor path (variants by inverse ridge,
         `anchor_path_maps`) fitted on ``rows``."""
-        from relrep_hf.training.migration_fit import anchor_path_maps
+        from relrep_hf.evaluation.migration_fit import anchor_path_maps
 
         def fit_on(rows: torch.Tensor):
             return anchor_path_maps(self.projector(pair[0], rows), self.projector(pair[1], rows))

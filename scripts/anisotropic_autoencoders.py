@@ -52,9 +52,9 @@ import torch
 from common import experiment_parser, param_arguments, parse, write_results
 from torch import Tensor, nn
 
+from relrep_hf.evaluation.plots import new_figure, save
+from relrep_hf.evaluation.zero_shot import EncoderData, Method, ZeroShotStitching
 from relrep_hf.functional.tables import format_table, summarize_seeds
-from relrep_hf.training.plots import new_figure, save
-from relrep_hf.training.zero_shot import EncoderData, Method, ZeroShotStitching
 
 AUTOENCODERS = ("AE1", "AE2", "AE3", "AE4")
 DECODER_SOURCE, ZERO_SHOT = "AE1", "AE4"

@@ -2,8 +2,8 @@
 line (``--smoke``, ``--seeds``, ``--output-dir``), the JSON of results, PARAM arguments with the
 paper's Table 5 defaults, a tokenizer for offline smoke runs, and Tables 1 / 2 over seeds.
 
-Algorithm 1 is `relrep_hf.training.zero_shot.ZeroShotStitching`, tables are `relrep_hf.functional.tables`, figures
-`relrep_hf.training.plots`; everything model- or data-specific stays in the scripts.
+Algorithm 1 is `relrep_hf.evaluation.zero_shot.ZeroShotStitching`, tables are `relrep_hf.functional.tables`, figures
+`relrep_hf.evaluation.plots`; everything model- or data-specific stays in the scripts.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any
 from torch import Tensor
 
 from relrep_hf import ParamTrainingArguments
+from relrep_hf.evaluation.plots import heatmap
+from relrep_hf.evaluation.zero_shot import PAPER_TABLE_1, EncoderData, ZeroShotStitching
 from relrep_hf.functional.tables import summarize_seeds
-from relrep_hf.training.plots import heatmap
-from relrep_hf.training.zero_shot import PAPER_TABLE_1, EncoderData, ZeroShotStitching
 from relrep_hf.utils.io import atomic_write_bytes
 
 PAPER_SEEDS = (0, 1, 2, 3, 4, 5)  # the paper reports mean ± std over 6 seeds

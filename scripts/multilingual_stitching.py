@@ -113,9 +113,9 @@ from common import (
 from torch import Tensor
 
 from relrep_hf.encoding.corpora import load_sentences
+from relrep_hf.encoding.extraction import embeddings_tensor, extract_embeddings
+from relrep_hf.evaluation.zero_shot import EncoderData
 from relrep_hf.functional.tables import format_table
-from relrep_hf.training.extraction import embeddings_tensor, extract_embeddings
-from relrep_hf.training.zero_shot import EncoderData
 
 ENCODERS = {
     "de": "google-bert/bert-base-german-cased",
@@ -241,8 +241,8 @@ def encoder_data(
 
 def embed_any(spec: str, texts: Sequence[str], cache_dir: Path) -> Tensor:
     """``texts`` embedded by any encoder spec (`relrep_hf.encoding.encoders.parse_encoder`), cached."""
+    from relrep_hf.encoding.array_encoders import array_embeddings
     from relrep_hf.encoding.encoders import ArraySpec, load_encoder, parse_encoder, resolve_pooling
-    from relrep_hf.training.array_encoders import array_embeddings
 
     encoder, _ = parse_encoder(spec)
     dataset = datasets.Dataset.from_dict({"text": list(texts)})

@@ -48,10 +48,10 @@ from common import experiment_parser, param_arguments, parse, smoke_tokenizer, w
 from torch import Tensor
 
 from relrep_hf.encoding.corpora import template_sentences
+from relrep_hf.encoding.extraction import embeddings_tensor, extract_embeddings
+from relrep_hf.evaluation.plots import stitching_heatmap
+from relrep_hf.evaluation.zero_shot import EncoderData, Method, ZeroShotStitching
 from relrep_hf.functional.tables import format_table, summarize_seeds
-from relrep_hf.training.extraction import embeddings_tensor, extract_embeddings
-from relrep_hf.training.plots import stitching_heatmap
-from relrep_hf.training.zero_shot import EncoderData, Method, ZeroShotStitching
 
 MODELS = {
     "TinyLlama": "TinyLlama/TinyLlama-1.1B-Chat-v1.0",

@@ -41,7 +41,7 @@ tests/test_script_data.py):
   ``vit_small_patch16_224``; its Hub page was not among the pages checked.
 
 Deviations: the paper does not describe its classifier; ours is the library's linear head
-(LayerNorm + Linear, `relrep_hf.training.stitching_steps.train_classifier`), trained ``--head-epochs`` epochs.
+(LayerNorm + Linear, `relrep_hf.evaluation.stitching_steps.train_classifier`), trained ``--head-epochs`` epochs.
 
 ``--smoke`` replaces the encoders by tiny random-weight models built from configs (three ViTs
 read through their final [CLS] token, one ResNet through its pooled output, standing in for
@@ -77,8 +77,8 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from relrep_hf.encoding import encode_in_order, pool_model_output
+from relrep_hf.evaluation.zero_shot import EncoderData
 from relrep_hf.functional.tables import format_table
-from relrep_hf.training.zero_shot import EncoderData
 
 ENCODERS = {
     "ViT-S": "timm/vit_small_patch16_224.augreg_in21k_ft_in1k",

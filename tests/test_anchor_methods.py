@@ -10,10 +10,10 @@ import torch
 
 from relrep_hf.cli_parser import _method_args, build_parser
 from relrep_hf.functional.mixing import MIXING_KINDS
-from relrep_hf.models.fit_arguments import FitArguments, SharedLinearArguments
-from relrep_hf.models.param_arguments import ParamTrainingArguments
 from relrep_hf.publishing.cards.anchor_set_card import anchor_set_card
 from relrep_hf.training.anchor_methods import ANCHOR_METHODS, FitData, anchor_method
+from relrep_hf.training.fit_arguments import FitArguments, SharedLinearArguments
+from relrep_hf.training.param_arguments import ParamTrainingArguments
 from relrep_hf.utils.defaults import DEFAULT_METHOD, DEFAULT_SHRINKAGE, SHARED_LINEAR_SHRINKAGE
 
 

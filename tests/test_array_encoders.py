@@ -131,7 +131,7 @@ def test_each_encoder_reads_its_language_of_the_parallel_verses(tmp_path):
 
 def test_the_old_packaged_encoder_spec_still_resolves():
     """Run folders record ``py:relrep_hf.packaged_encoders:use_multilingual``."""
+    from relrep_hf.encoding.array_encoders import load_callable
     from relrep_hf.encoding.packaged_encoders import use_multilingual
-    from relrep_hf.training.array_encoders import load_callable
 
     assert load_callable("relrep_hf.packaged_encoders:use_multilingual") is use_multilingual

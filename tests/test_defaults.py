@@ -7,7 +7,7 @@ import pytest
 
 from relrep_hf.cli import _training_args, build_parser
 from relrep_hf.functional.losses import LossWeights
-from relrep_hf.models.param_arguments import ParamTrainingArguments
+from relrep_hf.training.param_arguments import ParamTrainingArguments
 from relrep_hf.utils import defaults
 
 

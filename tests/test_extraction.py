@@ -17,12 +17,12 @@ from transformers import AutoTokenizer, BertConfig, BertModel
 
 import relrep_hf
 from relrep_hf import RelativeProjector, Statistics
-from relrep_hf.training.extraction import (
+from relrep_hf.encoding.extraction import (
     embeddings_tensor,
     extract_embeddings,
     extraction_cache_key,
 )
-from relrep_hf.training.modeling_relative_wrapper import RelativeWrapper
+from relrep_hf.models.modeling_relative_wrapper import RelativeWrapper
 
 transformers.logging.set_verbosity_error()
 datasets.disable_progress_bars()
@@ -218,7 +218,7 @@ SHARDED_SCRIPT = """
 import sys, torch, datasets, transformers
 from accelerate import Accelerator
 from transformers import AutoTokenizer, BertModel
-from relrep_hf.training.extraction import embeddings_tensor, extract_embeddings
+from relrep_hf.encoding.extraction import embeddings_tensor, extract_embeddings
 
 transformers.logging.set_verbosity_error()
 model_path, cache_dir, out = sys.argv[1:4]
@@ -277,7 +277,7 @@ def test_two_processes_shard_the_rows_and_write_them_in_order(bert, tmp_path):
 def test_several_views_of_one_model_in_one_pass(bert, tmp_path, capfd):
     """The main job's four layer/pooling views: one forward per batch serves them all, each
     view equals its own extraction and lands in the same cache folder."""
-    from relrep_hf.training.extraction import extract_embedding_views
+    from relrep_hf.encoding.extraction import extract_embedding_views
 
     _, model, tokenizer = bert
     dataset = dataset_of(TEXTS)

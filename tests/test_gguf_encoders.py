@@ -25,8 +25,8 @@ from relrep_hf import AnchorSet, RelativeProjector, RelativeWrapper, Statistics
 from relrep_hf.cli import main
 from relrep_hf.encoding.corpora import load_sentences
 from relrep_hf.encoding.encoders import EncoderSpec
+from relrep_hf.encoding.extraction import embeddings_tensor
 from relrep_hf.encoding.gguf_encoders import gguf_quantization, split_gguf_path
-from relrep_hf.training.extraction import embeddings_tensor
 
 try:
     from hub_server import LocalHub, hub_env

@@ -37,10 +37,10 @@ from relrep_hf.encoding.corpora import load_sentences
 from relrep_hf.functional.metrics import accuracy, retrieval_metrics, weighted_f1
 from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
 from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
+from relrep_hf.models.modeling_relative_wrapper import RelativeWrapper
 from relrep_hf.models.remote_code import AUTO_MAP, write_remote_code
 from relrep_hf.publishing.hub import push_artifact
 from relrep_hf.training.head_trainer import HeadTrainer, HeadTrainingArguments
-from relrep_hf.training.modeling_relative_wrapper import RelativeWrapper
 from relrep_hf.utils.hub_files import ARTIFACT_FILES, artifact_kind
 
 try:
@@ -385,7 +385,7 @@ from huggingface_hub import HfApi, ModelCard
 from safetensors.torch import load_file
 from relrep_hf import AnchorSet, RelativeProjector
 from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
-from relrep_hf.training.modeling_relative_wrapper import RelativeWrapper
+from relrep_hf.models.modeling_relative_wrapper import RelativeWrapper
 
 work, shas = Path(sys.argv[1]), json.loads(sys.stdin.readline())  # imported while PUSH ran
 api = HfApi()

@@ -22,7 +22,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "math": ("functional",),
     "encoding": ("encoding",),
     "artifacts": ("models",),
-    "training, extraction, evaluation": ("training",),
+    "training": ("training",),
+    "evaluation": ("evaluation",),
     "publishing": ("publishing",),
     # the old paths of two modules that saved artifacts record (re-exports, imported by nobody)
     "entry points": (

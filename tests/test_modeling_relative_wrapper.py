@@ -32,7 +32,7 @@ from transformers import (
 
 from relrep_hf import RelativeProjector, Statistics
 from relrep_hf.encoding import pool, tokenize
-from relrep_hf.training.modeling_relative_wrapper import RelativeWrapper, RelativeWrapperOutput
+from relrep_hf.models.modeling_relative_wrapper import RelativeWrapper, RelativeWrapperOutput
 
 transformers.logging.set_verbosity_error()
 

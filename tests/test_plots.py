@@ -5,7 +5,12 @@ import matplotlib
 import pytest
 import torch
 
-from relrep_hf.training.plots import heatmap, pairs_matrix, relative_spaces_plot, stitching_heatmap
+from relrep_hf.evaluation.plots import (
+    heatmap,
+    pairs_matrix,
+    relative_spaces_plot,
+    stitching_heatmap,
+)
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

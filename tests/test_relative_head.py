@@ -11,6 +11,7 @@ from transformers import AutoModel, AutoTokenizer
 from transformers.modeling_outputs import SequenceClassifierOutput
 
 from relrep_hf import RelativeProjector, RelativeProjectorConfig, Statistics
+from relrep_hf.encoding.extraction import embeddings_tensor, extract_embeddings
 from relrep_hf.functional.metrics import accuracy
 from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
 from relrep_hf.models.modeling_relative_head import (
@@ -18,9 +19,8 @@ from relrep_hf.models.modeling_relative_head import (
     check_head_matches_projector,
     write_head_metrics,
 )
-from relrep_hf.training.extraction import embeddings_tensor, extract_embeddings
+from relrep_hf.models.modeling_relative_wrapper import RelativeWrapper, RelativeWrapperWithHead
 from relrep_hf.training.head_trainer import HeadTrainer, HeadTrainingArguments
-from relrep_hf.training.modeling_relative_wrapper import RelativeWrapper, RelativeWrapperWithHead
 
 transformers.logging.set_verbosity_error()
 

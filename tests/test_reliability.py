@@ -50,12 +50,12 @@ from relrep_hf import (
     translate,
     whitening_matrix,
 )
+from relrep_hf.encoding.array_encoders import array_embeddings
 from relrep_hf.encoding.encoders import ArraySpec, EncoderSpec, parse_encoder
+from relrep_hf.encoding.extraction import extract_embeddings
+from relrep_hf.evaluation.translation import relative_inverse
+from relrep_hf.evaluation.zero_shot import EncoderData, ZeroShotStitching
 from relrep_hf.pipeline.steps import demo_sizes, load_dataset_for_run
-from relrep_hf.training.array_encoders import array_embeddings
-from relrep_hf.training.extraction import extract_embeddings
-from relrep_hf.training.translation import relative_inverse
-from relrep_hf.training.zero_shot import EncoderData, ZeroShotStitching
 from tests import (
     distributed_statistics,
     hostile_inputs,
@@ -465,7 +465,7 @@ def without(path: Path) -> Path:
 
 
 def st_module():
-    """relrep_hf.training.sentence_transformers_module, imported only when a case needs it."""
+    """relrep_hf.models.sentence_transformers_module, imported only when a case needs it."""
     from relrep_hf.training import sentence_transformers_module
 
     return sentence_transformers_module

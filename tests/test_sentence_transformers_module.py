@@ -26,7 +26,7 @@ from transformers import AutoModel
 
 from relrep_hf import AnchorSet, RelativeProjector, RelativeWrapper
 from relrep_hf.encoding.corpora import load_sentences
-from relrep_hf.training.sentence_transformers_module import (
+from relrep_hf.models.sentence_transformers_module import (
     RelativeProjection,
     add_relative_projection,
     projector_from_sentence_transformer,
@@ -100,9 +100,7 @@ def test_encode_equals_wrapper_and_round_trips_save(relative_model, texts, tmp_p
     relative_model.save(str(tmp_path / "st"))
     module_folder = tmp_path / "st" / "2_RelativeProjection"
     modules = json.loads((tmp_path / "st" / "modules.json").read_text())
-    assert (
-        modules[-1]["type"] == "relrep_hf.training.sentence_transformers_module.RelativeProjection"
-    )
+    assert modules[-1]["type"] == "relrep_hf.models.sentence_transformers_module.RelativeProjection"
     assert json.loads((module_folder / "relative_projection.json").read_text()) == {
         "module_input_name": "sentence_embedding",
         "module_output_name": "sentence_embedding",
@@ -160,7 +158,7 @@ import torch
 from safetensors.torch import save_file
 from sentence_transformers import SentenceTransformer
 
-import relrep_hf.training.sentence_transformers_module  # noqa: F401 (the only relrep_hf line)
+import relrep_hf.models.sentence_transformers_module  # noqa: F401 (the only relrep_hf line)
 
 saved, texts_file, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
 texts = texts_file.read_text().splitlines()

@@ -7,9 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from relrep_hf.functional.statistics import Statistics
-from relrep_hf.models.modeling_relative_projector import RelativeProjector
-from relrep_hf.training.translation import (
+from relrep_hf.evaluation.translation import (
     AffineMap,
     InversionWarning,
     LatentTranslator,
@@ -20,6 +18,8 @@ from relrep_hf.training.translation import (
     translate,
     translation_map,
 )
+from relrep_hf.functional.statistics import Statistics
+from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from tests.translation_data import (
     F64,
     D,

@@ -2,10 +2,8 @@ import pytest
 import torch
 
 from relrep_hf import ParamTrainer, ParamTrainingArguments, RelativeProjector
-from relrep_hf.functional.metrics import retrieval_metrics
-from relrep_hf.functional.tables import format_table
-from relrep_hf.training.stitching_steps import retrieval_matrix
-from relrep_hf.training.zero_shot import (
+from relrep_hf.evaluation.stitching_steps import retrieval_matrix
+from relrep_hf.evaluation.zero_shot import (
     ALGORITHM_1,
     PAPER_TABLE_1,
     EncoderData,
@@ -13,6 +11,8 @@ from relrep_hf.training.zero_shot import (
     ZeroShotStitching,
     zero_shot_classification,
 )
+from relrep_hf.functional.metrics import retrieval_metrics
+from relrep_hf.functional.tables import format_table
 from tests.synthetic import affine_spaces
 
 

@@ -16,7 +16,7 @@ The encoder kinds (`parse_encoder` reads them; `ENCODER_KINDS_HELP` lists them):
 
 Any spec may end in ``#COLUMN``: the dataset column this encoder reads (e.g. one language of a
 parallel corpus: ``py:relrep_hf.encoding.packaged_encoders:use_multilingual#de``). The last three kinds
-are embedded by `relrep_hf.training.array_encoders`.
+are embedded by `relrep_hf.encoding.array_encoders`.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ through the anchor set, so the old vectors (and the indexes built on them) live 
 switch of embedding model, without re-embedding the corpus.
 
 `migrate` is the anchor path alone: ``old vectors [N, d_old] -> [N, d_new]``, the old encoder's
-projector followed by the inverse of the new one's (`relrep_hf.training.translation.translation_map`,
+projector followed by the inverse of the new one's (`relrep_hf.evaluation.translation.translation_map`,
 one affine map). `run_migration_map` fits the map a migration should use on a run's training
 rows (`relrep_hf.fit_migration`: every candidate, the anchor path among them, chosen by
 cross-validated recall). `migrate_store` streams a stored corpus (.npy, .safetensors, parquet,
@@ -24,13 +24,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from relrep_hf.evaluation.migration_fit import anchor_path_maps, fit_migration
+from relrep_hf.evaluation.translation import translation_map
 from relrep_hf.functional.metrics import retrieval_metrics
 from relrep_hf.functional.migration_maps import select_migration_map
 from relrep_hf.models.migration_map import MigrationMap
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from relrep_hf.pipeline.run_folder import RunError, read_run, run_embeddings
-from relrep_hf.training.migration_fit import anchor_path_maps, fit_migration
-from relrep_hf.training.translation import translation_map
 from relrep_hf.utils.vector_formats import open_store
 from relrep_hf.utils.vector_stores import DEFAULT_CHUNK_ROWS, VectorStoreError, rewrite_store
 
@@ -56,7 +56,7 @@ def migrate(
 
     ``source`` and ``target`` are the two encoders' projectors of one anchor set (the target's
     anchors must span its space: as many anchors as its dimensions, or more). ``ridge``
-    regularises the inversion (`relrep_hf.training.inverse.relative_inverse`).
+    regularises the inversion (`relrep_hf.evaluation.inverse.relative_inverse`).
 
     Example:
         >>> new = migrate(old, RelativeProjector.from_pretrained("run/projectors/minilm"),

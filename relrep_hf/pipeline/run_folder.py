@@ -22,8 +22,8 @@ import torch
 from torch import Tensor
 
 from relrep_hf.encoding.corpora import BUNDLED_SENTENCES_ID
+from relrep_hf.encoding.extraction import embeddings_tensor
 from relrep_hf.encoding.parallel_corpus import PARALLEL_VERSES_ID
-from relrep_hf.training.extraction import embeddings_tensor
 from relrep_hf.utils.defaults import (
     DEFAULT_HEAD_EPOCHS,
     DEFAULT_NUM_ANCHORS,

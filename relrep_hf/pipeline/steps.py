@@ -10,7 +10,7 @@ Each step reads what the previous one wrote into one run folder (`relrep_hf.pipe
     report.json, report.md    zero-shot retrieval and classification (`relrep_hf.pipeline.run_report`)
     stitching_heatmap.png, relative_spaces.png
 
-The evaluation is Algorithm 1 of `relrep_hf.training.zero_shot` on the run's saved projectors.
+The evaluation is Algorithm 1 of `relrep_hf.evaluation.zero_shot` on the run's saved projectors.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from relrep_hf.encoding.array_encoders import array_embeddings
 from relrep_hf.encoding.encoders import (
     ArraySpec,
     architecture,
@@ -33,9 +34,14 @@ from relrep_hf.encoding.encoders import (
     parse_encoder,
     resolve_pooling,
 )
+from relrep_hf.encoding.extraction import (
+    embeddings_tensor,
+    extract_embedding_views,
+    extract_embeddings,
+)
 from relrep_hf.encoding.parallel_corpus import PARALLEL_VERSES_ID
+from relrep_hf.evaluation.stitching_steps import build_projectors
 from relrep_hf.models.anchor_set import AnchorSet
-from relrep_hf.models.fit_arguments import FitArguments
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from relrep_hf.pipeline.run_evaluation import evaluate
 from relrep_hf.pipeline.run_folder import (
@@ -55,13 +61,7 @@ from relrep_hf.pipeline.run_folder import (
 from relrep_hf.pipeline.run_report import render_report
 from relrep_hf.training.anchor_methods import FitData
 from relrep_hf.training.anchor_methods import anchor_method as get_anchor_method
-from relrep_hf.training.array_encoders import array_embeddings
-from relrep_hf.training.extraction import (
-    embeddings_tensor,
-    extract_embedding_views,
-    extract_embeddings,
-)
-from relrep_hf.training.stitching_steps import build_projectors
+from relrep_hf.training.fit_arguments import FitArguments
 from relrep_hf.utils.defaults import (
     DEFAULT_EMBED_BATCH_SIZE,
     DEFAULT_ENCODERS,

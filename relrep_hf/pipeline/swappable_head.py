@@ -17,14 +17,14 @@ from typing import Any
 
 import torch
 
+from relrep_hf.evaluation.stitching_steps import head_f1
+from relrep_hf.evaluation.zero_shot import Method, ZeroShotStitching
 from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
 from relrep_hf.models.modeling_relative_head import (
     RelativeHeadForClassification,
     write_head_metrics,
 )
 from relrep_hf.training.head_trainer import HeadTrainer, HeadTrainingArguments
-from relrep_hf.training.stitching_steps import head_f1
-from relrep_hf.training.zero_shot import Method, ZeroShotStitching
 
 SWAPPABLE = "swappable"  # its folder under heads/
 

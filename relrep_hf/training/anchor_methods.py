@@ -2,7 +2,7 @@
 
 Like PEFT's ``tuners/<method>/``: a method is declared once, here, and the pipeline, the
 command line, the run report and the anchor set card read it instead of branching on names.
-Every fit function takes the method's arguments (`relrep_hf.models.fit_arguments`) and the
+Every fit function takes the method's arguments (`relrep_hf.training.fit_arguments`) and the
 training encoders' rows, and returns the anchor set and which rows it took as support. This
 module is light to import (``relrep-hf --help`` reads the names); torch comes with a fit.
 
@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from relrep_hf.models.fit_arguments import FitArguments, SharedLinearArguments
-from relrep_hf.models.param_arguments import ParamTrainingArguments
+from relrep_hf.training.fit_arguments import FitArguments, SharedLinearArguments
+from relrep_hf.training.param_arguments import ParamTrainingArguments
 
 if TYPE_CHECKING:
     from torch import Tensor

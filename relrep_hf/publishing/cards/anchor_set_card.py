@@ -201,7 +201,7 @@ def _onboarding_snippet(facts: Mapping[str, Any], repo_id: str | None, text_supp
         "from transformers import AutoModel, "
         + ("AutoTokenizer" if text_support else "AutoImageProcessor"),
         "from relrep_hf import AnchorSet, RelativeProjector",
-        "from relrep_hf.training.extraction import embeddings_tensor, extract_embeddings",
+        "from relrep_hf.encoding.extraction import embeddings_tensor, extract_embeddings",
         "",
         f"anchor_set = AnchorSet.from_pretrained({json.dumps(repo)})",
         'encoder = AutoModel.from_pretrained("your-org/your-encoder")',

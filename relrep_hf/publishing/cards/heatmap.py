@@ -6,8 +6,8 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from relrep_hf.evaluation.plots import heatmap, pairs_matrix
 from relrep_hf.publishing.cards import sections
-from relrep_hf.training.plots import heatmap, pairs_matrix
 
 __all__ = ["HEATMAP_NAME", "write_heatmap"]
 
@@ -29,7 +29,7 @@ def write_heatmap(
         metric: which metric to show (default ``recall@1`` if measured, else the first one).
         encoders: the order of the rows and columns (default: order of first appearance).
 
-    Drawn by `relrep_hf.training.plots.heatmap` (no pyplot, no global backend change).
+    Drawn by `relrep_hf.evaluation.plots.heatmap` (no pyplot, no global backend change).
     """
     pairs = sections.parse_pairs(retrieval)
     if not pairs:

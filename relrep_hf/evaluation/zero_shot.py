@@ -20,6 +20,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
+from relrep_hf.evaluation.stitching_steps import fit_param, head_f1, standardize, train_classifier
 from relrep_hf.functional.anchor_strategies import sample_support_rows
 from relrep_hf.functional.metrics import retrieval_metrics
 from relrep_hf.functional.similarities import get_similarity
@@ -28,7 +29,6 @@ from relrep_hf.models.anchor_set import AnchorSet
 from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from relrep_hf.training.param_trainer import ParamTrainingArguments
-from relrep_hf.training.stitching_steps import fit_param, head_f1, standardize, train_classifier
 from relrep_hf.utils.defaults import DEFAULT_HEAD_EPOCHS
 
 

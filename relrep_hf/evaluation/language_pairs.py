@@ -16,9 +16,9 @@ from typing import Any
 
 from torch import Tensor
 
+from relrep_hf.evaluation.stitching_steps import head_f1, standardize
 from relrep_hf.functional.least_squares import fit_affine
 from relrep_hf.functional.metrics import retrieval_metrics
-from relrep_hf.training.stitching_steps import head_f1, standardize
 
 AFFINE = "Affine-LS (supervised, per pair)"
 RIDGE = 1e-4  # a negligible ridge: the normal equations, far faster than an SVD solve

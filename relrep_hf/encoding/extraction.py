@@ -35,7 +35,7 @@ from relrep_hf.encoding import (
     validate_pooling,
 )
 from relrep_hf.encoding.encoders import encoder_provenance
-from relrep_hf.training.extraction_writer import extract_to_folders
+from relrep_hf.encoding.extraction_writer import extract_to_folders
 from relrep_hf.utils.hub_files import is_commit_hash
 
 if TYPE_CHECKING:

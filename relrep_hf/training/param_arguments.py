@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from relrep_hf.models.fit_arguments import FitArguments, _arg
+from relrep_hf.training.fit_arguments import FitArguments, _arg
 from relrep_hf.utils.defaults import (
     DEFAULT_COVERAGE_CHUNK_SIZE,
     DEFAULT_COVERAGE_TEMPERATURE,

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from relrep_hf.evaluation.translation import translation_map
 from relrep_hf.functional.least_squares import AffineMap
 from relrep_hf.functional.migration_maps import (
     DEFAULT_FOLDS,
@@ -25,7 +26,6 @@ from relrep_hf.functional.migration_maps import (
 )
 from relrep_hf.models.migration_map import MigrationMap
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
-from relrep_hf.training.translation import translation_map
 
 __all__ = ["INVERSE_RIDGES", "anchor_path_maps", "fit_migration"]
 

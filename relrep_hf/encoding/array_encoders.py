@@ -230,7 +230,7 @@ def array_embeddings(
     else:
         model, ids = _sentence_transformer(spec.source)
         provenance.update(ids)
-        from relrep_hf.training.extraction import _weights_hash
+        from relrep_hf.encoding.extraction import _weights_hash
 
         key.update(source=spec.source, weights=_weights_hash(model))
         encode = lambda texts: model.encode(  # noqa: E731

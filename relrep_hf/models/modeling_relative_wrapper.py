@@ -3,10 +3,10 @@
 The wrapper is to a projector what a PEFT model is to an adapter: it holds any transformers
 model (the encoder, loaded with `AutoModel`) and the small projector that belongs to it, checks
 that they belong together (embedding size, pooling, layer, encoder id and revision: see
-`relrep_hf.training.wrapper_checks`), encodes through the library's one encoding loop
+`relrep_hf.models.wrapper_checks`), encodes through the library's one encoding loop
 (`relrep_hf.encoding`), forwards unknown attributes to the encoder, and saves only the
 projector. Loading the parts, and the provenance the saved projector records, are
-`relrep_hf.training.wrapper_parts`'.
+`relrep_hf.models.wrapper_parts`'.
 
 Read top to bottom: the output class, the wrapper (load, checks, forward, encode, save), and
 `RelativeWrapperWithHead`, which runs a head on the wrapper's relative features.
@@ -34,14 +34,14 @@ from relrep_hf.models.modeling_relative_head import (
     check_head_matches_projector,
 )
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
-from relrep_hf.training.wrapper_checks import (
+from relrep_hf.models.wrapper_checks import (
     check_encoder_identity,
     check_hidden_size,
     check_preprocessor,
     mismatch,
     resolve_pooling_and_layer,
 )
-from relrep_hf.training.wrapper_parts import load_wrapper_parts, projector_with_provenance
+from relrep_hf.models.wrapper_parts import load_wrapper_parts, projector_with_provenance
 
 __all__ = ["RelativeWrapper", "RelativeWrapperOutput", "RelativeWrapperWithHead"]
 
@@ -82,7 +82,7 @@ class RelativeWrapper(nn.Module):
             the model does not tell them (see `relrep_hf.encoding.encoders.encoder_provenance`).
 
     Example:
-        >>> from relrep_hf.training.modeling_relative_wrapper import RelativeWrapper
+        >>> from relrep_hf.models.modeling_relative_wrapper import RelativeWrapper
         >>> wrapper = RelativeWrapper.from_pretrained(  # doctest: +SKIP
         ...     "sentence-transformers/all-MiniLM-L6-v2", "my-org/minilm-relative-projector"
         ... )
