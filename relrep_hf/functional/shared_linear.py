@@ -41,7 +41,7 @@ from relrep_hf.functional.statistics import (
     whiten,
     whitening_matrix,
 )
-from relrep_hf.utils.defaults import check_count
+from relrep_hf.utils.defaults import check_count, is_shrinkage
 from relrep_hf.utils.validation import check_embeddings
 
 Normalization = Literal["none", "encoder", "row"]
@@ -297,13 +297,15 @@ def check_shared_linear_shrinkage(shrinkage: float | str) -> None:
     """``"auto"`` (chosen from the data) or a number in [0, 1]; raises ValueError otherwise."""
     if shrinkage == "auto":
         return
-    if isinstance(shrinkage, bool) or not isinstance(shrinkage, (int, float)):
+    if (
+        isinstance(shrinkage, bool)
+        or not isinstance(shrinkage, (int, float))
+        or not is_shrinkage(shrinkage)
+    ):
         raise ValueError(
             f"shrinkage must be 'auto' (chosen from the fit rows) or a number in [0, 1], got "
             f"{shrinkage!r}."
         )
-    if not 0.0 <= shrinkage <= 1.0:
-        raise ValueError(f"shrinkage must be 'auto' or in [0, 1], got {shrinkage}.")
 
 
 def support_positions(support_rows: Tensor, fit_rows: Tensor | None) -> Tensor | None:
