@@ -11,11 +11,11 @@ answers without loading torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from relrep_hf.pipeline.auto_registration import install_auto_registration
 from relrep_hf.publishing import hub as _publishing  # noqa: F401  registers the card and push hook
+from relrep_hf.utils.lazy_imports import lazy_attributes
 
 if TYPE_CHECKING:
     from relrep_hf.encoding.extraction import embeddings_tensor, extract_embeddings
@@ -116,16 +116,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module 'relrep_hf' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name]), name)
-    globals()[name] = value  # later accesses skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), _LAZY)
 
 
 install_auto_registration()

@@ -128,7 +128,7 @@ def test_merge_of_different_dimensions():
 
 @pytest.mark.parametrize("kwargs", [{"shrinkage": -0.1}, {"shrinkage": 1.5}, {"eps": -1.0}])
 def test_invalid_shrinkage(kwargs):
-    with pytest.raises(ValueError, match="must be"):
+    with pytest.raises(ValueError, match="Need 0 <= shrinkage <= 1 and eps >= 0"):
         shrunk_covariance(torch.eye(2), **kwargs)
 
 

@@ -10,8 +10,9 @@ hidden states, and running it) <- `pooling` (mask-aware pooling of those states)
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from relrep_hf.utils.lazy_imports import lazy_attributes
 
 if TYPE_CHECKING:
     from relrep_hf.encoding.batches import (
@@ -88,13 +89,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module 'relrep_hf.encoding' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), _LAZY)

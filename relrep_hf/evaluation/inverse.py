@@ -25,7 +25,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from relrep_hf.functional.least_squares import AffineMap, least_squares_operator
+from relrep_hf.functional.least_squares import (
+    AffineMap,
+    LeastSquaresOperator,
+    least_squares_operator,
+)
 from relrep_hf.functional.statistics import Statistics, symmetric_power
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from relrep_hf.utils.validation import check_embeddings
@@ -198,6 +202,43 @@ def relative_inverse(
     embeddings in that span around the mean (as when the encoder's embeddings themselves lie
     in a subspace) and otherwise the minimum-norm solution (in whitened coordinates for wip).
     """
+    similarity = _invertible_similarity(projector, target_norm)
+    anchors = projector.anchors.detach().to(torch.float64)  # [m, d]
+    matrix, mean, dewhitening = _linear_system(projector, anchors)
+    m, d = matrix.shape
+    if rtol is None:
+        precision = torch.promote_types(projector.weight.dtype, torch.float32)
+        rtol = max(m, d) * torch.finfo(precision).eps
+    solve = least_squares_operator(matrix, ridge=ridge, rtol=rtol)
+    weight = solve.operator if dewhitening is None else solve.operator @ dewhitening  # [m, d]
+    norm = _mean_norm(target_norm, anchors) if similarity == "cosine" else None
+    _warn_if_unstable(
+        solve,
+        f"{similarity!r} projector with m={m} anchors in d={d} dimensions",
+        d,
+        rtol=rtol,
+        ridge=ridge,
+        max_condition=max_condition,
+    )
+    return RelativeInverse(
+        weight.to(dtype or projector.weight.dtype),
+        mean.to(dtype or projector.weight.dtype),
+        similarity=similarity,
+        rank=solve.rank,
+        condition_number=solve.condition_number,
+        target_norm=norm,
+        ridge=ridge,
+        anchor_set_id=projector.config.anchor_set_id,
+        anchor_set_revision=projector.config.anchor_set_revision,
+        anchor_set_fingerprint=projector.config.anchor_set_fingerprint,
+    )
+
+
+def _invertible_similarity(
+    projector: RelativeProjector, target_norm: float | Statistics | None
+) -> str:
+    """The projector's similarity, once it is known to be invertible (with ``target_norm``
+    only for cosine)."""
     if not isinstance(projector, RelativeProjector):
         raise TypeError(f"Expected a RelativeProjector, got {type(projector).__name__}.")
     similarity = projector.config.similarity
@@ -211,26 +252,37 @@ def relative_inverse(
             f"target_norm only applies to 'cosine' (which loses the norm); {similarity!r} "
             "features determine the norm themselves. Leave target_norm=None."
         )
-    anchors = projector.anchors.detach().to(torch.float64)  # [m, d]
-    if similarity == "wip":
+    return similarity
+
+
+def _linear_system(
+    projector: RelativeProjector, anchors: Tensor
+) -> tuple[Tensor, Tensor, Tensor | None]:
+    """``(matrix [m, d], mean [d], de-whitening or None)``: the relative features are
+    ``matrix @ L (x - mean)`` with ``L`` the whitening (wip) or the identity."""
+    if projector.config.similarity == "wip":
         mean = projector.mean.detach().to(torch.float64)
         whitening = projector.whitening.detach().to(torch.float64)
         matrix = (anchors - mean) @ whitening  # A_w [m, d]
         # De-whitening L^{-1} = Sigma_lambda^{1/2}, from the stored (symmetric) whitening.
-        dewhitening = symmetric_power(whitening, -1.0, name="whitening matrix")
-    elif similarity == "inner":
-        matrix, mean, dewhitening = anchors, torch.zeros_like(anchors[0]), None
-    else:  # cosine: directions against unit anchors
-        matrix, mean, dewhitening = F.normalize(anchors, dim=-1), torch.zeros_like(anchors[0]), None
-    m, d = matrix.shape
-    if rtol is None:
-        precision = torch.promote_types(projector.weight.dtype, torch.float32)
-        rtol = max(m, d) * torch.finfo(precision).eps
-    solve = least_squares_operator(matrix, ridge=ridge, rtol=rtol)
-    weight = solve.operator if dewhitening is None else solve.operator @ dewhitening  # [m, d]
-    norm = _mean_norm(target_norm, anchors) if similarity == "cosine" else None
+        return matrix, mean, symmetric_power(whitening, -1.0, name="whitening matrix")
+    if projector.config.similarity == "inner":
+        return anchors, torch.zeros_like(anchors[0]), None
+    # cosine: directions against unit anchors
+    return F.normalize(anchors, dim=-1), torch.zeros_like(anchors[0]), None
 
-    where = f"{similarity!r} projector with m={m} anchors in d={d} dimensions"
+
+def _warn_if_unstable(
+    solve: LeastSquaresOperator,
+    where: str,
+    d: int,
+    *,
+    rtol: float,
+    ridge: float,
+    max_condition: float,
+) -> None:
+    """Warnings, at the caller of `relative_inverse`, when the anchors span fewer than d
+    dimensions or are nearly dependent."""
     if solve.rank < d:
         warnings.warn(
             f"The anchors of this {where} have rank {solve.rank} < d={d} (at rtol={rtol:.3g}; "
@@ -238,7 +290,7 @@ def relative_inverse(
             "returns the minimum-norm solution in their span, exact only for embeddings in "
             "that span. Use at least d linearly independent anchors for an exact inverse.",
             UnderdeterminedInversionWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
     if ridge == 0.0 and solve.condition_number > max_condition:
         warnings.warn(
@@ -246,20 +298,8 @@ def relative_inverse(
             f"{solve.condition_number:.3g} > {max_condition:.3g}, so errors in the relative "
             "features are amplified up to that much. Pass ridge > 0, or use more diverse anchors.",
             IllConditionedInversionWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
-    return RelativeInverse(
-        weight.to(dtype or projector.weight.dtype),
-        mean.to(dtype or projector.weight.dtype),
-        similarity=similarity,
-        rank=solve.rank,
-        condition_number=solve.condition_number,
-        target_norm=norm,
-        ridge=ridge,
-        anchor_set_id=projector.config.anchor_set_id,
-        anchor_set_revision=projector.config.anchor_set_revision,
-        anchor_set_fingerprint=projector.config.anchor_set_fingerprint,
-    )
 
 
 def invert(

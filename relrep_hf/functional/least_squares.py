@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from relrep_hf.utils.validation import check_embeddings
+from relrep_hf.utils.validation import check_embeddings, check_paired_rows
 
 __all__ = [
     "AffineMap",
@@ -119,13 +119,12 @@ def least_squares_operator(
 
 
 def _parallel(source: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
-    check_embeddings(source, name="source support embeddings", min_rows=2)
-    check_embeddings(target, name="target support embeddings", min_rows=2)
-    if source.ndim != 2 or target.ndim != 2 or source.shape[0] != target.shape[0]:
-        raise ValueError(
-            f"Need parallel support sets [K, d_s] and [K, d_t] (row i the same input), got "
-            f"{tuple(source.shape)} and {tuple(target.shape)}."
-        )
+    check_paired_rows(
+        source,
+        target,
+        names=("source support embeddings", "target support embeddings"),
+        need="parallel support sets [K, d_s] and [K, d_t] (row i the same input)",
+    )
     return source.detach().to(torch.float64), target.detach().to(torch.float64)
 
 

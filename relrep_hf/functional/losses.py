@@ -258,6 +258,35 @@ class LossWeights:
                 )
 
 
+def _check_parallel_encoders(batches: list[Tensor], anchors: list[Tensor]) -> None:
+    """One ``[B, d_i]`` batch and one ``[m, d_i]`` anchor matrix per encoder, on one device:
+    the same B samples and the same m >= 2 anchors for every encoder."""
+    for i, (x, a) in enumerate(zip(batches, anchors, strict=True)):
+        _check_matrix(x, f"whitened_batches[{i}]")
+        _check_matrix(a, f"whitened_anchors[{i}]")
+        _check_same_device(x, batches[0], f"whitened_batches[{i}]", "whitened_batches[0]")
+        _check_same_device(a, batches[0], f"whitened_anchors[{i}]", "whitened_batches[0]")
+        if x.shape[1] != a.shape[1]:
+            raise ValueError(
+                f"Encoder {i}: batch dimension {x.shape[1]} != anchor dimension {a.shape[1]}; "
+                "batch and anchors of one encoder must live in the same space."
+            )
+        if x.shape[0] != batches[0].shape[0]:
+            raise ValueError(
+                f"Encoder {i} has batch size {x.shape[0]} but encoder 0 has {batches[0].shape[0]}; "
+                "the batches must hold the same parallel samples for every encoder."
+            )
+        if a.shape[0] != anchors[0].shape[0]:
+            raise ValueError(
+                f"Encoder {i} has {a.shape[0]} anchors but encoder 0 has {anchors[0].shape[0]}; "
+                "every encoder needs the same anchors (the same mixture matrix P)."
+            )
+    if anchors[0].shape[0] < 2:
+        raise ValueError(
+            f"param_loss needs at least 2 anchors, got {anchors[0].shape[0]}; increase m."
+        )
+
+
 def param_loss(
     whitened_batches: Sequence[Tensor],
     whitened_anchors: Sequence[Tensor],
@@ -288,30 +317,7 @@ def param_loss(
             f"Got {len(batches)} whitened batches but {len(anchors)} anchor sets; pass one "
             "anchor set per encoder, in the same order."
         )
-    for i, (x, a) in enumerate(zip(batches, anchors, strict=True)):
-        _check_matrix(x, f"whitened_batches[{i}]")
-        _check_matrix(a, f"whitened_anchors[{i}]")
-        _check_same_device(x, batches[0], f"whitened_batches[{i}]", "whitened_batches[0]")
-        _check_same_device(a, batches[0], f"whitened_anchors[{i}]", "whitened_batches[0]")
-        if x.shape[1] != a.shape[1]:
-            raise ValueError(
-                f"Encoder {i}: batch dimension {x.shape[1]} != anchor dimension {a.shape[1]}; "
-                "batch and anchors of one encoder must live in the same space."
-            )
-        if x.shape[0] != batches[0].shape[0]:
-            raise ValueError(
-                f"Encoder {i} has batch size {x.shape[0]} but encoder 0 has {batches[0].shape[0]}; "
-                "the batches must hold the same parallel samples for every encoder."
-            )
-        if a.shape[0] != anchors[0].shape[0]:
-            raise ValueError(
-                f"Encoder {i} has {a.shape[0]} anchors but encoder 0 has {anchors[0].shape[0]}; "
-                "every encoder needs the same anchors (the same mixture matrix P)."
-            )
-    if anchors[0].shape[0] < 2:
-        raise ValueError(
-            f"param_loss needs at least 2 anchors, got {anchors[0].shape[0]}; increase m."
-        )
+    _check_parallel_encoders(batches, anchors)
     _check_chunk_size(coverage_chunk_size, "coverage_chunk_size")
 
     def mean(values: list[Tensor]) -> Tensor:

@@ -33,7 +33,7 @@ from torch import Tensor
 
 from relrep_hf.functional.least_squares import AffineMap, fit_affine, fit_procrustes
 from relrep_hf.functional.metrics import retrieval_metrics
-from relrep_hf.utils.validation import check_embeddings
+from relrep_hf.utils.validation import check_paired_rows
 
 __all__ = [
     "CANDIDATES",
@@ -142,13 +142,13 @@ def _blocks(n: int, seed: int) -> list[Tensor]:
 
 
 def _check_rows(old: Tensor, new: Tensor, folds: int) -> None:
-    check_embeddings(old, name="old-encoder rows", min_rows=2)
-    check_embeddings(new, name="new-encoder rows", min_rows=2)
-    if old.ndim != 2 or new.ndim != 2 or old.shape[0] != new.shape[0]:
-        raise ValueError(
-            f"Need paired rows old [n, d_old] and new [n, d_new] (row i: the same input by both "
-            f"encoders), got {tuple(old.shape)} and {tuple(new.shape)}."
-        )
+    check_paired_rows(
+        old,
+        new,
+        names=("old-encoder rows", "new-encoder rows"),
+        need="paired rows old [n, d_old] and new [n, d_new] (row i: the same input by both "
+        "encoders)",
+    )
     if not isinstance(folds, int) or folds < 2 or folds > old.shape[0]:
         raise ValueError(f"folds must be an int in [2, {old.shape[0]}], got {folds!r}.")
 

@@ -41,7 +41,7 @@ from relrep_hf.functional.statistics import (
     whiten,
     whitening_matrix,
 )
-from relrep_hf.utils.defaults import check_count
+from relrep_hf.utils.defaults import check_count, is_shrinkage
 from relrep_hf.utils.validation import check_embeddings
 
 Normalization = Literal["none", "encoder", "row"]
@@ -57,12 +57,25 @@ def full_support_features(
     eps: float = DEFAULT_EPS,
 ) -> Tensor:
     """WIP features ``[N, K]`` of ``embeddings`` against every support input, in float64."""
+    whitening, s = whitened_support(embeddings, support_embeddings, statistics, shrinkage, eps)
+    x = whiten(embeddings.to(torch.float64), mean=statistics.mean, whitening=whitening)
+    return x @ s.T
+
+
+def whitened_support(
+    embeddings: Tensor,
+    support_embeddings: Tensor,
+    statistics: Statistics,
+    shrinkage: float,
+    eps: float,
+) -> tuple[Tensor, Tensor]:
+    """The whitening ``L [d, d]`` of ``statistics`` and the whitened support ``S [K, d]``
+    (float64), once both sets of embeddings are checked against the statistics' dimension."""
     check_embeddings(embeddings, dim=statistics.dim, name="embeddings")
     check_embeddings(support_embeddings, dim=statistics.dim, name="support embeddings")
     whitening = whitening_matrix(statistics, shrinkage=shrinkage, eps=eps)
-    x = whiten(embeddings.to(torch.float64), mean=statistics.mean, whitening=whitening)
     s = whiten(support_embeddings.to(torch.float64), mean=statistics.mean, whitening=whitening)
-    return x @ s.T
+    return whitening, s
 
 
 def normalize_features(features: Tensor, normalization: Normalization) -> Tensor:
@@ -102,10 +115,7 @@ def feature_gram(
         )
         check_finite_features(r)
         return r.T @ r
-    check_embeddings(embeddings, dim=statistics.dim, name="embeddings")
-    check_embeddings(support_embeddings, dim=statistics.dim, name="support embeddings")
-    whitening = whitening_matrix(statistics, shrinkage=shrinkage, eps=eps)
-    s = whiten(support_embeddings.to(torch.float64), mean=statistics.mean, whitening=whitening)
+    whitening, s = whitened_support(embeddings, support_embeddings, statistics, shrinkage, eps)
     gram = s @ (whitening @ statistics.scatter @ whitening) @ s.T
     if normalization == "encoder":  # ||R||_F^2 / (N K) is the mean square entry
         gram = gram / (gram.trace() / (statistics.count * gram.shape[0])).clamp_min(1e-300)
@@ -133,10 +143,7 @@ def feature_factor(
     if normalization not in ("none", "encoder"):
         normalize_features(embeddings[:0], normalization)  # raises for unknown names
         raise ValueError("Row normalisation has no d-column factor: use feature_gram.")
-    check_embeddings(embeddings, dim=statistics.dim, name="embeddings")
-    check_embeddings(support_embeddings, dim=statistics.dim, name="support embeddings")
-    whitening = whitening_matrix(statistics, shrinkage=shrinkage, eps=eps)
-    s = whiten(support_embeddings.to(torch.float64), mean=statistics.mean, whitening=whitening)
+    whitening, s = whitened_support(embeddings, support_embeddings, statistics, shrinkage, eps)
     centred = embeddings.to(torch.float64) - statistics.mean  # O(N d^2): any statistics
     inner = whitening @ (centred.T @ centred) @ whitening
     eigenvalues, eigenvectors = torch.linalg.eigh((inner + inner.T) / 2)
@@ -297,13 +304,15 @@ def check_shared_linear_shrinkage(shrinkage: float | str) -> None:
     """``"auto"`` (chosen from the data) or a number in [0, 1]; raises ValueError otherwise."""
     if shrinkage == "auto":
         return
-    if isinstance(shrinkage, bool) or not isinstance(shrinkage, (int, float)):
+    if (
+        isinstance(shrinkage, bool)
+        or not isinstance(shrinkage, (int, float))
+        or not is_shrinkage(shrinkage)
+    ):
         raise ValueError(
             f"shrinkage must be 'auto' (chosen from the fit rows) or a number in [0, 1], got "
             f"{shrinkage!r}."
         )
-    if not 0.0 <= shrinkage <= 1.0:
-        raise ValueError(f"shrinkage must be 'auto' or in [0, 1], got {shrinkage}.")
 
 
 def support_positions(support_rows: Tensor, fit_rows: Tensor | None) -> Tensor | None:

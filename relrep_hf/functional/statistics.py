@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from relrep_hf.utils.defaults import DEFAULT_EPS, DEFAULT_SHRINKAGE
+from relrep_hf.utils.defaults import DEFAULT_EPS, DEFAULT_SHRINKAGE, check_similarity_settings
 from relrep_hf.utils.validation import EmbeddingsLike, as_embeddings, check_embeddings
 
 
@@ -203,10 +203,7 @@ def shrunk_covariance(
     covariance: Tensor, *, shrinkage: float = DEFAULT_SHRINKAGE, eps: float = DEFAULT_EPS
 ) -> Tensor:
     """``(1 - lambda) S + lambda tr(S)/d I + eps I`` (paper, Appendix B), in float64."""
-    if not 0.0 <= shrinkage <= 1.0:
-        raise ValueError(f"shrinkage must be in [0, 1], got {shrinkage}.")
-    if eps < 0:
-        raise ValueError(f"eps must be >= 0, got {eps}.")
+    check_similarity_settings(shrinkage, eps)
     covariance = covariance.to(torch.float64)
     d = covariance.shape[-1]
     isotropic = covariance.diagonal().sum() / d

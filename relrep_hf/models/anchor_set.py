@@ -43,7 +43,7 @@ from relrep_hf.functional.shared_linear import (
 from relrep_hf.functional.similarities import get_similarity
 from relrep_hf.functional.statistics import DEFAULT_EPS, DEFAULT_SHRINKAGE
 from relrep_hf.models.anchor_set_files import load_anchor_set_files, write_anchor_set_files
-from relrep_hf.utils.defaults import SHARED_LINEAR_SHRINKAGE
+from relrep_hf.utils.defaults import SHARED_LINEAR_SHRINKAGE, check_similarity_settings
 from relrep_hf.utils.file_checks import ArtifactFileError
 from relrep_hf.utils.io import atomic_directory
 from relrep_hf.utils.manifest import write_manifest
@@ -120,10 +120,7 @@ class AnchorSet:
                 "in the same order."
             )
         get_similarity(self.similarity)  # validates the name
-        if not 0.0 <= self.shrinkage <= 1.0 or self.eps < 0:
-            raise ValueError(
-                f"Need 0 <= shrinkage <= 1 and eps >= 0, got {self.shrinkage} and {self.eps}."
-            )
+        check_similarity_settings(self.shrinkage, self.eps)
 
     @property
     def similarity_settings(self) -> dict[str, Any]:

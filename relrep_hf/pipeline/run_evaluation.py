@@ -72,50 +72,14 @@ def evaluate(
     names = [e["name"] for e in run["encoders"]]
     held_out = run.get("held_out", [])
     train_rows, test_rows = torch.tensor(run["train_rows"]), torch.tensor(run["test_rows"])
-    support_rows = torch.tensor(run["support_rows"])
     spaces = run_embeddings(run_dir, run)
     anchor_set = AnchorSet.from_pretrained(run_dir / "anchor_set")
-    random_set = AnchorSet.random(
-        anchor_set.support, anchor_set.num_anchors, seed=run.get("fit", {}).get("seed", 0)
-    )
-    own = ANCHOR_METHODS.get(anchor_set.strategy)
-    saved = Method(
-        own.label if own else anchor_set.strategy,
-        {n: RelativeProjector.from_pretrained(run_dir / "projectors" / n) for n in names},
-    )
-    methods = [saved]
     training = [n for n in names if n not in held_out]
-    other = ANCHOR_METHODS[own.compared_with] if own else None
-    if other is not None and other.name == "param":
-        other_args = param_args  # PARAM trains for minutes: only when the caller asks
-    elif other is not None:  # as the quality benchmark fits it, with this set's m and eps
-        other_args = other.arguments(
-            "unused", num_anchors=anchor_set.num_anchors, eps=anchor_set.eps
-        )
-    if other is not None and other_args is not None:
-        projectors = method_projectors(other, other_args, spaces, training, train_rows)
-        methods.append(Method(other.label, projectors))
-    order = [m.label for m in ANCHOR_METHODS.values()]  # the paper's method first
-    methods.sort(key=lambda m: order.index(m.name) if m.name in order else len(order))
-    methods.insert(0, Method("Random-Cos", random_set, "cosine"))
-    labels, id2label = run_labels(run)
-    data = {
-        name: EncoderData(
-            space[train_rows],
-            None if labels is None else labels[train_rows],
-            space[test_rows],
-            None if labels is None else labels[test_rows],
-            parallel=space,  # the support rows index the whole run
-        )
-        for name, space in spaces.items()
-    }
-    stitching = ZeroShotStitching(
-        data,
-        support=support_rows,
-        head_epochs=head_epochs,
-        num_labels=len(id2label) if id2label else None,
-        head_config={"id2label": id2label} if id2label else None,
+    saved, methods = compared_methods(
+        run_dir, run, anchor_set, spaces, training, train_rows, param_args
     )
+    labels, id2label = run_labels(run)
+    stitching = run_stitching(run, spaces, labels, id2label, head_epochs)
     test = {
         m.name: {n: stitching.features(m, n, source=n, target=n)[1] for n in names} for m in methods
     }
@@ -123,13 +87,7 @@ def evaluate(
     classification = []
     if labels is not None:
         classification = stitching.classification(methods)
-        for source in names:
-            head = stitching.head(saved, source, source)
-            head.config.anchor_set_id = anchor_set.repo_id
-            head.config.source_encoder_id = next(
-                e["encoder_id"] for e in run["encoders"] if e["name"] == source
-            )
-            head.save_pretrained(run_dir / "heads" / source)
+        save_heads(run_dir, run, stitching, saved, anchor_set)
         write_heads_metrics(run_dir, run, classification, saved.name)  # where they were evaluated
     swappable = []
     if labels is not None and len(training) >= 2:  # the run's published head
@@ -166,3 +124,86 @@ def evaluate(
     }
     anchor_set.save_pretrained(run_dir / "anchor_set")
     return report
+
+
+def compared_methods(
+    run_dir: Path,
+    run: dict[str, Any],
+    anchor_set: AnchorSet,
+    spaces: dict[str, Tensor],
+    training: Sequence[str],
+    train_rows: Tensor,
+    param_args: ParamTrainingArguments | None,
+) -> tuple[Method, list[Method]]:
+    """The run's saved projectors, and every method evaluated beside them: Random-Cos first,
+    then the paper's method and the others in `ANCHOR_METHODS` order."""
+    random_set = AnchorSet.random(
+        anchor_set.support, anchor_set.num_anchors, seed=run.get("fit", {}).get("seed", 0)
+    )
+    own = ANCHOR_METHODS.get(anchor_set.strategy)
+    saved = Method(
+        own.label if own else anchor_set.strategy,
+        {
+            e["name"]: RelativeProjector.from_pretrained(run_dir / "projectors" / e["name"])
+            for e in run["encoders"]
+        },
+    )
+    methods = [saved]
+    other = ANCHOR_METHODS[own.compared_with] if own else None
+    if other is not None and other.name == "param":
+        other_args = param_args  # PARAM trains for minutes: only when the caller asks
+    elif other is not None:  # as the quality benchmark fits it, with this set's m and eps
+        other_args = other.arguments(
+            "unused", num_anchors=anchor_set.num_anchors, eps=anchor_set.eps
+        )
+    if other is not None and other_args is not None:
+        projectors = method_projectors(other, other_args, spaces, training, train_rows)
+        methods.append(Method(other.label, projectors))
+    order = [m.label for m in ANCHOR_METHODS.values()]  # the paper's method first
+    methods.sort(key=lambda m: order.index(m.name) if m.name in order else len(order))
+    methods.insert(0, Method("Random-Cos", random_set, "cosine"))
+    return saved, methods
+
+
+def run_stitching(
+    run: dict[str, Any],
+    spaces: dict[str, Tensor],
+    labels: Tensor | None,
+    id2label: dict[int, str] | None,
+    head_epochs: int,
+) -> ZeroShotStitching:
+    """The zero-shot protocol over the run's split: heads fit on the training rows, every score
+    on the test rows, the support rows indexing the whole run."""
+    train_rows, test_rows = torch.tensor(run["train_rows"]), torch.tensor(run["test_rows"])
+    data = {
+        name: EncoderData(
+            space[train_rows],
+            None if labels is None else labels[train_rows],
+            space[test_rows],
+            None if labels is None else labels[test_rows],
+            parallel=space,  # the support rows index the whole run
+        )
+        for name, space in spaces.items()
+    }
+    return ZeroShotStitching(
+        data,
+        support=torch.tensor(run["support_rows"]),
+        head_epochs=head_epochs,
+        num_labels=len(id2label) if id2label else None,
+        head_config={"id2label": id2label} if id2label else None,
+    )
+
+
+def save_heads(
+    run_dir: Path,
+    run: dict[str, Any],
+    stitching: ZeroShotStitching,
+    saved: Method,
+    anchor_set: AnchorSet,
+) -> None:
+    """Each encoder's head on the saved projectors' features, under ``heads/<encoder>``."""
+    for encoder in run["encoders"]:
+        head = stitching.head(saved, encoder["name"], encoder["name"])
+        head.config.anchor_set_id = anchor_set.repo_id
+        head.config.source_encoder_id = encoder["encoder_id"]
+        head.save_pretrained(run_dir / "heads" / encoder["name"])

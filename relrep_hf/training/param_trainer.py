@@ -24,7 +24,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import datasets
@@ -151,10 +151,11 @@ class ParamTrainer:
         """Run training; returns the `AnchorSet` (also saved to ``args.output_dir``)."""
         args, accelerator = self.args, self.accelerator
         set_seed(args.seed)
-        rank, world = accelerator.process_index, accelerator.num_processes
         device = accelerator.device
 
-        stats = self.data.statistics(args.statistics_batch_size, rank, world)
+        stats = self.data.statistics(
+            args.statistics_batch_size, accelerator.process_index, accelerator.num_processes
+        )
         self.statistics = dict(zip(self.data.names, stats, strict=True))
         means = [s.mean.to(device, torch.float32) for s in stats]
         whitenings = [
@@ -167,6 +168,33 @@ class ParamTrainer:
         support_operand = whitened_support.bfloat16() if args.bf16 else whitened_support
         setup_seconds = time.perf_counter() - start_time
 
+        model, optimizer = self._prepared_model()
+        start_step = 0
+        if resume_from_checkpoint:
+            start_step, self.log_history = load_checkpoint(
+                accelerator, args, resume_from_checkpoint
+            )
+        global_step = self._run_steps(model, optimizer, whitened_rows, support_operand, start_step)
+        runtime = time.perf_counter() - start_time
+        self.train_runtime = {
+            "train_runtime": runtime,
+            "train_steps_per_second": (global_step - start_step) / runtime if runtime else 0.0,
+            "epoch_seconds": runtime * self._steps_per_epoch() / max(1, global_step - start_step),
+            "setup_seconds": setup_seconds,  # the one-off whitening, included in the runtime
+        }
+
+        mixture = accelerator.unwrap_model(model).mixture().detach().cpu()
+        anchor_set = self._anchor_set(mixture, whitened_support.cpu(), means, whitenings)
+        if accelerator.is_main_process:
+            anchor_set.save_pretrained(args.output_dir, keep=("checkpoint-*",))
+        accelerator.wait_for_everyone()
+        if args.report_to:
+            accelerator.end_training()
+        return anchor_set
+
+    def _prepared_model(self) -> tuple[nn.Module, torch.optim.Optimizer]:
+        """The mixture ``P`` (seeded logits) and its optimizer, prepared by the accelerator."""
+        args, accelerator = self.args, self.accelerator
         generator = torch.Generator().manual_seed(args.seed)
         logits = torch.randn(args.num_anchors, len(self.support_indices), generator=generator)
         model = _Mixture(logits * args.init_scale, args.mixture_temperature, self.data.dims)
@@ -175,20 +203,31 @@ class ParamTrainer:
             model.parameters(),
             lr=args.learning_rate,
             weight_decay=args.weight_decay,
-            fused=device.type in ("cpu", "cuda"),
+            fused=accelerator.device.type in ("cpu", "cuda"),
         )
         model, optimizer = accelerator.prepare(model, optimizer)
         if args.report_to:
             accelerator.init_trackers("relrep_hf_param", config=args.to_dict())
+        return model, optimizer
 
+    def _steps_per_epoch(self) -> int:
+        return math.ceil(self.data.length / self.args.train_batch_size)
+
+    def _run_steps(
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        whitened_rows: Callable[[Tensor], list[Tensor]],
+        support_operand: Tensor,
+        global_step: int,
+    ) -> int:
+        """The optimisation steps from ``global_step`` to the last, logging and saving
+        checkpoints on the way; returns the step reached."""
+        args, accelerator = self.args, self.accelerator
+        rank, world = accelerator.process_index, accelerator.num_processes
         n, batch_size = self.data.length, args.train_batch_size
-        steps_per_epoch = math.ceil(n / batch_size)
+        steps_per_epoch = self._steps_per_epoch()
         total_steps = steps_per_epoch * args.num_train_epochs
-        global_step = 0
-        if resume_from_checkpoint:
-            global_step, self.log_history = load_checkpoint(
-                accelerator, args, resume_from_checkpoint
-            )
         weights = args.loss_weights
         progress = tqdm(
             total=total_steps,
@@ -197,7 +236,6 @@ class ParamTrainer:
             disable=args.disable_tqdm or not accelerator.is_local_main_process,
         )
         running: dict[str, Tensor | float] = {}
-        start_step = global_step
         while global_step < total_steps:
             epoch, step_in_epoch = divmod(global_step, steps_per_epoch)
             # The order of an epoch depends only on (seed, epoch): resuming needs no RNG state.
@@ -234,22 +272,7 @@ class ParamTrainer:
             if self._should_save(global_step, steps_per_epoch, total_steps):
                 save_checkpoint(accelerator, args, global_step, self.log_history)
         progress.close()
-        runtime = time.perf_counter() - start_time
-        self.train_runtime = {
-            "train_runtime": runtime,
-            "train_steps_per_second": (global_step - start_step) / runtime if runtime else 0.0,
-            "epoch_seconds": runtime * steps_per_epoch / max(1, global_step - start_step),
-            "setup_seconds": setup_seconds,  # the one-off whitening, included in the runtime
-        }
-
-        mixture = accelerator.unwrap_model(model).mixture().detach().cpu()
-        anchor_set = self._anchor_set(mixture, whitened_support.cpu(), means, whitenings)
-        if accelerator.is_main_process:
-            anchor_set.save_pretrained(args.output_dir, keep=("checkpoint-*",))
-        accelerator.wait_for_everyone()
-        if args.report_to:
-            accelerator.end_training()
-        return anchor_set
+        return global_step
 
     # ---- pieces --------------------------------------------------------------------------
 

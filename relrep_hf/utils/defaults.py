@@ -91,10 +91,16 @@ def pip_install(distribution: str) -> str:
     return f"pip install {flags}{distribution}"
 
 
+def is_shrinkage(value: float) -> bool:
+    """Whether ``value`` is in [0, 1], the range of the shrunk covariance's lambda: the one
+    statement of that range (`check_similarity_settings` and the shared linear map's check)."""
+    return 0.0 <= value <= 1.0
+
+
 def check_similarity_settings(shrinkage: float, eps: float) -> None:
     """The one check of the whitened inner product's settings: ``0 <= shrinkage <= 1`` and
     ``eps >= 0`` (raises ValueError naming both)."""
-    if not 0.0 <= shrinkage <= 1.0 or not eps >= 0:
+    if not is_shrinkage(shrinkage) or not eps >= 0:
         raise ValueError(
             f"Need 0 <= shrinkage <= 1 and eps >= 0, got shrinkage={shrinkage} and eps={eps}."
         )

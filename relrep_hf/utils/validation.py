@@ -154,3 +154,12 @@ def check_same_rows(spaces: dict[str, Tensor], *, what: str = "embeddings") -> i
             "the same order, with every encoder."
         )
     return next(iter(counts.values()), 0)
+
+
+def check_paired_rows(first: Tensor, second: Tensor, *, names: tuple[str, str], need: str) -> None:
+    """Two tables of the same inputs (row i of each is one input), at least 2 rows each;
+    ``ValueError`` saying ``"Need {need}, got <shapes>."`` when their rows differ."""
+    check_embeddings(first, name=names[0], min_rows=2)
+    check_embeddings(second, name=names[1], min_rows=2)
+    if first.ndim != 2 or second.ndim != 2 or first.shape[0] != second.shape[0]:
+        raise ValueError(f"Need {need}, got {tuple(first.shape)} and {tuple(second.shape)}.")

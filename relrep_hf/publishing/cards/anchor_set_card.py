@@ -102,28 +102,6 @@ def anchor_set_card(
         license=license,
         eval_results=eval_results,
     )
-    retrieval_section = sections.pairs_section(
-        retrieval,
-        retrieval_dataset,
-        query="Queries embedded by",
-        key="retrieved among",
-        empty="No cross-encoder retrieval was measured (the anchor set was trained on fewer than "
-        "two encoders).",
-        note="Row i of one encoder's relative features retrieves row i of the other's among all "
-        "rows.",
-    )
-    if retrieval and heatmap:
-        label = sections.metric_label(sections.heatmap_metric(retrieval))
-        retrieval_section += f"\n\n![Retrieval between the encoders, {label}]({heatmap})"
-    zero_shot_section = sections.pairs_section(
-        zero_shot,
-        zero_shot_dataset,
-        query="Head trained on",
-        key="evaluated on",
-        empty="No zero-shot stitching score was recorded with this anchor set.",
-        note="A head trained on one encoder's relative features classifies another's, with no "
-        "retraining.",
-    )
     fields = {
         "title": sections.card_title(repo_id, "Anchor set"),
         "strategy_name": strategy_name,
@@ -131,8 +109,8 @@ def anchor_set_card(
         "num_anchors": str(facts["num_anchors"]),
         "support_size": str(facts["support_size"]),
         "encoders_table": _encoders_table(facts["encoders"]),
-        "retrieval_section": retrieval_section,
-        "zero_shot_section": zero_shot_section,
+        "retrieval_section": _retrieval_section(retrieval, retrieval_dataset, heatmap),
+        "zero_shot_section": _zero_shot_section(zero_shot, zero_shot_dataset),
         "onboarding_snippet": _onboarding_snippet(facts, repo_id, text_support),
         "support_section": _support_section(facts, text_support),
         "training_table": sections.key_value_table(
@@ -142,6 +120,38 @@ def anchor_set_card(
         ),
     }
     return render("anchor_set.md", data, fields)
+
+
+def _retrieval_section(
+    retrieval: dict[str, Any], dataset: dict[str, Any], heatmap: str | None
+) -> str:
+    """The cross-encoder retrieval table, and the heatmap below it when one was committed."""
+    section = sections.pairs_section(
+        retrieval,
+        dataset,
+        query="Queries embedded by",
+        key="retrieved among",
+        empty="No cross-encoder retrieval was measured (the anchor set was trained on fewer than "
+        "two encoders).",
+        note="Row i of one encoder's relative features retrieves row i of the other's among all "
+        "rows.",
+    )
+    if retrieval and heatmap:
+        label = sections.metric_label(sections.heatmap_metric(retrieval))
+        section += f"\n\n![Retrieval between the encoders, {label}]({heatmap})"
+    return section
+
+
+def _zero_shot_section(zero_shot: dict[str, Any], dataset: dict[str, Any]) -> str:
+    return sections.pairs_section(
+        zero_shot,
+        dataset,
+        query="Head trained on",
+        key="evaluated on",
+        empty="No zero-shot stitching score was recorded with this anchor set.",
+        note="A head trained on one encoder's relative features classifies another's, with no "
+        "retraining.",
+    )
 
 
 def _training_rows(training: Mapping[str, Any]) -> dict[str, Any]:

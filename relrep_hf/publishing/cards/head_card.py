@@ -54,63 +54,17 @@ def head_card(
     )
     source = str(metrics.get("source_encoder") or config.source_encoder_id or "")
     sources = {name.strip() for name in source.split(",")}  # a swappable head: several
-
-    def setting(encoder: str) -> str:
-        return "trained on" if encoder in sources else "zero-shot"
-
-    eval_results = [
-        EvalResult(
-            task_type="text-classification",
-            task_name="Zero-shot stitching" if encoder not in sources else "Classification",
-            metric_type=sections.metric_type(name),
-            metric_name=f"{sections.metric_label(name)} ({encoder}, {setting(encoder)})",
-            metric_value=values[name],
-            metric_args=sections.metric_args(name),
-            **sections.dataset_fields(dataset),
-        )
-        for encoder, values in results.items()
-        for name in sections.metric_names([values])
-    ]
-    hidden = list(config.hidden_sizes)
-    head_description = (f"an MLP with hidden sizes {hidden}" if hidden else "a linear probe") + (
-        ", after a LayerNorm of the features" if config.normalize_input else ""
-    )
-    head_description += _directions_text(config)
     id2label = {int(k): v for k, v in (config.id2label or {}).items()}
     data = card_data(
         repo_id or "relative-head",
         tags=[*TAGS, "relative-head", "text-classification"],
         license=license,
         datasets=sections.hub_datasets(dataset),
-        eval_results=eval_results,
+        eval_results=_eval_results(results, sources, dataset),
     )
-    repo = repo_id or "path/to/this/head"
-    usage_snippet = (
-        "from relrep_hf import RelativeWrapper\n\n"
-        "# any encoder with a projector of the same anchor set\n"
-        'wrapper = RelativeWrapper.from_pretrained("org/encoder", "org/encoder-projector")\n'
-        f"classifier = wrapper.with_head({json.dumps(repo)})\n"
-        'classifier.predict(["A first sentence.", "A second one."])'
-    )
-    if results:
-        names = sections.metric_names(results.values())
-        rows = [
-            [
-                f"`{encoder}`",
-                setting(encoder),
-                *(sections.number_cell(values.get(n)) for n in names),
-            ]
-            for encoder, values in results.items()
-        ]
-        header = ["encoder", "setting", *(sections.metric_label(n) for n in names)]
-        metrics_section = (
-            f"On {sections.dataset_text(dataset)}:\n\n{sections.markdown_table(header, rows)}"
-        )
-    else:
-        metrics_section = f"No evaluation was recorded with this head (`{HEAD_METRICS_NAME}`)."
     fields = {
         "title": sections.card_title(repo_id, "Relative head"),
-        "head_description": head_description,
+        "head_description": _head_description(config),
         "source_encoder_link": sections.repo_link(
             source, config.source_encoder_revision, "an encoder"
         ),
@@ -118,32 +72,99 @@ def head_card(
             config.anchor_set_id, config.anchor_set_revision, "(unrecorded)"
         ),
         "similarity": config.similarity or "unrecorded",
-        "usage_snippet": usage_snippet,
+        "usage_snippet": _usage_snippet(repo_id or "path/to/this/head"),
         "labels_table": sections.markdown_table(
             ["id", "label"], [[str(i), str(id2label[i])] for i in sorted(id2label)]
         )
         if id2label
         else "No labels recorded.",
-        "metrics_section": metrics_section,
-        "config_table": sections.key_value_table(
-            {
-                "anchors m": config.num_anchors,
-                "features read": getattr(config, "num_directions", None) or "all m",
-                "labels": config.num_labels,
-                "hidden sizes": hidden or "none (linear probe)",
-                "activation": config.activation,
-                "dropout": config.dropout,
-                "input LayerNorm": config.normalize_input,
-                "similarity": config.similarity or "(unrecorded)",
-                "anchor set": config.anchor_set_id or "(unrecorded)",
-                "anchor set revision": config.anchor_set_revision or "(unrecorded)",
-                "source encoder": source or "(unrecorded)",
-                "source encoder revision": config.source_encoder_revision or "(unrecorded)",
-            },
-            "",
-        ),
+        "metrics_section": _metrics_section(results, sources, dataset),
+        "config_table": _config_table(config, source),
     }
     return render("head.md", data, fields)
+
+
+def _setting(encoder: str, sources: set[str]) -> str:
+    return "trained on" if encoder in sources else "zero-shot"
+
+
+def _eval_results(
+    results: dict[str, dict[str, Any]], sources: set[str], dataset: dict[str, Any]
+) -> list[EvalResult]:
+    """The card's ``model-index``: each encoder's scores, its own as classification, the
+    others' as zero-shot stitching."""
+    return [
+        EvalResult(
+            task_type="text-classification",
+            task_name="Zero-shot stitching" if encoder not in sources else "Classification",
+            metric_type=sections.metric_type(name),
+            metric_name=f"{sections.metric_label(name)} ({encoder}, {_setting(encoder, sources)})",
+            metric_value=values[name],
+            metric_args=sections.metric_args(name),
+            **sections.dataset_fields(dataset),
+        )
+        for encoder, values in results.items()
+        for name in sections.metric_names([values])
+    ]
+
+
+def _head_description(config: Any) -> str:
+    """The head's layers and what it reads, in words."""
+    hidden = list(config.hidden_sizes)
+    description = (f"an MLP with hidden sizes {hidden}" if hidden else "a linear probe") + (
+        ", after a LayerNorm of the features" if config.normalize_input else ""
+    )
+    return description + _directions_text(config)
+
+
+def _usage_snippet(repo: str) -> str:
+    return (
+        "from relrep_hf import RelativeWrapper\n\n"
+        "# any encoder with a projector of the same anchor set\n"
+        'wrapper = RelativeWrapper.from_pretrained("org/encoder", "org/encoder-projector")\n'
+        f"classifier = wrapper.with_head({json.dumps(repo)})\n"
+        'classifier.predict(["A first sentence.", "A second one."])'
+    )
+
+
+def _metrics_section(
+    results: dict[str, dict[str, Any]], sources: set[str], dataset: dict[str, Any]
+) -> str:
+    """A table of each encoder's scores, or a line saying none was recorded."""
+    if not results:
+        return f"No evaluation was recorded with this head (`{HEAD_METRICS_NAME}`)."
+    names = sections.metric_names(results.values())
+    rows = [
+        [
+            f"`{encoder}`",
+            _setting(encoder, sources),
+            *(sections.number_cell(values.get(n)) for n in names),
+        ]
+        for encoder, values in results.items()
+    ]
+    header = ["encoder", "setting", *(sections.metric_label(n) for n in names)]
+    return f"On {sections.dataset_text(dataset)}:\n\n{sections.markdown_table(header, rows)}"
+
+
+def _config_table(config: Any, source: str) -> str:
+    hidden = list(config.hidden_sizes)
+    return sections.key_value_table(
+        {
+            "anchors m": config.num_anchors,
+            "features read": getattr(config, "num_directions", None) or "all m",
+            "labels": config.num_labels,
+            "hidden sizes": hidden or "none (linear probe)",
+            "activation": config.activation,
+            "dropout": config.dropout,
+            "input LayerNorm": config.normalize_input,
+            "similarity": config.similarity or "(unrecorded)",
+            "anchor set": config.anchor_set_id or "(unrecorded)",
+            "anchor set revision": config.anchor_set_revision or "(unrecorded)",
+            "source encoder": source or "(unrecorded)",
+            "source encoder revision": config.source_encoder_revision or "(unrecorded)",
+        },
+        "",
+    )
 
 
 def _directions_text(config: Any) -> str:

@@ -40,10 +40,6 @@ def projector_card(
     config = getattr(projector, "config", projector)
     encoder_id = config.encoder_id or ""
     similarity = config.similarity
-    similarity_description = _SIMILARITIES.get(similarity, f"{similarity} similarities")
-    if similarity == "wip":
-        similarity_description = f"whitened inner products (WIP, shrinkage {config.shrinkage})"
-    pooling = config.pooling
     tags = [*TAGS, "relative-projector"]
     tags.append("whitened-inner-product" if similarity == "wip" else f"{similarity}-similarity")
     data = card_data(
@@ -55,72 +51,87 @@ def projector_card(
     )
     repo = repo_id or "path/to/this/projector"
     m, d = config.num_anchors, config.hidden_size
-    gguf_file = getattr(config, "encoder_gguf_file", "")
-    gguf_argument = f", gguf_file={json.dumps(gguf_file)}" if gguf_file else ""
-    wrapper_snippet = (
-        "from relrep_hf import RelativeWrapper\n\n"
-        f"wrapper = RelativeWrapper.from_pretrained({json.dumps(_encoder_argument(encoder_id))}, "
-        f"{json.dumps(repo)}{gguf_argument})\n"
-        f'relative = wrapper.encode(["A first sentence.", "A second one."])  # [2, {m}]'
-    )
-    remote_code_snippet = (
-        "from transformers import AutoModel\n\n"
-        f"projector = AutoModel.from_pretrained({json.dumps(repo)}, trust_remote_code=True)\n"
-        f"relative = projector(embeddings)  # [N, {d}] -> [N, {m}]"
-    )
-    layer = "last" if config.layer == -1 else str(config.layer)
     layer_text = "last hidden layer" if config.layer == -1 else f"hidden layer {config.layer}"
+    pooling_text = POOLING_DESCRIPTIONS.get(config.pooling, config.pooling or "pooled")
     fields = {
         "title": sections.card_title(
             repo_id, f"Relative projector of {encoder_id or 'an encoder'}"
         ),
         "encoder_link": sections.repo_link(encoder_id, config.encoder_revision, "the encoder"),
-        "pooling_description": f"{POOLING_DESCRIPTIONS.get(pooling, pooling or 'pooled')} ({layer_text})",
+        "pooling_description": f"{pooling_text} ({layer_text})",
         "hidden_size": str(d),
         "num_anchors": str(m),
-        "similarity_description": similarity_description,
+        "similarity_description": _similarity_description(config),
         "anchor_set_link": sections.repo_link(
             config.anchor_set_id, config.anchor_set_revision, "(unrecorded)"
         ),
-        "wrapper_snippet": wrapper_snippet,
-        "remote_code_snippet": remote_code_snippet,
-        "config_table": sections.key_value_table(
-            {
-                "encoder": encoder_id or "(unrecorded)",
-                **(
-                    {"encoder kind": config.encoder_kind}
-                    if getattr(config, "encoder_kind", "")
-                    else {}
-                ),
-                **(
-                    {"encoder source": config.encoder_source}
-                    if getattr(config, "encoder_source", "")
-                    else {}
-                ),
-                "encoder revision": config.encoder_revision or "(unrecorded)",
-                **(
-                    {
-                        "encoder GGUF file": gguf_file,
-                        "quantisation": config.encoder_quantization or "(unrecorded)",
-                    }
-                    if gguf_file
-                    else {}
-                ),
-                "pooling": pooling or "(unrecorded)",
-                "hidden layer": f"{config.layer} ({layer})",
-                "embedding size d": d,
-                "anchors m": m,
-                "similarity": similarity,
-                "shrinkage": config.shrinkage,
-                "eps": config.eps,
-                "statistics estimated on": f"{config.statistics_count} embeddings",
-                "anchor set": config.anchor_set_id or "(unrecorded)",
-                "anchor set revision": config.anchor_set_revision or "(unrecorded)",
-            },
-            "",
+        "wrapper_snippet": _wrapper_snippet(config, repo),
+        "remote_code_snippet": (
+            "from transformers import AutoModel\n\n"
+            f"projector = AutoModel.from_pretrained({json.dumps(repo)}, trust_remote_code=True)\n"
+            f"relative = projector(embeddings)  # [N, {d}] -> [N, {m}]"
         ),
+        "config_table": _config_table(config),
     }
     return render("projector.md", data, fields)
+
+
+def _similarity_description(config: Any) -> str:
+    if config.similarity == "wip":
+        return f"whitened inner products (WIP, shrinkage {config.shrinkage})"
+    return _SIMILARITIES.get(config.similarity, f"{config.similarity} similarities")
+
+
+def _wrapper_snippet(config: Any, repo: str) -> str:
+    """Loading the encoder with this projector and encoding two sentences."""
+    gguf_file = getattr(config, "encoder_gguf_file", "")
+    gguf_argument = f", gguf_file={json.dumps(gguf_file)}" if gguf_file else ""
+    encoder = json.dumps(_encoder_argument(config.encoder_id or ""))
+    return (
+        "from relrep_hf import RelativeWrapper\n\n"
+        f"wrapper = RelativeWrapper.from_pretrained({encoder}, "
+        f"{json.dumps(repo)}{gguf_argument})\n"
+        f'relative = wrapper.encode(["A first sentence.", "A second one."])  # [2, {config.num_anchors}]'
+    )
+
+
+def _config_table(config: Any) -> str:
+    """Every setting of the projector, the encoder's kind, source and GGUF file when known."""
+    gguf_file = getattr(config, "encoder_gguf_file", "")
+    layer = "last" if config.layer == -1 else str(config.layer)
+    return sections.key_value_table(
+        {
+            "encoder": config.encoder_id or "(unrecorded)",
+            **(
+                {"encoder kind": config.encoder_kind} if getattr(config, "encoder_kind", "") else {}
+            ),
+            **(
+                {"encoder source": config.encoder_source}
+                if getattr(config, "encoder_source", "")
+                else {}
+            ),
+            "encoder revision": config.encoder_revision or "(unrecorded)",
+            **(
+                {
+                    "encoder GGUF file": gguf_file,
+                    "quantisation": config.encoder_quantization or "(unrecorded)",
+                }
+                if gguf_file
+                else {}
+            ),
+            "pooling": config.pooling or "(unrecorded)",
+            "hidden layer": f"{config.layer} ({layer})",
+            "embedding size d": config.hidden_size,
+            "anchors m": config.num_anchors,
+            "similarity": config.similarity,
+            "shrinkage": config.shrinkage,
+            "eps": config.eps,
+            "statistics estimated on": f"{config.statistics_count} embeddings",
+            "anchor set": config.anchor_set_id or "(unrecorded)",
+            "anchor set revision": config.anchor_set_revision or "(unrecorded)",
+        },
+        "",
+    )
 
 
 def _encoder_argument(encoder_id: str) -> str:

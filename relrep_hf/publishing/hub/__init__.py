@@ -13,11 +13,11 @@ download side (`resolve_folder`, `HubError`) is `relrep_hf.utils.hub_files`, bel
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from relrep_hf.utils.lazy_imports import lazy_attributes
 from relrep_hf.utils.publishing_hooks import register_publisher
 
 if TYPE_CHECKING:
@@ -67,13 +67,4 @@ class RelrepPublisher:
 register_publisher(RelrepPublisher(), exist_ok=True)
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module 'relrep_hf.publishing.hub' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), _LAZY)
