@@ -7,7 +7,7 @@ callable ``texts -> [N, d]`` (an API client, a NumPy model), or embeddings compu
 it, and the provenance a run folder, projector and card record (``encoder_kind``,
 ``encoder_source``: what the encoder was, so a projector says which encoder it belongs to).
 
->>> from relrep_hf.encoding.encoders import parse_encoder
+>>> from relrep_hf.encoding.encoder_kinds import parse_encoder
 >>> spec, column = parse_encoder("py:relrep_hf.encoding.packaged_encoders:use_multilingual#de")
 >>> embedded, provenance = array_embeddings(spec, data, column=column)  # doctest: +SKIP
 """

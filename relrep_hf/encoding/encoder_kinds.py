@@ -237,7 +237,9 @@ def _model_load(spec: Any) -> Hashable:
     return (spec.model_id, spec.revision, spec.gguf_file)
 
 
-def _parse_array(kind: str, pattern: str) -> Callable[[str], Any]:
+def _array_kind(name: str, prefix: str, help: str, pattern: str) -> EncoderKind:
+    """A kind of `ArraySpec` named ``PREFIX:SOURCE``, its source matching ``pattern``."""
+
     def parse(text: str) -> Any:
         from relrep_hf.encoding.encoders import ArraySpec
 
@@ -247,9 +249,9 @@ def _parse_array(kind: str, pattern: str) -> Callable[[str], Any]:
                 f"Invalid encoder spec {text!r}: expected 'st:FOLDER_OR_ID' or "
                 f"'py:module:function'. Accepted kinds: {encoder_kinds_help()}."
             )
-        return ArraySpec(kind, rest)
+        return ArraySpec(name, rest)
 
-    return parse
+    return EncoderKind(name=name, help=help, parse=parse, embed=_embed_arrays, prefix=prefix)
 
 
 def _parse_precomputed(text: str) -> Any:
@@ -305,19 +307,14 @@ _PACKAGE_KINDS = (
         shared_load=_model_load,
         describe=_kind_only,
     ),
-    EncoderKind(
-        name="sentence-transformers",
-        help="a sentence-transformers model 'st:FOLDER_OR_ID'",
-        parse=_parse_array("sentence-transformers", r".+"),
-        embed=_embed_arrays,
-        prefix="st",
+    _array_kind(
+        "sentence-transformers", "st", "a sentence-transformers model 'st:FOLDER_OR_ID'", r".+"
     ),
-    EncoderKind(
-        name="callable",
-        help="a Python callable 'py:module:function' (texts -> [N, d] array)",
-        parse=_parse_array("callable", r"[\w.]+:[\w.]+"),
-        embed=_embed_arrays,
-        prefix="py",
+    _array_kind(
+        "callable",
+        "py",
+        "a Python callable 'py:module:function' (texts -> [N, d] array)",
+        r"[\w.]+:[\w.]+",
     ),
     EncoderKind(
         name="precomputed",
