@@ -165,14 +165,14 @@ def embed_encoders(
         kind = encoder_kind(spec.kind)
         key = (kind.name, kind.shared_load(spec)) if kind.shared_load else (kind.name, i)
         loads.setdefault(key, []).append(i)
-    results: list[Embedded | None] = [None] * len(specs)
+    results: dict[int, Embedded] = {}
     for (name, _), indices in loads.items():
         kind = encoder_kind(name)
         embedded = kind.embed([(specs[i], columns[i]) for i in indices], request)
         for i, one in zip(indices, embedded, strict=True):
             provenance = {**kind.describe(specs[i]), **one.provenance}
             results[i] = Embedded(one.spec, one.dataset, provenance, one.extra)
-    return results
+    return [results[i] for i in range(len(specs))]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -192,6 +192,7 @@ def _parse_model(text: str) -> Any:
 
 
 def _names_gguf(text: str) -> bool:
+    """A GGUF file, or ``smollm2`` (`encoders.BUNDLED_SMOLLM2`, not imported: this module is light)."""
     model_id = re.split(r"[@:]", text, maxsplit=1)[0]
     return "=" not in model_id and (model_id.lower().endswith(".gguf") or model_id == "smollm2")
 
@@ -208,7 +209,7 @@ def _embed_model(group: Sequence[tuple[Any, str]], request: EmbedRequest) -> lis
 
     model, tokenizer, provenance = load_encoder(group[0][0])
     specs = [resolve_pooling(spec, model) for spec, _ in group]
-    results: list[Embedded] = [None] * len(group)  # type: ignore[list-item]
+    results: dict[int, Embedded] = {}
     for read in dict.fromkeys(column for _, column in group):
         members = [i for i, (_, column) in enumerate(group) if column == read]
         logger.info(
@@ -230,7 +231,7 @@ def _embed_model(group: Sequence[tuple[Any, str]], request: EmbedRequest) -> lis
             results[i] = Embedded(
                 specs[i], embedded, provenance, {"architecture": architecture(model)}
             )
-    return results
+    return [results[i] for i in range(len(group))]
 
 
 def _model_load(spec: Any) -> Hashable:
