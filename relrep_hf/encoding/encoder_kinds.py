@@ -136,8 +136,8 @@ def unregister_encoder_kind(name: str) -> None:
 def parse_encoder(spec: str) -> tuple[Any, str | None]:
     """Any encoder spec (see the registry) and the column it reads (``None``: the run's
     column). Raises ValueError naming the kinds accepted."""
-    text, _, column = spec.strip().partition("#")
-    if _ and not column:
+    text, hash_sign, column = spec.strip().partition("#")
+    if hash_sign and not column:
         raise ValueError(f"Invalid encoder spec {spec!r}: nothing after '#'. Expected SPEC#COLUMN.")
     return _kind_of(text).parse(text), column or None
 
@@ -150,9 +150,10 @@ def _kind_of(text: str) -> EncoderKind:
     by_prefix = [k for k in kinds if k.prefix is not None and k.prefix == prefix]
     matching = [k for k in kinds if k.prefix is None and k.matches and k.matches(text)]
     rest = [k for k in kinds if k.prefix is None and k.matches is None]
-    if not [*by_prefix, *matching, *rest]:
+    candidates = [*by_prefix, *matching, *rest]
+    if not candidates:
         raise ValueError(f"Invalid encoder spec {text!r}. Accepted kinds: {encoder_kinds_help()}.")
-    return [*by_prefix, *matching, *rest][0]
+    return candidates[0]
 
 
 def embed_encoders(
