@@ -14,6 +14,7 @@ from typing import Any
 
 from relrep_hf import __version__
 from relrep_hf.encoding.corpora import BUNDLED_SENTENCES_ID
+from relrep_hf.encoding.encoder_kinds import ENCODER_KINDS_HELP
 from relrep_hf.training.anchor_methods import ANCHOR_METHODS  # light: torch comes with a fit
 from relrep_hf.training.fit_arguments import FitArguments
 from relrep_hf.training.param_arguments import ParamTrainingArguments
@@ -25,7 +26,6 @@ from relrep_hf.utils.defaults import (
     DEFAULT_NUM_ANCHORS,
     DEFAULT_SUPPORT_SIZE,
     DEFAULT_TEST_SIZE,
-    ENCODER_KINDS_HELP,
     MULTILINGUAL_DEMO_ROWS,
     MULTILINGUAL_ENCODERS,
 )

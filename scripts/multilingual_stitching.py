@@ -240,9 +240,10 @@ def encoder_data(
 
 
 def embed_any(spec: str, texts: Sequence[str], cache_dir: Path) -> Tensor:
-    """``texts`` embedded by any encoder spec (`relrep_hf.encoding.encoders.parse_encoder`), cached."""
+    """``texts`` embedded by any encoder spec (`relrep_hf.encoding.encoder_kinds.parse_encoder`), cached."""
     from relrep_hf.encoding.array_encoders import array_embeddings
-    from relrep_hf.encoding.encoders import ArraySpec, load_encoder, parse_encoder, resolve_pooling
+    from relrep_hf.encoding.encoder_kinds import parse_encoder
+    from relrep_hf.encoding.encoders import ArraySpec, load_encoder, resolve_pooling
 
     encoder, _ = parse_encoder(spec)
     dataset = datasets.Dataset.from_dict({"text": list(texts)})

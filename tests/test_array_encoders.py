@@ -13,7 +13,8 @@ import torch
 from safetensors.numpy import save_file
 
 from relrep_hf.cli import main
-from relrep_hf.encoding.encoders import ArraySpec, EncoderSpec, parse_encoder
+from relrep_hf.encoding.encoder_kinds import parse_encoder
+from relrep_hf.encoding.encoders import ArraySpec, EncoderSpec
 from relrep_hf.encoding.packaged_encoders import use_multilingual
 from relrep_hf.pipeline.run_folder import load_dataset_for_run, read_run, run_embeddings
 from relrep_hf.pipeline.steps import embed, evaluate

@@ -51,7 +51,8 @@ from relrep_hf import (
     whitening_matrix,
 )
 from relrep_hf.encoding.array_encoders import array_embeddings
-from relrep_hf.encoding.encoders import ArraySpec, EncoderSpec, parse_encoder
+from relrep_hf.encoding.encoder_kinds import parse_encoder
+from relrep_hf.encoding.encoders import ArraySpec, EncoderSpec
 from relrep_hf.encoding.extraction import extract_embeddings
 from relrep_hf.evaluation.translation import relative_inverse
 from relrep_hf.evaluation.zero_shot import EncoderData, ZeroShotStitching

@@ -4,8 +4,10 @@ Relative representations are built from one vector per input; this package is th
 that makes it. Its modules import one way only: `models` (which part of a model gives the
 hidden states, and running it) <- `pooling` (mask-aware pooling of those states) and `batches`
 (tokenizing, and the one encoding loop `encode_in_order`). Import from ``relrep_hf.encoding``
-(lazily: ``relrep-hf --help`` imports no torch). The layer's other modules: encoder specs
-(`encoders`, `gguf_encoders`, `packaged_encoders`) and corpora (`corpora`, `parallel_corpus`).
+(lazily: ``relrep-hf --help`` imports no torch). The layer's other modules: the registry of
+encoder kinds (`encoder_kinds`), encoder specs (`encoders`, `gguf_encoders`,
+`packaged_encoders`), datasets to cached embeddings (`extraction`, `extraction_writer`,
+`array_encoders`) and corpora (`corpora`, `parallel_corpus`).
 """
 
 from __future__ import annotations

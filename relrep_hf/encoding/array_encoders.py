@@ -7,7 +7,7 @@ callable ``texts -> [N, d]`` (an API client, a NumPy model), or embeddings compu
 it, and the provenance a run folder, projector and card record (``encoder_kind``,
 ``encoder_source``: what the encoder was, so a projector says which encoder it belongs to).
 
->>> from relrep_hf.encoding.encoders import parse_encoder
+>>> from relrep_hf.encoding.encoder_kinds import parse_encoder
 >>> spec, column = parse_encoder("py:relrep_hf.encoding.packaged_encoders:use_multilingual#de")
 >>> embedded, provenance = array_embeddings(spec, data, column=column)  # doctest: +SKIP
 """
@@ -18,24 +18,27 @@ import hashlib
 import importlib
 import json
 import os
-import shutil
-import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import datasets
 import numpy as np
-import pyarrow as pa
-from datasets.arrow_writer import ArrowWriter
 from tqdm.auto import tqdm
 
 from relrep_hf.encoding import PROGRESS_MIN_INPUTS
 from relrep_hf.encoding.encoders import BUNDLED_MINILM, MINILM_HUB_ID, ArraySpec, encoder_provenance
+from relrep_hf.encoding.extraction_writer import cache_root, check_column, write_embeddings
 from relrep_hf.utils.defaults import DEFAULT_EMBED_BATCH_SIZE
 
-__all__ = ["array_embeddings", "load_callable", "load_precomputed", "write_embeddings"]
+__all__ = [
+    "array_embeddings",
+    "cached_embeddings",
+    "load_callable",
+    "load_precomputed",
+    "write_embeddings",  # written by `extraction_writer`, kept importable from here
+]
 
 _CACHE_FORMAT = 1
 TextEncoder = Callable[[Sequence[str]], Any]
@@ -109,39 +112,6 @@ def _checked(array: np.ndarray, what: str, rows: int | None = None) -> np.ndarra
     return np.ascontiguousarray(array, dtype=np.float32)
 
 
-def write_embeddings(folder: Path, batches: Any, info: dict[str, Any]) -> None:
-    """Write ``[n, d]`` arrays, in order, to ``folder/embeddings.arrow`` with
-    ``extraction.json`` beside it (atomically: a staging folder renamed at the end)."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
-    writer, dim = None, 0
-    try:
-        for array in batches:
-            if writer is None:
-                dim = array.shape[1]
-                features = datasets.Features(
-                    {"embedding": datasets.List(datasets.Value("float32"), length=dim)}
-                )
-                writer = ArrowWriter(features=features, path=str(staging / "embeddings.arrow"))
-            values = pa.array(array.reshape(-1))
-            writer.write_table(
-                pa.table({"embedding": pa.FixedSizeListArray.from_arrays(values, dim)})
-            )
-        writer.finalize()
-        writer.close()
-        writer = None
-        (staging / "extraction.json").write_text(json.dumps({**info, "dim": dim}, indent=2) + "\n")
-        try:
-            os.rename(staging, folder)
-        except OSError:
-            if not folder.is_dir():
-                raise
-    finally:
-        if writer is not None:
-            writer.close()
-        shutil.rmtree(staging, ignore_errors=True)
-
-
 def _sentence_transformer(source: str) -> tuple[Any, dict[str, str]]:
     from sentence_transformers import SentenceTransformer
 
@@ -194,15 +164,7 @@ def array_embeddings(
             a second call with the same encoder, rows and column reads the file back.
         batch_size: texts per call of the encoder.
     """
-    if column not in dataset.column_names:
-        raise ValueError(
-            f"Column {column!r} is not in the dataset, whose columns are {dataset.column_names}."
-        )
-    root = (
-        Path(cache_dir)
-        if cache_dir is not None
-        else Path(datasets.config.HF_DATASETS_CACHE) / "relrep_hf"
-    )
+    check_column(dataset, column)
     provenance = {"encoder_kind": spec.kind, "encoder_source": str(spec)}
     key = {
         "format": _CACHE_FORMAT,
@@ -210,48 +172,81 @@ def array_embeddings(
         "rows": dataset._fingerprint,
         "column": column,
     }
-    encode: TextEncoder | None = None
-    if spec.kind == "precomputed":
-        array = _checked(load_precomputed(spec.source), f"Precomputed embeddings {spec.source!r}")
-        if len(array) != len(dataset):
-            raise ValueError(
-                f"Precomputed embeddings {spec.source!r} have {len(array)} rows, the run's dataset "
-                f"{len(dataset)}: they must be row-aligned with its texts (row i embeds text i)."
-            )
-        provenance.update(
-            encoder_id="", encoder_revision="", encoder_source=os.path.basename(spec.source)
-        )
-        key["content"] = hashlib.sha256(array.tobytes()).hexdigest()
-    elif spec.kind == "callable":
-        encode = load_callable(spec.source)
-        provenance.update(encoder_id="", encoder_revision=_version(spec.source))
-        key["source"] = spec.source
-        key["version"] = provenance["encoder_revision"]
+    source, source_provenance, source_key = _SOURCES[spec.kind](spec, dataset, batch_size)
+    provenance.update(source_provenance)
+    key.update(source_key)
+    if isinstance(source, np.ndarray):
+        batches = lambda: [source]  # noqa: E731
     else:
-        model, ids = _sentence_transformer(spec.source)
-        provenance.update(ids)
-        from relrep_hf.encoding.extraction import _weights_hash
-
-        key.update(source=spec.source, weights=_weights_hash(model))
-        encode = lambda texts: model.encode(  # noqa: E731
-            list(texts), batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False
+        batches = lambda: _encode_batches(  # noqa: E731
+            source, dataset[column], spec, batch_size, show_progress
         )
+    info = {**provenance, "column": column, "num_rows": len(dataset)}
+    return cached_embeddings(dataset, key, info, batches, cache_dir=cache_dir), provenance
+
+
+def cached_embeddings(
+    dataset: datasets.Dataset,
+    key: dict[str, Any],
+    info: dict[str, Any],
+    batches: Callable[[], Iterable[np.ndarray]],
+    *,
+    cache_dir: str | os.PathLike | None = None,
+) -> datasets.Dataset:
+    """``dataset`` with an ``embedding`` column read from ``relrep-embeddings-<hash of key>`` in
+    ``cache_dir`` (default: the `datasets` cache), which ``batches()`` (``[n, d]`` arrays, in row
+    order) fills once, with ``info`` as its ``extraction.json``. ``key`` holds everything that
+    determines the embeddings (the kind, the encoder, ``dataset._fingerprint``, the column)."""
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
-    folder = root / f"relrep-embeddings-{digest}"
+    folder = cache_root(cache_dir) / f"relrep-embeddings-{digest}"
     if not folder.is_dir():
-        info = {**provenance, "column": column, "num_rows": len(dataset)}
-        if encode is None:
-            write_embeddings(folder, [array], info)
-        else:
-            write_embeddings(
-                folder,
-                _encode_batches(encode, dataset[column], spec, batch_size, show_progress),
-                info,
-            )
+        write_embeddings(folder, batches(), info)
     embeddings = datasets.Dataset.from_file(str(folder / "embeddings.arrow"))
     if len(embeddings) != len(dataset):
         raise OSError(f"The cached embeddings at {folder} do not match the dataset: delete it.")
-    return datasets.concatenate_datasets([dataset, embeddings], axis=1), provenance
+    return datasets.concatenate_datasets([dataset, embeddings], axis=1)
+
+
+# What each array kind reads: its array or encoding function, provenance and cache key parts.
+Source = tuple["np.ndarray | TextEncoder", dict[str, str], dict[str, Any]]
+
+
+def _precomputed(spec: ArraySpec, dataset: datasets.Dataset, batch_size: int) -> Source:
+    array = _checked(load_precomputed(spec.source), f"Precomputed embeddings {spec.source!r}")
+    if len(array) != len(dataset):
+        raise ValueError(
+            f"Precomputed embeddings {spec.source!r} have {len(array)} rows, the run's dataset "
+            f"{len(dataset)}: they must be row-aligned with its texts (row i embeds text i)."
+        )
+    provenance = {
+        "encoder_id": "",
+        "encoder_revision": "",
+        "encoder_source": os.path.basename(spec.source),
+    }
+    return array, provenance, {"content": hashlib.sha256(array.tobytes()).hexdigest()}
+
+
+def _callable(spec: ArraySpec, dataset: datasets.Dataset, batch_size: int) -> Source:
+    version = _version(spec.source)
+    provenance = {"encoder_id": "", "encoder_revision": version}
+    return load_callable(spec.source), provenance, {"source": spec.source, "version": version}
+
+
+def _sentence_transformers(spec: ArraySpec, dataset: datasets.Dataset, batch_size: int) -> Source:
+    from relrep_hf.encoding.extraction import _weights_hash
+
+    model, provenance = _sentence_transformer(spec.source)
+    encode = lambda texts: model.encode(  # noqa: E731
+        list(texts), batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False
+    )
+    return encode, provenance, {"source": spec.source, "weights": _weights_hash(model)}
+
+
+_SOURCES = {
+    "precomputed": _precomputed,
+    "callable": _callable,
+    "sentence-transformers": _sentence_transformers,
+}
 
 
 def _encode_batches(

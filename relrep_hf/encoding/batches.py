@@ -135,19 +135,7 @@ def encode_in_order(
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}.")
     modality = input_modality(encoder)
     items = _check_inputs(inputs, modality)
-    order = list(range(len(items)))
-    if modality == "text":
-        if not isinstance(preprocessor, PreTrainedTokenizerBase):
-            raise ValueError(
-                f"{type(encoder).__name__} reads text, but the preprocessor is a "
-                f"{type(preprocessor).__name__}. Pass the model's tokenizer "
-                f"(AutoTokenizer.from_pretrained(...))."
-            )
-        if max_length is None:
-            max_length = max_input_length(preprocessor, encoder)
-        lengths = _token_lengths(preprocessor, items)
-        # Longest first: a batch that does not fit in memory fails at once, not at the end.
-        order.sort(key=lambda i: -lengths[i])
+    order, max_length = _encoding_order(encoder, preprocessor, items, modality, max_length)
     show = len(items) >= PROGRESS_MIN_INPUTS if show_progress is None else show_progress
     bar = tqdm(total=len(items), desc="Encoding", disable=not show) if progress is None else None
     device, dtype = device_and_dtype(encoder)
@@ -169,14 +157,7 @@ def encode_in_order(
             batch = {key: _to_model(value, device, dtype) for key, value in batch.items()}
             results = forward(batch)
             if not outputs:
-                outputs = [
-                    torch.empty(
-                        (len(items), *r.shape[1:]),
-                        dtype=output_dtype or r.dtype,
-                        device=output_device or r.device,
-                    )
-                    for r in results
-                ]
+                outputs = _empty_outputs(results, len(items), output_device, output_dtype)
             for output, result in zip(outputs, results, strict=True):
                 index = torch.tensor(positions, device=output.device)
                 output[index] = result.to(device=output.device, dtype=output.dtype)
@@ -184,6 +165,45 @@ def encode_in_order(
     if warn:
         warn_truncated(truncated, len(items), max_length or 0, stacklevel=5)
     return tuple(outputs), sorted(truncated)
+
+
+def _encoding_order(
+    encoder: nn.Module,
+    preprocessor: Any,
+    items: list[Any],
+    modality: InputModality,
+    max_length: int | None,
+) -> tuple[list[int], int | None]:
+    """The order to encode ``items`` in (texts: longest first, so that a batch that does not
+    fit in memory fails at once, not at the end) and the truncation length decided."""
+    order = list(range(len(items)))
+    if modality != "text":
+        return order, max_length
+    if not isinstance(preprocessor, PreTrainedTokenizerBase):
+        raise ValueError(
+            f"{type(encoder).__name__} reads text, but the preprocessor is a "
+            f"{type(preprocessor).__name__}. Pass the model's tokenizer "
+            f"(AutoTokenizer.from_pretrained(...))."
+        )
+    if max_length is None:
+        max_length = max_input_length(preprocessor, encoder)
+    lengths = _token_lengths(preprocessor, items)
+    order.sort(key=lambda i: -lengths[i])
+    return order, max_length
+
+
+def _empty_outputs(
+    results: Sequence[Tensor],
+    rows: int,
+    device: torch.device | str | None,
+    dtype: torch.dtype | None,
+) -> list[Tensor]:
+    """One ``[rows, ...]`` tensor per output of the first batch, on ``device`` in ``dtype``
+    (default: as the batch's)."""
+    return [
+        torch.empty((rows, *r.shape[1:]), dtype=dtype or r.dtype, device=device or r.device)
+        for r in results
+    ]
 
 
 def warn_truncated(

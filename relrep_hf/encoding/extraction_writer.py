@@ -15,6 +15,7 @@ import math
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,103 +28,179 @@ from torch import nn
 
 from relrep_hf.encoding import Pooling, encode_in_order, pool_model_outputs, warn_truncated
 
-__all__ = ["extract_to_folders"]
+__all__ = [
+    "EmbeddingsFolder",
+    "ExtractionRun",
+    "cache_root",
+    "check_column",
+    "extract_to_folders",
+    "write_embeddings",
+]
+
+
+def cache_root(cache_dir: str | os.PathLike | None) -> Path:
+    """Where embedding cache folders go: ``cache_dir``, else the `datasets` cache's ``relrep_hf``."""
+    if cache_dir is not None:
+        return Path(cache_dir)
+    return Path(datasets.config.HF_DATASETS_CACHE) / "relrep_hf"
+
+
+def check_column(dataset: datasets.Dataset, column: str) -> None:
+    """A ValueError naming the dataset's columns unless it has ``column``."""
+    if column not in dataset.column_names:
+        raise ValueError(
+            f"Column {column!r} is not in the dataset, whose columns are {dataset.column_names}."
+        )
+
+
+class EmbeddingsFolder:
+    """One cache folder written atomically: ``[n, d]`` arrays appended in row order to
+    ``embeddings.arrow`` in a staging folder beside it, then ``extraction.json``, then the
+    staging folder renamed into place (`finish`); `close` removes what is left of it."""
+
+    def __init__(self, folder: Path) -> None:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        self.folder = folder
+        self.staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
+        self.writer: ArrowWriter | None = None
+        self.dim = 0
+
+    def write(self, array: np.ndarray) -> None:
+        if self.writer is None:
+            self.dim = array.shape[1]
+            features = datasets.Features(
+                {"embedding": datasets.List(datasets.Value("float32"), length=self.dim)}
+            )
+            self.writer = ArrowWriter(
+                features=features, path=str(self.staging / "embeddings.arrow")
+            )
+        values = pa.array(np.ascontiguousarray(array, dtype=np.float32).reshape(-1))
+        rows = pa.FixedSizeListArray.from_arrays(values, self.dim)
+        self.writer.write_table(pa.table({"embedding": rows}))
+
+    def finish(self, info: dict[str, Any]) -> None:
+        self.writer.finalize()
+        self.writer.close()
+        self.writer = None
+        (self.staging / "extraction.json").write_text(
+            json.dumps({**info, "dim": self.dim}, indent=2) + "\n"
+        )
+        try:
+            os.rename(self.staging, self.folder)
+        except OSError:
+            if not self.folder.is_dir():
+                raise  # another process wrote the same key meanwhile otherwise: keep theirs
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def write_embeddings(folder: Path, batches: Any, info: dict[str, Any]) -> None:
+    """Write ``[n, d]`` arrays, in order, to ``folder/embeddings.arrow`` with
+    ``extraction.json`` beside it (atomically: a staging folder renamed at the end)."""
+    output = EmbeddingsFolder(folder)
+    try:
+        for array in batches:
+            output.write(array)
+        output.finish(info)
+    finally:
+        output.close()
+
+
+@dataclass(frozen=True)
+class ExtractionRun:
+    """How one extraction runs: the column and views, the batching, truncation and windows,
+    and this process's place among ``world`` (only the main process writes)."""
+
+    column: str
+    views: list[tuple[Pooling, int]]
+    batch_size: int
+    max_length: int | None
+    window_size: int
+    world: int = 1
+    rank: int = 0
+    is_main: bool = True
 
 
 def extract_to_folders(
     encoder: nn.Module,
     tokenizer: Any,
     dataset: datasets.Dataset,
-    *,
+    run: ExtractionRun,
     outputs: list[tuple[Path, dict[str, Any]]],
-    column: str,
-    views: list[tuple[Pooling, int]],
-    batch_size: int,
-    max_length: int | None,
-    window_size: int,
-    world: int,
-    rank: int,
-    is_main: bool,
     progress: Any,
 ) -> None:
-    """Encode every window once for all ``views``; the main process writes each view's rows in
-    order into its own folder (``outputs``, one per view), then renames the folders."""
-    windows = [(s, min(s + window_size, len(dataset))) for s in range(0, len(dataset), window_size)]
-    stagings: list[Path] = []
-    writers: list[Any] = [None] * len(views)
-    if is_main:
-        for folder, _ in outputs:
-            folder.parent.mkdir(parents=True, exist_ok=True)
-            stagings.append(
-                Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
-            )
+    """Encode every window once for all ``run.views``; the main process writes each view's rows
+    in order into its own folder (``outputs``: one folder and its info per view)."""
+    size = run.window_size
+    windows = [(s, min(s + size, len(dataset))) for s in range(0, len(dataset), size)]
+    folders = [EmbeddingsFolder(folder) for folder, _ in outputs] if run.is_main else []
     truncated: list[int] = []
-    dims: list[int] = [0] * len(views)
     try:
-        for step in range(math.ceil(len(windows) / world)):
-            index = step * world + rank
+        for step in range(math.ceil(len(windows) / run.world)):
+            index = step * run.world + run.rank
             local = None
             if index < len(windows):
-                start, end = windows[index]
-                pooled, cut = encode_in_order(
-                    encoder,
-                    tokenizer,
-                    dataset[start:end][column],
-                    lambda batch: pool_model_outputs(encoder, batch, views),
-                    batch_size=batch_size,
-                    max_length=max_length,
-                    output_device="cpu",
-                    output_dtype=torch.float32,
-                    progress=progress if is_main else None,  # moves per batch
-                    show_progress=False,
-                    warn=False,  # one warning for the whole dataset, below
-                )
-                local = (index, [p.numpy() for p in pooled], [start + i for i in cut])
-            if world > 1:
-                from accelerate.utils import gather_object
-
-                gathered = gather_object([local])
-            else:
-                gathered = [local]
-            if not is_main:
-                continue
-            for g_index, arrays, cut in sorted(
-                (g for g in gathered if g is not None), key=lambda g: g[0]
-            ):
-                for v, array in enumerate(arrays):
-                    if writers[v] is None:
-                        dims[v] = array.shape[1]
-                        features = datasets.Features(
-                            {"embedding": datasets.List(datasets.Value("float32"), length=dims[v])}
-                        )
-                        writers[v] = ArrowWriter(
-                            features=features, path=str(stagings[v] / "embeddings.arrow")
-                        )
-                    values = pa.array(np.ascontiguousarray(array, dtype=np.float32).reshape(-1))
-                    column_array = pa.FixedSizeListArray.from_arrays(values, dims[v])
-                    writers[v].write_table(pa.table({"embedding": column_array}))
-                truncated.extend(cut)
-                if g_index != index:  # another process's rows (ours moved the bar per batch)
-                    progress.update(len(arrays[0]))
-        if not is_main:
+                local = _encode_window(encoder, tokenizer, dataset, run, windows[index], progress)
+            gathered = _gather((index, *local) if local else None, run.world)
+            if run.is_main:
+                truncated.extend(_write_gathered(gathered, folders, index, progress))
+        if not run.is_main:
             return
-        for v, ((folder, info), staging) in enumerate(zip(outputs, stagings, strict=True)):
-            writers[v].finalize()
-            writers[v].close()
-            writers[v] = None
-            (staging / "extraction.json").write_text(
-                json.dumps({**info, "dim": dims[v]}, indent=2) + "\n"
-            )
-            try:
-                os.rename(staging, folder)
-            except OSError:
-                if not folder.is_dir():
-                    raise  # another process wrote the same key meanwhile otherwise: keep theirs
-        warn_truncated(truncated, len(dataset), max_length or 0, stacklevel=5)
+        for folder, (_, info) in zip(folders, outputs, strict=True):
+            folder.finish(info)
+        warn_truncated(truncated, len(dataset), run.max_length or 0, stacklevel=5)
     finally:
-        for writer in writers:
-            if writer is not None:
-                writer.close()
-        for staging in stagings:
-            if staging.exists():
-                shutil.rmtree(staging, ignore_errors=True)
+        for folder in folders:
+            folder.close()
+
+
+def _encode_window(
+    encoder: nn.Module,
+    tokenizer: Any,
+    dataset: datasets.Dataset,
+    run: ExtractionRun,
+    window: tuple[int, int],
+    progress: Any,
+) -> tuple[list[np.ndarray], list[int]]:
+    """The pooled rows of one window for every view, and the truncated rows (dataset indices)."""
+    start, end = window
+    pooled, cut = encode_in_order(
+        encoder,
+        tokenizer,
+        dataset[start:end][run.column],
+        lambda batch: pool_model_outputs(encoder, batch, run.views),
+        batch_size=run.batch_size,
+        max_length=run.max_length,
+        output_device="cpu",
+        output_dtype=torch.float32,
+        progress=progress if run.is_main else None,  # moves per batch
+        show_progress=False,
+        warn=False,  # one warning for the whole dataset, at the end
+    )
+    return [p.numpy() for p in pooled], [start + i for i in cut]
+
+
+def _gather(local: Any, world: int) -> list[Any]:
+    """Every process's ``local``, in process order."""
+    if world == 1:
+        return [local]
+    from accelerate.utils import gather_object
+
+    return gather_object([local])
+
+
+def _write_gathered(
+    gathered: list[Any], folders: list[EmbeddingsFolder], index: int, progress: Any
+) -> list[int]:
+    """Write the gathered windows in input order; their truncated rows."""
+    truncated: list[int] = []
+    for g_index, arrays, cut in sorted((g for g in gathered if g is not None), key=lambda g: g[0]):
+        for folder, array in zip(folders, arrays, strict=True):
+            folder.write(array)
+        truncated.extend(cut)
+        if g_index != index:  # another process's rows (ours moved the bar per batch)
+            progress.update(len(arrays[0]))
+    return truncated

@@ -41,7 +41,11 @@ from relrep_hf.models.wrapper_checks import (
     mismatch,
     resolve_pooling_and_layer,
 )
-from relrep_hf.models.wrapper_parts import load_wrapper_parts, projector_with_provenance
+from relrep_hf.models.wrapper_parts import (
+    LoadOptions,
+    load_wrapper_parts,
+    projector_with_provenance,
+)
 
 __all__ = ["RelativeWrapper", "RelativeWrapperOutput", "RelativeWrapperWithHead"]
 
@@ -165,17 +169,10 @@ class RelativeWrapper(nn.Module):
             ValueError: the parts do not belong together (see the class), or an image model has
                 no image processor / a text model no tokenizer.
         """
+        options = LoadOptions(dtype, device, revision, projector_revision, tokenizer,
+                              image_processor, gguf_file, hub_kwargs)  # fmt: skip
         model, projector, preprocessor, encoder_revision, gguf = load_wrapper_parts(
-            encoder,
-            projector,
-            dtype=dtype,
-            device=device,
-            revision=revision,
-            projector_revision=projector_revision,
-            tokenizer=tokenizer,
-            image_processor=image_processor,
-            gguf_file=gguf_file,
-            **hub_kwargs,
+            encoder, projector, options
         )
         loaded_by_id = isinstance(encoder, (str, os.PathLike))  # else its GGUF file is unknown
         config = getattr(projector, "config", None)  # a wrong projector type fails in __init__

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import os
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -26,21 +27,28 @@ from relrep_hf.encoding.gguf_encoders import gguf_provenance, load_gguf_tokenize
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from relrep_hf.utils.local_paths import check_local_path
 
-__all__ = ["load_wrapper_parts", "projector_with_provenance"]
+__all__ = ["LoadOptions", "load_wrapper_parts", "projector_with_provenance"]
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """How `RelativeWrapper.from_pretrained` loads the parts it is given by id or folder (its
+    docstring documents each option); ``hub_kwargs`` go with every download."""
+
+    dtype: torch.dtype | str | None = None
+    device: torch.device | str | None = None
+    revision: str | None = None
+    projector_revision: str | None = None
+    tokenizer: PreTrainedTokenizerBase | None = None
+    image_processor: BaseImageProcessor | None = None
+    gguf_file: str | None = None
+    hub_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 def load_wrapper_parts(
     encoder: str | os.PathLike | nn.Module,
     projector: str | os.PathLike | RelativeProjector,
-    *,
-    dtype: torch.dtype | str | None = None,
-    device: torch.device | str | None = None,
-    revision: str | None = None,
-    projector_revision: str | None = None,
-    tokenizer: PreTrainedTokenizerBase | None = None,
-    image_processor: BaseImageProcessor | None = None,
-    gguf_file: str | None = None,
-    **hub_kwargs: Any,
+    options: LoadOptions,
 ) -> tuple[nn.Module, RelativeProjector, Any, str | None, dict[str, str]]:
     """The parts `RelativeWrapper.from_pretrained` composes, loaded (its docstring documents the
     arguments and errors).
@@ -50,6 +58,8 @@ def load_wrapper_parts(
         commit when it was loaded from the Hub (else ``None``), and its GGUF file and
         quantisation (``{}`` without a GGUF file).
     """
+    revision, gguf_file, hub_kwargs = options.revision, options.gguf_file, options.hub_kwargs
+    tokenizer = options.tokenizer
     encoder_revision, gguf = None, {}
     if gguf_file is not None and not isinstance(encoder, (str, os.PathLike)):
         raise ValueError("gguf_file names a file in the encoder's folder or Hub repo: pass the "
@@ -59,7 +69,9 @@ def load_wrapper_parts(
     if isinstance(encoder, (str, os.PathLike)):
         source = str(encoder)
         load_kwargs = {**hub_kwargs, **({"gguf_file": gguf_file} if gguf_file else {})}
-        model = AutoModel.from_pretrained(source, revision=revision, dtype=dtype, **load_kwargs)
+        model = AutoModel.from_pretrained(
+            source, revision=revision, dtype=options.dtype, **load_kwargs
+        )
         encoder_revision = cached_commit(source, revision, hub_kwargs.get("cache_dir"))
         if gguf_file:
             gguf = gguf_provenance(source, gguf_file, revision, **hub_kwargs)
@@ -68,13 +80,13 @@ def load_wrapper_parts(
                 tokenizer = load_gguf_tokenizer(source, gguf_file, revision, **hub_kwargs)
     elif isinstance(encoder, nn.Module):
         source = str(getattr(getattr(encoder, "config", None), "name_or_path", "") or "")
-        model = encoder if dtype is None or dtype == "auto" else encoder.to(dtype)
+        model = encoder if options.dtype in (None, "auto") else encoder.to(options.dtype)
     else:
         raise ValueError(
             f"encoder must be a Hub id, a local folder or a loaded model, got "
             f"{type(encoder).__name__}."
         )
-    preprocessor = tokenizer if tokenizer is not None else image_processor
+    preprocessor = tokenizer if tokenizer is not None else options.image_processor
     if preprocessor is None:
         preprocessor = load_preprocessor(
             model,
@@ -84,11 +96,11 @@ def load_wrapper_parts(
         )
     if isinstance(projector, (str, os.PathLike)):
         projector = RelativeProjector.from_pretrained(
-            projector, revision=projector_revision, **hub_kwargs
+            projector, revision=options.projector_revision, **hub_kwargs
         )
-    if device is not None:
-        model.to(device)
-        projector.to(device)
+    if options.device is not None:
+        model.to(options.device)
+        projector.to(options.device)
     return model, projector, preprocessor, encoder_revision, gguf
 
 

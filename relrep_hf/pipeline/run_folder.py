@@ -314,7 +314,8 @@ def encoder_entry(
     *,
     column: str | None = None,
 ) -> dict[str, Any]:
-    """run.json's record of one encoder (an `EncoderSpec` or `ArraySpec`): its spec, provenance,
+    """run.json's record of one encoder (a spec of any kind of `encoding.encoder_kinds`: its
+    ``name``, ``str()``, and ``pooling`` / ``layer`` where it has them): its spec, provenance,
     the column it read when not the run's (its name then ends in ``-COLUMN``), embeddings file."""
     arrow = next(
         f["filename"] for f in embedded.cache_files if f["filename"].endswith("embeddings.arrow")

@@ -15,7 +15,6 @@ The evaluation is Algorithm 1 of `relrep_hf.evaluation.zero_shot` on the run's s
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 from collections.abc import Sequence
@@ -25,20 +24,13 @@ from typing import Any
 
 import torch
 
-from relrep_hf.encoding.array_encoders import array_embeddings
-from relrep_hf.encoding.encoders import (
-    ArraySpec,
-    architecture,
-    extraction_id,
-    load_encoder,
+from relrep_hf.encoding.encoder_kinds import (
+    Embedded,
+    EmbedRequest,
+    embed_encoders,
     parse_encoder,
-    resolve_pooling,
 )
-from relrep_hf.encoding.extraction import (
-    embeddings_tensor,
-    extract_embedding_views,
-    extract_embeddings,
-)
+from relrep_hf.encoding.extraction import embeddings_tensor
 from relrep_hf.encoding.parallel_corpus import PARALLEL_VERSES_ID
 from relrep_hf.evaluation.stitching_steps import build_projectors
 from relrep_hf.models.anchor_set import AnchorSet
@@ -83,8 +75,6 @@ __all__ = [
     "user_embedding_cache",
 ]
 
-logger = logging.getLogger(__name__)
-
 
 def embed(
     run_dir: str | os.PathLike,
@@ -105,7 +95,7 @@ def embed(
 ) -> dict[str, Any]:
     """Embed the dataset with every encoder into ``run_dir/embeddings`` and write run.json.
 
-    ``encoders`` are specs of any kind (`relrep_hf.encoding.encoders.parse_encoder`; ``SPEC#COLUMN``
+    ``encoders`` are specs of any kind (`relrep_hf.encoding.encoder_kinds.parse_encoder`; ``SPEC#COLUMN``
     reads another column, e.g. one language of a parallel corpus); ``embeddings`` are
     precomputed ones, ``NAME=PATH``. Specs of the same model (several layers / poolings) share
     one load and one forward pass. ``cache_dir``: embed into this cache (e.g. a user-level one
@@ -116,10 +106,7 @@ def embed(
     prepare_embed(run_dir, overwrite=overwrite, test_size=test_size, batch_size=batch_size)
     if dataset == PARALLEL_VERSES_ID and column == "text":
         column = "en"  # the parallel verses have one column per language
-    parsed = [parse_encoder(spec) for spec in [*encoders, *embeddings]]
-    for spec, _ in parsed[len(encoders) :]:
-        if spec.kind != "precomputed":
-            raise RunError(f"--embeddings takes NAME=PATH, got {str(spec)!r}.")
+    parsed = _parse_specs(encoders, embeddings)
     columns = [spec_column or column for _, spec_column in parsed]
     data = load_dataset_for_run(
         dataset, split=split, column=column, limit=limit, columns=[column, *columns]
@@ -128,54 +115,12 @@ def embed(
         raise RunError(f"test_size={test_size} leaves no training rows out of {len(data)}.")
     order = torch.randperm(len(data), generator=torch.Generator().manual_seed(seed))
     cache = Path(cache_dir) if cache_dir is not None else run_dir / "embeddings"
-    by_index: dict[int, dict[str, Any]] = {}
-    models: dict[tuple, list[int]] = {}  # one load, one pass per column
-    for i, (spec, spec_column) in enumerate(parsed):
-        if isinstance(spec, ArraySpec):
-            embedded, provenance = array_embeddings(
-                spec,
-                data,
-                column=columns[i],
-                cache_dir=cache,
-                batch_size=batch_size,
-                show_progress=show_progress,
-            )
-            embedded = _in_run_folder(embedded, run_dir)
-            by_index[i] = encoder_entry(spec, provenance, embedded, run_dir, column=spec_column)
-        else:
-            models.setdefault((spec.model_id, spec.revision, spec.gguf_file), []).append(i)
-    for indices in models.values():
-        model, tokenizer, provenance = load_encoder(parsed[indices[0]][0])
-        provenance = {"encoder_kind": parsed[indices[0]][0].kind, **provenance}
-        specs = {i: resolve_pooling(parsed[i][0], model) for i in indices}
-        for read in dict.fromkeys(columns[i] for i in indices):
-            group = [i for i in indices if columns[i] == read]
-            logger.info("Embedding %d rows with %s", len(data), [str(specs[i]) for i in group])
-            embedded_views = extract_embedding_views(
-                model,
-                tokenizer,
-                data,
-                views=[(specs[i].pooling, specs[i].layer) for i in group],
-                column=read,
-                batch_size=batch_size,
-                cache_dir=cache,
-                encoder_id=extraction_id(specs[group[0]], provenance),
-                encoder_revision=provenance["encoder_revision"],
-                show_progress=show_progress,
-            )
-            for i, embedded in zip(group, embedded_views, strict=True):
-                by_index[i] = {
-                    **encoder_entry(
-                        specs[i],
-                        provenance,
-                        _in_run_folder(embedded, run_dir),
-                        run_dir,
-                        column=parsed[i][1],
-                    ),
-                    "architecture": architecture(model),
-                }
-        del model  # the next model loads without this one in memory
-    entries = [by_index[i] for i in range(len(parsed))]
+    request = EmbedRequest(data, cache, batch_size, show_progress)
+    embedded = embed_encoders([spec for spec, _ in parsed], columns, request)
+    entries = [
+        _entry(_in_run_folder(one, run_dir), run_dir, spec_column)
+        for one, (_, spec_column) in zip(embedded, parsed, strict=True)
+    ]
     names = [e["name"] for e in entries]
     if len(set(names)) != len(names):
         raise RunError(
@@ -202,10 +147,29 @@ def embed(
     return run
 
 
-def _in_run_folder(embedded: Any, run_dir: Path) -> Any:
-    """``embedded`` read from the run folder's ``embeddings/``: its cache folder is copied
-    there (hard links where possible) when it was written to a cache elsewhere."""
+def _parse_specs(encoders: Sequence[str], embeddings: Sequence[str]) -> list[tuple[Any, Any]]:
+    """Every spec parsed (`parse_encoder`), ``--embeddings`` ones checked to be precomputed."""
+    parsed = [parse_encoder(spec) for spec in [*encoders, *embeddings]]
+    for spec, _ in parsed[len(encoders) :]:
+        if spec.kind != "precomputed":
+            raise RunError(f"--embeddings takes NAME=PATH, got {str(spec)!r}.")
+    return parsed
+
+
+def _entry(embedded: Embedded, run_dir: Path, column: str | None) -> dict[str, Any]:
+    """run.json's record of one embedded encoder (``column``: the one its spec names)."""
+    entry = encoder_entry(
+        embedded.spec, embedded.provenance, embedded.dataset, run_dir, column=column
+    )
+    return {**entry, **embedded.extra}
+
+
+def _in_run_folder(one: Embedded, run_dir: Path) -> Embedded:
+    """``one`` read from the run folder's ``embeddings/``: its cache folder is copied there
+    (hard links where possible) when it was written to a cache elsewhere."""
     import datasets
+
+    embedded = one.dataset
 
     arrow = Path(
         next(
@@ -216,13 +180,14 @@ def _in_run_folder(embedded: Any, run_dir: Path) -> Any:
     )
     target = run_dir / "embeddings" / arrow.parent.name
     if arrow.parent.resolve() == target.resolve():
-        return embedded
+        return one
     if not target.is_dir():
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(arrow.parent, target, copy_function=_link_or_copy)
     copy = datasets.Dataset.from_file(str(target / arrow.name))
     # the copy first: run.json records the first embeddings file, which must be the run's own
-    return datasets.concatenate_datasets([copy, embedded.remove_columns("embedding")], axis=1)
+    local = datasets.concatenate_datasets([copy, embedded.remove_columns("embedding")], axis=1)
+    return replace(one, dataset=local)
 
 
 def _link_or_copy(source: str, target: str) -> None:
@@ -240,6 +205,11 @@ EXTRA_PROVENANCE_KEYS = (
     "encoder_kind",
     "encoder_source",
 )
+
+
+def _projector_provenance(entry: dict[str, Any]) -> dict[str, Any]:
+    """What a projector records of the encoder of a run.json record."""
+    return {k: entry[k] for k in (*PROVENANCE_KEYS, *EXTRA_PROVENANCE_KEYS) if k in entry}
 
 
 def fit(
@@ -298,10 +268,7 @@ def fit(
     anchor_set, support_indices = anchor_method.fit(args, fit_data)
     anchor_set.save_pretrained(run_dir / "anchor_set")
     support_rows = train_rows[support_indices]
-    provenance = {
-        name: {k: entry[k] for k in (*PROVENANCE_KEYS, *EXTRA_PROVENANCE_KEYS) if k in entry}
-        for name, entry in entries.items()
-    }
+    provenance = {name: _projector_provenance(entry) for name, entry in entries.items()}
     projectors = build_projectors(
         anchor_set,
         spaces,
@@ -339,49 +306,19 @@ def onboard(
         raise RunError(
             f"The run's dataset has no column {read!r}; its columns are {data.column_names}."
         )
-    if isinstance(spec, ArraySpec):
-        embedded, provenance = array_embeddings(
-            spec,
-            data,
-            column=read,
-            cache_dir=run_dir / "embeddings",
-            batch_size=batch_size,
-            show_progress=show_progress,
-        )
-        entry = encoder_entry(spec, provenance, embedded, run_dir, column=spec_column)
-    else:
-        model, tokenizer, provenance = load_encoder(spec)
-        provenance = {"encoder_kind": spec.kind, **provenance}
-        spec = resolve_pooling(spec, model)
-        embedded = extract_embeddings(
-            model,
-            tokenizer,
-            data,
-            column=read,
-            pooling=spec.pooling,
-            layer=spec.layer,
-            batch_size=batch_size,
-            cache_dir=run_dir / "embeddings",
-            encoder_id=extraction_id(spec, provenance),
-            encoder_revision=provenance["encoder_revision"],
-            show_progress=show_progress,
-        )
-        entry = {
-            **encoder_entry(spec, provenance, embedded, run_dir, column=spec_column),
-            "architecture": architecture(model),
-        }
+    request = EmbedRequest(data, run_dir / "embeddings", batch_size, show_progress)
+    (embedded,) = embed_encoders([spec], [read], request)
+    entry = _entry(embedded, run_dir, spec_column)
     name = entry["name"]
     if name in {e["name"] for e in run["encoders"]}:
         raise RunError(f"The run already has an encoder named {name!r}.")
     (projector,) = build_projectors(
         AnchorSet.from_pretrained(run_dir / "anchor_set"),
-        {name: embeddings_tensor(embedded)},
+        {name: embeddings_tensor(embedded.dataset)},
         support_rows=run["support_rows"],
         statistics_rows=run["train_rows"],
         similarity=None,
-        provenance={
-            name: {k: entry[k] for k in (*PROVENANCE_KEYS, *EXTRA_PROVENANCE_KEYS) if k in entry}
-        },
+        provenance={name: _projector_provenance(entry)},
     ).values()
     projector.save_pretrained(run_dir / "projectors" / name)
     run["encoders"].append({**entry, "onboarded": True})

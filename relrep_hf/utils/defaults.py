@@ -46,15 +46,6 @@ DEFAULT_COVERAGE_TEMPERATURE = 2.7
 # two architectures from the package registry: the bundled MiniLM (a BERT encoder) and the
 # SmolLM2-135M GGUF (a Llama decoder), two poolings each; the last is held out of fitting
 DEFAULT_ENCODERS = ("minilm:mean:-1", "smollm2:mean:-1", "minilm:cls:-1", "smollm2:last:-1")
-# the encoder kinds a spec may name (`relrep_hf.encoding.encoders.parse_encoder`), for --help and errors
-ENCODER_KINDS_HELP = (
-    "a transformers model ID[@REVISION][:POOLING][:LAYER] ('minilm:mean', 'gpt2:last:6'), a "
-    "GGUF file REPO_ID/FILE.gguf or path/to/FILE.gguf ('smollm2:last' is the packaged "
-    "SmolLM2-135M), a sentence-transformers model 'st:FOLDER_OR_ID', a Python callable "
-    "'py:module:function' (texts -> [N, d] array), or precomputed embeddings NAME=FILE "
-    "(.npy, .safetensors or a datasets folder; --embeddings); any of them + '#COLUMN' to read "
-    "another dataset column"
-)
 # `relrep-hf demo --multilingual`: the parallel verses, each encoder on its own language; two
 # English-centred models of two architectures, the multilingual USE on German and French, and
 # multilingual-e5-small on Spanish, held out (a new encoder and a new language, no training)
