@@ -44,11 +44,7 @@ MAX_FUNCTION_LINES = 80
 OTHERS_SPLITTING = {
     "cli.py:run",
     "cli_parser.py:build_parser",
-    "encoding/batches.py:encode_in_order",
-    "encoding/extraction.py:extract_embedding_views",
-    "encoding/extraction_writer.py:extract_to_folders",
     "models/anchor_set.py:shared_linear",
-    "pipeline/steps.py:embed",
 }
 
 
