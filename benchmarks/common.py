@@ -13,11 +13,14 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import psutil
 
 from relrep_hf.utils.defaults import pip_install
+
+RESULTS = Path(__file__).resolve().parent / "results"  # figures and JSON of the runs, git-ignored
 
 
 def median_seconds(function: Callable[[], Any], *, repeats: int = 7, warmup: int = 2) -> float:

@@ -1,6 +1,6 @@
 """The trainer and extraction on a GPU, against the same code on the same machine's CPU.
 
-Needs CUDA (``python -m benchmarks --only bench_device``; not in the default list of
+Needs CUDA (``python -m benchmarks device``; not in the default list of
 ``python -m benchmarks``, which runs where CI runs, without one). Each row pairs a GPU run with a baseline run in the same
 process:
 
@@ -24,8 +24,8 @@ import torch
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState
 
-from benchmarks.bench_param import _deviation, _direct_epoch, _spaces
 from benchmarks.common import row
+from benchmarks.perf.param import _deviation, _direct_epoch, _spaces
 from relrep_hf import ParamTrainer, ParamTrainingArguments
 from relrep_hf.encoding.corpora import load_sentences
 from relrep_hf.encoding.extraction import embeddings_tensor, extract_embeddings

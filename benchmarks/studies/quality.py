@@ -20,20 +20,19 @@ import json
 import tempfile
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from statistics import mean
 
 import torch
 
-from benchmarks.common import Table, announce_skips, row, unavailable, warnings_once
-from benchmarks.k_sweep import plot_sweep, sweep_group
-from benchmarks.spaces import GROUPS, group_needs, load_group
+from benchmarks.common import RESULTS, Table, announce_skips, row, unavailable, warnings_once
+from benchmarks.spaces.groups import GROUPS, group_needs, load_group
+from benchmarks.studies.k_sweep import plot_sweep, sweep_group
 from relrep_hf import AnchorSet, ParamTrainer, ParamTrainingArguments, RelativeProjector, Statistics
 from relrep_hf.functional.metrics import retrieval_metrics
 from relrep_hf.training.shared_linear_trainer import fine_tune_shared_linear
 
-RESULTS = Path(__file__).resolve().parent / "results"
 NUM_ANCHORS = 300
 SWEEP = (25, 50, 100, 200, 300)
 PARAM_EPOCHS = 95  # the paper's default (fewer epochs leave PARAM far from converged here)
@@ -284,7 +283,7 @@ def run(
     parts: tuple[str, ...] = PARTS,
     every_held_out: bool = False,
 ) -> list[dict]:
-    """Every group of `benchmarks.spaces` (or ``groups``), every method (or ``only``): the
+    """Every group of `benchmarks.spaces.groups` (or ``groups``), every method (or ``only``): the
     method table at K = 1,000 (``"table"``) and the fit-size sweep (``"sweep"``).
 
     ``every_held_out``: the sweep holds out each encoder in turn (leave one encoder out over
@@ -356,10 +355,11 @@ def run(
     return rows
 
 
-if __name__ == "__main__":
+def main(argv: Sequence[str] | None = None) -> None:
+    """Part of the quality benchmark: some groups, methods or parts."""
     import argparse
 
-    parser = argparse.ArgumentParser(description="Part of the quality benchmark.")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks quality", description=main.__doc__)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--group", action="append", choices=GROUPS, help="repeatable")
     parser.add_argument("--method", action="append", choices=list(methods(1)), help="repeatable")
@@ -369,9 +369,9 @@ if __name__ == "__main__":
         action="store_true",
         help="the sweep holds out each encoder in turn (no PARAM: 95 epochs a fold)",
     )
-    arguments = parser.parse_args()
-    announce_skips("bench_quality", needs(arguments.quick))
-    with warnings_once("bench_quality"):
+    arguments = parser.parse_args(argv)
+    announce_skips("quality", needs(arguments.quick))
+    with warnings_once("quality"):
         run(
             arguments.quick,
             arguments.group,
