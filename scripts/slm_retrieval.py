@@ -32,8 +32,8 @@ it exercises the whole path offline; its numbers mean nothing.
 
 Usage::
 
-    python scripts/slm_retrieval.py                     # the paper's models (Hub, GPU advised)
-    python scripts/slm_retrieval.py --smoke --seeds 0 1
+    python -m scripts.slm_retrieval                     # the paper's models (Hub, GPU advised)
+    python -m scripts.slm_retrieval --smoke --seeds 0 1
 """
 
 from __future__ import annotations
@@ -44,7 +44,6 @@ from typing import Any
 
 import datasets
 import torch
-from common import experiment_parser, param_arguments, parse, smoke_tokenizer, write_results
 from torch import Tensor
 
 from relrep_hf.encoding.corpora import template_sentences
@@ -52,6 +51,7 @@ from relrep_hf.encoding.extraction import embeddings_tensor, extract_embeddings
 from relrep_hf.evaluation.plots import stitching_heatmap
 from relrep_hf.evaluation.zero_shot import EncoderData, Method, ZeroShotStitching
 from relrep_hf.functional.tables import format_table, summarize_seeds
+from scripts.common import experiment_parser, param_arguments, parse, smoke_tokenizer, write_results
 
 MODELS = {
     "TinyLlama": "TinyLlama/TinyLlama-1.1B-Chat-v1.0",

@@ -50,8 +50,8 @@ offline; its numbers mean nothing.
 
 Usage::
 
-    python scripts/vision_stitching.py                  # the paper's setting (Hub, GPU advised)
-    python scripts/vision_stitching.py --smoke --seeds 0 1
+    python -m scripts.vision_stitching                  # the paper's setting (Hub, GPU advised)
+    python -m scripts.vision_stitching --smoke --seeds 0 1
 """
 
 from __future__ import annotations
@@ -63,7 +63,13 @@ from typing import Any
 
 import numpy as np
 import torch
-from common import (
+from safetensors.torch import load_file, save_file
+from torch import Tensor, nn
+
+from relrep_hf.encoding import encode_in_order, pool_model_output
+from relrep_hf.evaluation.zero_shot import EncoderData
+from relrep_hf.functional.tables import format_table
+from scripts.common import (
     STITCHING_COLUMNS,
     STITCHING_KEYS,
     experiment_parser,
@@ -73,12 +79,6 @@ from common import (
     run_stitching,
     write_results,
 )
-from safetensors.torch import load_file, save_file
-from torch import Tensor, nn
-
-from relrep_hf.encoding import encode_in_order, pool_model_output
-from relrep_hf.evaluation.zero_shot import EncoderData
-from relrep_hf.functional.tables import format_table
 
 ENCODERS = {
     "ViT-S": "timm/vit_small_patch16_224.augreg_in21k_ft_in1k",
