@@ -43,7 +43,6 @@ Usage::
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -236,7 +235,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--head-epochs", type=int, default=20)
     args = parse(parser, argv)
-    started = time.perf_counter()
     cache_dir = args.output_dir / "embeddings"
     head_epochs, anchor_counts = args.head_epochs, sorted(args.anchors)
     overrides: dict[str, Any] = {"support_size": args.support_size}
@@ -285,7 +283,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     results = {
         "experiment": "Section 7: Figure 3 and Table 4",
         "data": "smoke" if args.smoke else args.data,
-        "seeds": args.seeds,
         "sources": sources,
         "target": target,
         "anchor_counts": anchor_counts,
@@ -296,7 +293,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "per_seed": {seed: {"sweep": r[0], "table4": r[1]} for seed, r in runs.items()},
         "figures": {"ablation_anchors": figure},
     }
-    return write_results(args.output_dir, results, started=started)
+    return write_results(args, results)
 
 
 if __name__ == "__main__":

@@ -42,7 +42,6 @@ Usage::
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -279,7 +278,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--data", choices=("digits", "mnist"), default="digits")
     args = parse(parser, argv, default_seeds=(0, 1, 2))
     config = SMOKE if args.smoke else Config()
-    started = time.perf_counter()
     data = load_images(args.data, config.max_rows)
     print(f"{args.data}: {len(data[0])} train / {len(data[2])} test images, {data[4]}x{data[4]}")
 
@@ -299,14 +297,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     results = {
         "experiment": "Appendix E.3: anisotropic autoencoders",
         "data": args.data,
-        "smoke": args.smoke,
-        "seeds": args.seeds,
         "config": asdict(config),
         "table": table,
         "per_seed": {seed: r["mse"] for seed, r in runs.items()},
         "figures": figures,
     }
-    return write_results(args.output_dir, results, started=started)
+    return write_results(args, results)
 
 
 if __name__ == "__main__":
