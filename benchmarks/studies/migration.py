@@ -121,20 +121,14 @@ class AnchorPaths:
 
 
 def pair_recalls(
-    spaces: dict,
-    pair: tuple[str, str],
-    k: int,
-    test: int,
-    paths: AnchorPaths,
-    direction: str,
-    folds: int = DEFAULT_FOLDS,
+    paths: AnchorPaths, pair: tuple[str, str], k: int, test: int, direction: str, folds: int
 ) -> dict:
-    """Every candidate's and the chosen map's test Recall@1 for one pair, fit size and
-    retrieval direction (the choice cross-validated on the same direction)."""
+    """Every candidate's and the chosen map's test Recall@1 for one pair of ``paths.spaces``,
+    fit size and retrieval direction (the choice cross-validated on the same direction)."""
     from relrep_hf.functional.metrics import retrieval_metrics
     from relrep_hf.functional.migration_maps import select_migration_map
 
-    old, new = spaces[pair[0]].double(), spaces[pair[1]].double()
+    old, new = paths.spaces[pair[0]].double(), paths.spaces[pair[1]].double()
     n = len(old)
     fit, held = slice(0, k), slice(n - test, n)
     prior = paths.fit(pair)  # refitted on each fold's rows: its score is out of fold too
@@ -234,7 +228,7 @@ def quality(
                  ("shrunk", 6, ".3f"), ("fit s", 6, ".1f")],
             )  # fmt: skip
             for pair in [p for p in PAIRS if set(p) <= set(encoders)]:
-                r = results[pair] = pair_recalls(spaces, pair, k, test, paths, direction, folds)
+                r = results[pair] = pair_recalls(paths, pair, k, test, direction, folds)
                 table.add(f"{pair[0]} -> {pair[1]}", r["choice"], r["chosen"],
                           r["best pairwise"], r["affine"], r.get("anchors"), r.get("shrunk"),
                           r["fit_seconds"])  # fmt: skip

@@ -28,7 +28,7 @@ import torch
 
 from benchmarks.common import RESULTS, Table, announce_skips, row, unavailable, warnings_once
 from benchmarks.spaces.groups import GROUPS, group_needs, load_group
-from benchmarks.studies.k_sweep import plot_sweep, sweep_group
+from benchmarks.studies.k_sweep import label_recall_panel, plot_sweep, sweep_group
 from relrep_hf import AnchorSet, ParamTrainer, ParamTrainingArguments, RelativeProjector, Statistics
 from relrep_hf.functional.metrics import retrieval_metrics
 from relrep_hf.training.shared_linear_trainer import fine_tune_shared_linear
@@ -262,10 +262,7 @@ def plot(results: list[dict], path: Path) -> None:
                 ax.axhline(r1[0], linestyle="--", color="gray", label=f"Full support (m={ms[0]})")
             else:
                 ax.plot(ms, r1, marker="o", label=method)
-        ax.set_title(result["group"])
-        ax.set_xlabel("number of anchors m")
-        ax.set_ylabel("Recall@1 into the held-out encoder")
-        ax.grid(alpha=0.3)
+        label_recall_panel(ax, result["group"], "number of anchors m")
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
