@@ -21,6 +21,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from textwrap import shorten
 from types import ModuleType
 
 from benchmarks.common import TABLES, announce_skips, warnings_once
@@ -78,7 +79,9 @@ def _listing(benchmarks: dict[str, tuple[str, str, frozenset[str]]]) -> str:
         for name, (module, where, _) in benchmarks.items():
             if where == purpose:
                 mark = "*" if name in DEFAULT else " "
-                lines.append(f" {mark} {name:<21} {_summary(module)[:90]}")
+                lines.append(
+                    f" {mark} {name:<21} {shorten(_summary(module), 76, placeholder=' ...')}"
+                )
     return "\n".join(lines)
 
 

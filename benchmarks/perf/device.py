@@ -25,7 +25,7 @@ from accelerate import Accelerator
 from accelerate.state import AcceleratorState
 
 from benchmarks.common import row
-from benchmarks.perf.param import _deviation, _direct_epoch, _spaces
+from benchmarks.perf.param import direct_epoch, loss_deviation, random_spaces
 from relrep_hf import ParamTrainer, ParamTrainingArguments
 from relrep_hf.encoding.corpora import load_sentences
 from relrep_hf.encoding.extraction import embeddings_tensor, extract_embeddings
@@ -57,7 +57,7 @@ def _synchronized(function):
 
 def _param_rows(quick: bool, repeats: int) -> list[dict]:
     n, d, k, m, encoders = (4000, 256, 1000, 100, 3) if quick else (20000, 768, 5000, 300, 3)
-    spaces = _spaces(n, d, encoders)
+    spaces = random_spaces(n, d, encoders)
     on_gpu = {name: x.to(DEVICE) for name, x in spaces.items()}
     cpu, gpu, gpu_logged, gpu_bf16, direct = [], [], [], [], []
     _param(on_gpu, m, k, cpu=False)  # warm-up: CUDA context, kernels, cuBLAS handles
@@ -71,7 +71,7 @@ def _param_rows(quick: bool, repeats: int) -> list[dict]:
         low = _param(on_gpu, m, k, cpu=False, bf16=True, logging_steps=10)
         gpu_bf16.append(low.train_runtime["epoch_seconds"])
         # reads every step's losses back, so its clock stops after the GPU's work
-        direct.append(_direct_epoch(on_gpu, trainer.args, trainer.support_indices)[0])
+        direct.append(direct_epoch(on_gpu, trainer.args, trainer.support_indices)[0])
     steps = -(-n // trainer.args.train_batch_size)
     size = f"N={n}, d={d}, K={k}, m={m}, {encoders} encoders"
     median = statistics.median
@@ -82,7 +82,7 @@ def _param_rows(quick: bool, repeats: int) -> list[dict]:
             median(cpu),
             median(gpu),
             "s",
-            max_relative_loss_difference_gpu_cpu_first_epoch=_deviation(
+            max_relative_loss_difference_gpu_cpu_first_epoch=loss_deviation(
                 trainer.log_history[:steps], reference.log_history[:steps]
             ),
             logging_every_step_seconds=median(gpu_logged),
@@ -100,7 +100,9 @@ def _param_rows(quick: bool, repeats: int) -> list[dict]:
             median(gpu),
             median(gpu_bf16),
             "s",
-            max_relative_loss_deviation_from_float32=_deviation(low.log_history, quiet.log_history),
+            max_relative_loss_deviation_from_float32=loss_deviation(
+                low.log_history, quiet.log_history
+            ),
         ),
     ]
 
