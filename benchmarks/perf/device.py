@@ -5,9 +5,9 @@ Needs CUDA (``python -m benchmarks device``; not in the default list of
 process:
 
 - PARAM (`ParamTrainer`, float32) on the GPU against the same trainer on the CPU
-  (``Accelerator(cpu=True)``, every core), at `bench_param`'s sizes, with the largest relative
+  (``Accelerator(cpu=True)``, every core), at `param`'s sizes, with the largest relative
   difference between the two devices' losses over the first epoch, step by step;
-- PARAM on the GPU against the paper's formulas read directly (`bench_param`'s autograd
+- PARAM on the GPU against the paper's formulas read directly (`param`'s autograd
   version) on the GPU; and with ``bf16=True`` against float32;
 - `extract_embeddings` (a BERT of all-MiniLM-L6-v2's shape, built from its config with random
   weights: the time does not depend on the weights) over the bundled sentences, on the GPU
@@ -194,5 +194,5 @@ def _extraction_rows(quick: bool) -> list[dict]:
 
 def run(quick: bool = False, repeats: int = 3) -> list[dict]:
     if not torch.cuda.is_available():
-        raise SystemExit("bench_device needs a CUDA GPU; run it where torch.cuda.is_available().")
+        raise SystemExit("device needs a CUDA GPU; run it where torch.cuda.is_available().")
     return _param_rows(quick, repeats) + _extraction_rows(quick)

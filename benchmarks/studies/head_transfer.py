@@ -48,13 +48,13 @@ QUICK_KS = (100, 250)
 TEST_ROWS = 1000
 NUM_ANCHORS = 300
 QUICK_ANCHORS = 50
-PARAM_EPOCHS = 95  # the paper's default, as bench_quality
+PARAM_EPOCHS = 95  # the paper's default, as the quality benchmark
 PARAM_SUPPORT = 1000
-HELD_OUT = {"verses": ("smollm2:last",), "minilm": ("minilm-cls-L-1",)}  # as bench_quality's sweep
+HELD_OUT = {"verses": ("smollm2:last",), "minilm": ("minilm-cls-L-1",)}  # as quality's sweep
 PLOTTED = {"multi-source": "C0-", "single mean": "C1-", "single worst": "C1:",
            "multi all-m": "C2--", "own-relative": "C7-", "today single mean": "C3-",
            "today single worst": "C3:", "Random-Cos": "C4-", "PARAM-WIP": "C5-"}  # fmt: skip
-QUICK_HELD_OUT = ("e5-small",)  # as bench_quality's real group; CI: about a minute
+QUICK_HELD_OUT = ("e5-small",)  # as the quality benchmark's real group; CI: about a minute
 FLOORS = {4000: (0.95, 0.99), 1000: (0.90, 0.97)}  # (single-source, multi-source) of Abs
 METHODS = ("own-relative", "multi-source", "single mean", "single worst", "multi all-m",
            "single all-m mean", "single all-m worst", "multi linear",

@@ -1,7 +1,7 @@
 """The fit-size sweep of the quality benchmark: does the default hold at every K?
 
 For each group and each number of fit rows K (support = every fit row, the default's K = N),
-each held-out encoder of `bench_quality.HELD_OUT` (``--quick``: every encoder), fit on the
+each held-out encoder of `quality.HELD_OUT` (``--quick``: every encoder), fit on the
 others' first K rows and retrieve the last test rows into the held-out encoder (Recall@1, mean
 over ordered pairs, then held-out encoders), for:
 

@@ -4,7 +4,7 @@ and R@1 into the held-out one, both on the test rows (in hindsight).
 The selector sees only the training encoders' fit rows. If even the training encoders' own
 test-row retrieval (an oracle no selector has) peaks at the value the selector chose while the
 held-out encoder peaks elsewhere, no rule that reads the training encoders can find the
-held-out encoder's best. The sweep's settings (`bench_quality --part sweep`): the first K rows fit
+held-out encoder's best. The sweep's settings (`quality --part sweep`): the first K rows fit
 (K = N), the last 1,000 tested, m = 300.
 
 ``OMP_NUM_THREADS=1 python -m benchmarks selection_oracle [GROUP HELD_OUT K ...]``

@@ -1,6 +1,6 @@
 """The shrinkage selector with its folds' eigenproblems in float64 against float32.
 
-For every group, K and held-out encoder of the fit-size sweep (``bench_quality --part sweep
+For every group, K and held-out encoder of the fit-size sweep (``quality --part sweep
 --every-held-out``'s settings: the first K rows, m = 300), runs
 `relrep_hf.functional.regularization.cross_validated_shrinkage` twice, with ``SELECTION_DTYPE``
 float64 and float32, and prints per group how often the two choose the same shrinkage, the
