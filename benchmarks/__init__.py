@@ -1,5 +1,7 @@
-"""Performance comparisons, each against a baseline run in the same process.
+"""Benchmarks by purpose: ``perf/`` (performance against a baseline run in the same process),
+``studies/`` (quality studies) and ``spaces/`` (the embedding spaces the studies read).
 
-Run all with ``python -m benchmarks`` (``--quick`` for small sizes, ``--json PATH`` to
-keep the results for comparison across commits).
+One entry, ``python -m benchmarks`` (``--help`` lists every benchmark): the default set with
+``--quick`` for small sizes and ``--json PATH`` to keep the results for comparison across
+commits, or ``python -m benchmarks NAME [ARGS ...]`` for one benchmark and its own arguments.
 """

@@ -1,46 +1,117 @@
-"""Run every benchmark in one process and print a table of ratios against baselines."""
+"""The one entry of the benchmarks.
+
+    python -m benchmarks [--quick] [--only NAME ...] [--json PATH]
+    python -m benchmarks NAME [ARGS ...]
+
+The first runs the default set (or ``--only`` those) in one process and prints a table of
+ratios against baselines; the second runs one benchmark with its own arguments (``python -m
+benchmarks NAME --help``). A benchmark is a module of ``perf/``, ``studies/`` or ``spaces/``
+named by its file: ``run(quick)`` gives its table rows, ``main(argv)`` its own command line,
+``needs(quick)`` the optional packages it reads.
+"""
 
 from __future__ import annotations
 
 import argparse
-import importlib
+import ast
+import importlib.util
 import json
 import platform
+import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-
-import torch
+from textwrap import shorten
+from types import ModuleType
 
 from benchmarks.common import TABLES, announce_skips, warnings_once
 
-MODULES = [
-    "bench_projection",
-    "bench_statistics",
-    "bench_param",
-    "bench_wrapper",
-    "bench_st",
-    "bench_scale",
-    "bench_manifest",
-    "bench_extraction",
-    "bench_cli",
-    "bench_quality",
-    "bench_zero_shot",
-    "bench_migration",
+PURPOSES = {
+    "perf": "performance, each against a baseline run in the same process",
+    "studies": "quality studies: does the method hold up, and what was tried",
+    "spaces": "builders of the embedding spaces the studies read (cached)",
+}
+# What ``python -m benchmarks`` runs (CI: ``--quick``), in this order.
+DEFAULT = (
+    "projection",
+    "statistics",
+    "param",
+    "wrapper",
+    "st",
+    "scale",
+    "manifest",
+    "extraction",
+    "cli",
+    "quality",
+    "zero_shot",
+    "migration",
     "head_transfer",
-]
+)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+def catalogue() -> dict[str, tuple[str, str, frozenset[str]]]:
+    """``{name: (module, purpose, entry points)}`` of every benchmark: each module of a purpose's
+    folder defining ``run`` or ``main``, read without importing it (``--help`` stays quick)."""
+    found: dict[str, tuple[str, str, frozenset[str]]] = {}
+    for purpose in PURPOSES:
+        for path in sorted((Path(__file__).parent / purpose).glob("*.py")):
+            tree = ast.parse(path.read_text("utf-8"))
+            defined = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+            entries = frozenset(defined & {"run", "main"})
+            if not entries:
+                continue  # a helper of the others
+            if path.stem in found:
+                raise RuntimeError(f"Two benchmarks named {path.stem!r}: rename one.")
+            found[path.stem] = (f"benchmarks.{purpose}.{path.stem}", purpose, entries)
+    return found
+
+
+def _summary(module: str) -> str:
+    spec = importlib.util.find_spec(module)
+    docstring = ast.get_docstring(ast.parse(Path(spec.origin).read_text("utf-8"))) or ""
+    return docstring.split("\n\n")[0].replace("\n", " ")
+
+
+def _listing(benchmarks: dict[str, tuple[str, str, frozenset[str]]]) -> str:
+    lines = ["benchmarks (* in the default set; NAME --help for a benchmark's own arguments):"]
+    for purpose, what in PURPOSES.items():
+        lines.append(f"\n{purpose}/: {what}")
+        for name, (module, where, _) in benchmarks.items():
+            if where == purpose:
+                mark = "*" if name in DEFAULT else " "
+                lines.append(
+                    f" {mark} {name:<21} {shorten(_summary(module), 76, placeholder=' ...')}"
+                )
+    return "\n".join(lines)
+
+
+def _load(name: str, benchmarks: dict, parser: argparse.ArgumentParser) -> ModuleType:
+    if name not in benchmarks:
+        parser.error(f"no benchmark named {name!r}; the names: {', '.join(benchmarks)}.")
+    return importlib.import_module(benchmarks[name][0])
+
+
+def run_table(argv: Sequence[str], benchmarks: dict) -> None:
+    """The default set (or ``--only``): every benchmark's rows in one table, ``--json`` kept."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description=__doc__.split("\n\n")[0],
+        epilog=_listing(benchmarks),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
-    parser.add_argument("--only", nargs="*", default=None, help="benchmark modules to run")
+    parser.add_argument("--only", nargs="*", default=None, metavar="NAME", help="these only")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
-    args = parser.parse_args()
-    torch.manual_seed(0)
+    args = parser.parse_args(argv)
+    import torch
     from transformers.utils import logging as transformers_logging
 
+    torch.manual_seed(0)
     transformers_logging.disable_progress_bar()  # one "Loading weights" bar per model load
-    modules = {name: importlib.import_module(f"benchmarks.{name}") for name in args.only or MODULES}
+    modules = {name: _load(name, benchmarks, parser) for name in args.only or DEFAULT}
+    for name, module in modules.items():
+        if not hasattr(module, "run"):
+            parser.error(f"{name} has no table rows: run it alone, python -m benchmarks {name}.")
     skipped = {}  # said before anything runs: a missing package stops nothing minutes later
     for name, module in modules.items():
         needs = getattr(module, "needs", None)
@@ -50,6 +121,22 @@ def main() -> None:
         if "" not in skipped[name]:
             with warnings_once(name):
                 results += module.run(quick=args.quick)
+    print_results(results)
+    if args.json:
+        meta = {
+            "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+            "machine": platform.machine(),
+        }
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        skips = {name: gaps for name, gaps in skipped.items() if gaps}
+        document = {"meta": meta, "results": results, "tables": TABLES, "skipped": skips}
+        args.json.write_text(json.dumps(document, indent=2))
+
+
+def print_results(results: list[dict]) -> None:
+    """One line per row (ours, the baseline, their ratio), its extra figures below it."""
     width = max((len(r["benchmark"]) for r in results), default=9)
     print(f"{'benchmark':<{width}}  {'ours':>10}  {'baseline':>10}  {'ratio':>6}  baseline")
     for r in results:
@@ -62,17 +149,20 @@ def main() -> None:
                 print(
                     f"    {key}: {value:.3g}" if isinstance(value, float) else f"    {key}: {value}"
                 )
-    if args.json:
-        meta = {
-            "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-            "torch": torch.__version__,
-            "threads": torch.get_num_threads(),
-            "machine": platform.machine(),
-        }
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        skips = {name: gaps for name, gaps in skipped.items() if gaps}
-        document = {"meta": meta, "results": results, "tables": TABLES, "skipped": skips}
-        args.json.write_text(json.dumps(document, indent=2))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    benchmarks = catalogue()
+    if not argv or argv[0].startswith("-"):
+        run_table(argv, benchmarks)
+        return
+    name, rest = argv[0], argv[1:]
+    module = _load(name, benchmarks, argparse.ArgumentParser(prog="python -m benchmarks"))
+    if hasattr(module, "main"):
+        module.main(rest)
+    else:  # table rows only: the table of this one
+        run_table(["--only", name, *rest], benchmarks)
 
 
 if __name__ == "__main__":

@@ -13,11 +13,14 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import psutil
 
 from relrep_hf.utils.defaults import pip_install
+
+RESULTS = Path(__file__).resolve().parent / "results"  # figures and JSON of the runs, git-ignored
 
 
 def median_seconds(function: Callable[[], Any], *, repeats: int = 7, warmup: int = 2) -> float:
@@ -50,16 +53,46 @@ def interleaved_medians(
     return {name: statistics.median(values) for name, values in times.items()}
 
 
+def resident_memory() -> dict[str, int]:
+    """Resident bytes of this process: ``rss`` all, ``anon`` allocated, ``file`` the pages of
+    mapped files read (page cache, given back under pressure). Off Linux: the RSS for all."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        rss = psutil.Process().memory_info().rss
+        return {"rss": rss, "anon": rss, "file": 0}
+    kib = {k: int(re.search(rf"^{k}:\s+(\d+)", status, re.M).group(1)) * 1024
+           for k in ("VmRSS", "RssAnon", "RssFile")}  # fmt: skip
+    return {"rss": kib["VmRSS"], "anon": kib["RssAnon"], "file": kib["RssFile"]}
+
+
+def summed_medians(
+    functions_of: Callable[[Any], dict[str, Callable[[], Any]]],
+    items: Sequence[Any],
+    *,
+    repeats: int,
+    warmup: int,
+) -> dict[str, float]:
+    """Each function's median time summed over ``items``, the functions of one item
+    (``functions_of(item)``) timed interleaved, item by item: load drifting over seconds hits
+    all alike, so a difference of a fraction of a percent can be measured."""
+    totals: dict[str, float] = {}
+    for item in items:
+        times = interleaved_medians(functions_of(item), repeats=repeats, warmup=warmup)
+        for name, seconds in times.items():
+            totals[name] = totals.get(name, 0.0) + seconds
+    return totals
+
+
 def _peak_child(target: Callable[..., Any], args: tuple, queue) -> None:
-    process = psutil.Process()
-    baseline = process.memory_info().rss
-    peak = baseline
+    baseline = resident_memory()
+    peak = dict(baseline)
     done = threading.Event()
 
     def sample() -> None:
-        nonlocal peak
         while not done.is_set():
-            peak = max(peak, process.memory_info().rss)
+            for key, value in resident_memory().items():
+                peak[key] = max(peak[key], value)
             time.sleep(0.002)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -69,14 +102,14 @@ def _peak_child(target: Callable[..., Any], args: tuple, queue) -> None:
     seconds = time.perf_counter() - start
     done.set()
     sampler.join()
-    queue.put((seconds, max(peak, process.memory_info().rss) - baseline))
+    last = resident_memory()
+    queue.put((seconds, {key: max(peak[key], last[key]) - baseline[key] for key in peak}))
 
 
-def peak_memory(target: Callable[..., Any], *args: Any) -> tuple[float, int]:
-    """Run ``target(*args)`` in a fresh process: (seconds, peak RSS growth in bytes).
-
-    RSS is sampled every 2 ms from a thread, from just before the call to its end.
-    """
+def peak_memories(target: Callable[..., Any], *args: Any) -> tuple[float, dict[str, int]]:
+    """Run ``target(*args)`` in a fresh process: (seconds, peak growth in bytes of each figure
+    of `resident_memory`), sampled every 2 ms from a thread, from just before the call to its
+    end."""
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
     process = context.Process(target=_peak_child, args=(target, args, queue))
@@ -84,6 +117,12 @@ def peak_memory(target: Callable[..., Any], *args: Any) -> tuple[float, int]:
     result = queue.get()
     process.join()
     return result
+
+
+def peak_memory(target: Callable[..., Any], *args: Any) -> tuple[float, int]:
+    """`peak_memories`' seconds and peak RSS growth in bytes."""
+    seconds, peaks = peak_memories(target, *args)
+    return seconds, peaks["rss"]
 
 
 def row(name: str, baseline: str, baseline_value: float, value: float, unit: str, **extra) -> dict:

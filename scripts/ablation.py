@@ -36,21 +36,19 @@ nothing.
 
 Usage::
 
-    python scripts/ablation.py                       # MiniLM, offline (3-4 min per seed, 2 CPUs)
-    python scripts/ablation.py --data cifar          # the paper's data and encoders
-    python scripts/ablation.py --smoke --seeds 0 1
+    python -m scripts.ablation                       # MiniLM, offline (3-4 min per seed, 2 CPUs)
+    python -m scripts.ablation --data cifar          # the paper's data and encoders
+    python -m scripts.ablation --smoke --seeds 0 1
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import datasets
 import torch
-from common import experiment_parser, param_arguments, parse, smoke_tokenizer, write_results
 
 from relrep_hf.encoding.corpora import load_sentences
 from relrep_hf.encoding.extraction import embeddings_tensor, extract_embeddings
@@ -58,6 +56,7 @@ from relrep_hf.evaluation.plots import new_figure, save
 from relrep_hf.evaluation.zero_shot import EncoderData, Method, ZeroShotStitching
 from relrep_hf.functional.metrics import accuracy, normalized_mse, retrieval_metrics, rr_std
 from relrep_hf.functional.tables import format_table, summarize_seeds
+from scripts.common import experiment_parser, param_arguments, parse, smoke_tokenizer, write_results
 
 SWEEP = (
     Method("Random-Cos", "random", "cosine"),
@@ -236,7 +235,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--head-epochs", type=int, default=20)
     args = parse(parser, argv)
-    started = time.perf_counter()
     cache_dir = args.output_dir / "embeddings"
     head_epochs, anchor_counts = args.head_epochs, sorted(args.anchors)
     overrides: dict[str, Any] = {"support_size": args.support_size}
@@ -246,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         overrides = {"num_train_epochs": 4, "train_batch_size": 128}
         sources, target = ("L2-mean", "L1-mean"), "L2-cls"
     elif args.data == "cifar":
-        from vision_stitching import ENCODERS, hub_data
+        from scripts.vision_stitching import ENCODERS, hub_data
 
         sources, target = tuple(args.sources or ("ViT-B", "ViT-R50")), args.target or "ViT-S"
         data = hub_data(cache_dir, {name: ENCODERS[name] for name in (*sources, target)})
@@ -285,7 +283,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     results = {
         "experiment": "Section 7: Figure 3 and Table 4",
         "data": "smoke" if args.smoke else args.data,
-        "seeds": args.seeds,
         "sources": sources,
         "target": target,
         "anchor_counts": anchor_counts,
@@ -296,7 +293,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "per_seed": {seed: {"sweep": r[0], "table4": r[1]} for seed, r in runs.items()},
         "figures": {"ablation_anchors": figure},
     }
-    return write_results(args.output_dir, results, started=started)
+    return write_results(args, results)
 
 
 if __name__ == "__main__":

@@ -35,26 +35,26 @@ the experiment then tests only how well the stitched decoders transfer, which is
 
 Usage::
 
-    python scripts/anisotropic_autoencoders.py                 # digits, 3 seeds, 2-3 min on 2 CPU cores
-    python scripts/anisotropic_autoencoders.py --data mnist    # the paper's data (Hub)
-    python scripts/anisotropic_autoencoders.py --smoke         # seconds
+    python -m scripts.anisotropic_autoencoders                 # digits, 3 seeds, 2-3 min on 2 CPU cores
+    python -m scripts.anisotropic_autoencoders --data mnist    # the paper's data (Hub)
+    python -m scripts.anisotropic_autoencoders --smoke         # seconds
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 import torch
-from common import experiment_parser, param_arguments, parse, write_results
 from torch import Tensor, nn
 
+from benchmarks.spaces.affine_stress import AnisotropicAutoencoder, fit_reconstruction, mlp
 from relrep_hf.evaluation.plots import new_figure, save
 from relrep_hf.evaluation.zero_shot import EncoderData, Method, ZeroShotStitching
 from relrep_hf.functional.tables import format_table, summarize_seeds
+from scripts.common import experiment_parser, param_arguments, parse, write_results
 
 AUTOENCODERS = ("AE1", "AE2", "AE3", "AE4")
 DECODER_SOURCE, ZERO_SHOT = "AE1", "AE4"
@@ -136,33 +136,11 @@ def load_images(name: str, max_rows: int | None) -> tuple[Tensor, Tensor, Tensor
 # ---------------------------------------------------------------------------------------------
 
 
-def mlp(sizes: Sequence[int]) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
-        layers.append(nn.Linear(a, b))
-        if i < len(sizes) - 2:
-            layers.append(nn.ReLU())
-    return nn.Sequential(*layers)
-
-
-class AnisotropicAutoencoder(nn.Module):
-    """MLP autoencoder whose latent code is stretched by a fixed per-dimension scale."""
-
-    def __init__(self, pixels: int, config: Config, seed: int):
-        super().__init__()
-        generator = torch.Generator().manual_seed(seed)
-        scale = torch.logspace(-config.anisotropy, config.anisotropy, config.latent_dim)
-        self.register_buffer("scale", scale[torch.randperm(config.latent_dim, generator=generator)])
-        self.encoder = mlp([pixels, config.hidden, config.hidden // 2, config.latent_dim])
-        self.decoder = nn.Sequential(
-            mlp([config.latent_dim, config.hidden // 2, config.hidden, pixels]), nn.Sigmoid()
-        )
-
-    def encode(self, x: Tensor) -> Tensor:
-        return self.encoder(x) * self.scale  # [N, latent_dim], anisotropic by construction
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.decoder(self.encode(x))
+def autoencoder(pixels: int, config: Config, seed: int) -> AnisotropicAutoencoder:
+    """The paper's image autoencoder: two hidden layers each way, a sigmoid on the pixels."""
+    sizes = [pixels, config.hidden, config.hidden // 2, config.latent_dim]
+    generator = torch.Generator().manual_seed(seed)
+    return AnisotropicAutoencoder(sizes, config.anisotropy, generator, squash=True)
 
 
 class RelativeDecoder(nn.Module):
@@ -181,19 +159,11 @@ class RelativeDecoder(nn.Module):
 def fit(
     model: nn.Module, inputs: Tensor, targets: Tensor, *, epochs: int, batch_size: int, seed: int
 ) -> nn.Module:
-    """Adam on the reconstruction MSE."""
+    """Adam on the reconstruction MSE, batches shuffled from ``seed``."""
     generator = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    model.train()
-    for _ in range(epochs):
-        order = torch.randperm(len(inputs), generator=generator)
-        for start in range(0, len(inputs), batch_size):
-            batch = order[start : start + batch_size]
-            loss = nn.functional.mse_loss(model(inputs[batch]), targets[batch])
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-    return model.eval()
+    return fit_reconstruction(
+        model, inputs, targets, epochs=epochs, batch_size=batch_size, generator=generator
+    )
 
 
 @torch.no_grad()
@@ -212,7 +182,7 @@ def run_seed(seed: int, data: tuple, config: Config) -> dict[str, Any]:
     autoencoders = {}
     for i, name in enumerate(AUTOENCODERS):
         torch.manual_seed(1000 * seed + i)  # distinct seeds: distinct latent spaces
-        model = AnisotropicAutoencoder(pixels, config, seed=1000 * seed + i)
+        model = autoencoder(pixels, config, seed=1000 * seed + i)
         autoencoders[name] = fit(
             model,
             x_train,
@@ -308,7 +278,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--data", choices=("digits", "mnist"), default="digits")
     args = parse(parser, argv, default_seeds=(0, 1, 2))
     config = SMOKE if args.smoke else Config()
-    started = time.perf_counter()
     data = load_images(args.data, config.max_rows)
     print(f"{args.data}: {len(data[0])} train / {len(data[2])} test images, {data[4]}x{data[4]}")
 
@@ -328,14 +297,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     results = {
         "experiment": "Appendix E.3: anisotropic autoencoders",
         "data": args.data,
-        "smoke": args.smoke,
-        "seeds": args.seeds,
         "config": asdict(config),
         "table": table,
         "per_seed": {seed: r["mse"] for seed, r in runs.items()},
         "figures": figures,
     }
-    return write_results(args.output_dir, results, started=started)
+    return write_results(args, results)
 
 
 if __name__ == "__main__":

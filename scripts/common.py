@@ -12,7 +12,7 @@ import argparse
 import json
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from torch import Tensor
 from relrep_hf import ParamTrainingArguments
 from relrep_hf.evaluation.plots import heatmap
 from relrep_hf.evaluation.zero_shot import PAPER_TABLE_1, EncoderData, ZeroShotStitching
-from relrep_hf.functional.tables import summarize_seeds
+from relrep_hf.functional.tables import format_table, summarize_seeds
 from relrep_hf.utils.io import atomic_write_bytes
 
 PAPER_SEEDS = (0, 1, 2, 3, 4, 5)  # the paper reports mean ± std over 6 seeds
@@ -64,21 +64,21 @@ def parse(
     *,
     default_seeds: Sequence[int] = PAPER_SEEDS,
 ) -> argparse.Namespace:
-    """Parse ``argv``, fill in the default seeds and create the output folder."""
+    """Parse ``argv``, fill in the default seeds, create the output folder and note the start
+    (``started``, for the run's seconds in `write_results`)."""
     args = parser.parse_args(argv)
     if args.seeds is None:
         args.seeds = list(SMOKE_SEEDS if args.smoke else default_seeds)
     if len(set(args.seeds)) != len(args.seeds):
         parser.error(f"--seeds must not repeat a seed, got {args.seeds}.")
     args.output_dir.mkdir(parents=True, exist_ok=True)
+    args.started = time.perf_counter()
     return args
 
 
-def write_results(
-    output_dir: Path, payload: Mapping[str, Any], *, started: float
-) -> dict[str, Any]:
-    """``payload`` plus the run's ``seconds`` since ``started``, written atomically to
-    ``results.json`` in ``output_dir`` (tensors and paths made JSON-able); returned."""
+def write_results(args: argparse.Namespace, payload: Mapping[str, Any]) -> dict[str, Any]:
+    """``payload`` plus the run's ``smoke``, ``seeds`` and ``seconds`` since `parse`, written
+    atomically to ``results.json`` in ``args.output_dir`` (tensors, paths made JSON-able)."""
 
     def default(value: Any) -> Any:
         if isinstance(value, Tensor):
@@ -87,10 +87,11 @@ def write_results(
             return str(value)
         raise TypeError(f"Cannot write {type(value).__name__} to JSON.")
 
-    results = {**payload, "seconds": time.perf_counter() - started}
+    run = {"smoke": args.smoke, "seeds": args.seeds, "seconds": time.perf_counter() - args.started}
+    results = {**payload, **run}
     text = json.dumps(results, indent=2, default=default) + "\n"
-    atomic_write_bytes(output_dir / "results.json", text.encode())
-    print(f"wrote {output_dir} in {results['seconds']:.0f} s")
+    atomic_write_bytes(args.output_dir / "results.json", text.encode())
+    print(f"wrote {args.output_dir} in {results['seconds']:.0f} s")
     return results
 
 
@@ -120,24 +121,37 @@ def param_arguments(**overrides: Any) -> ParamTrainingArguments:
     return ParamTrainingArguments(save_strategy="no", disable_tqdm=True, **overrides)
 
 
-def run_stitching(
+def stitching_experiment(
     data: Mapping[str, EncoderData],
-    seeds: Sequence[int],
+    args: argparse.Namespace,
     *,
-    make_args: Callable[[int], ParamTrainingArguments],
+    overrides: Mapping[str, Any],
     head_epochs: int,
+    title: str,
+    **record: Any,
 ) -> dict[str, Any]:
-    """Tables 1 / 2 for every seed (`PAPER_TABLE_1`: Random-Cos, PARAM Multi, PARAM Single;
-    "Abs." on the diagonal); the per-seed rows and their mean ± std."""
+    """Tables 1 / 2 for every seed of ``args.seeds`` (`PAPER_TABLE_1`: Random-Cos, PARAM Multi,
+    PARAM Single; "Abs." on the diagonal), printed as mean ± std, the F1 heatmaps drawn
+    (``title``) and everything written (`write_results`, ``record`` first); returned."""
     per_seed = {}
-    for seed in seeds:
+    for seed in args.seeds:
         print(f"seed {seed}")
-        stitching = ZeroShotStitching(
-            data, args=make_args(seed), head_epochs=head_epochs, progress=print
-        )
+        fit_args = param_arguments(seed=seed, **overrides)
+        stitching = ZeroShotStitching(data, args=fit_args, head_epochs=head_epochs, progress=print)
         per_seed[seed] = stitching.classification(PAPER_TABLE_1, keys=STITCHING_KEYS)
     table = summarize_seeds(list(per_seed.values()), STITCHING_KEYS, STITCHING_COLUMNS)
-    return {"table": table, "per_seed": per_seed}
+    print(format_table(table, STITCHING_COLUMNS, keys=STITCHING_KEYS, group=True))
+    heatmap = f1_heatmaps(table, list(data), args.output_dir / "f1_heatmaps.png", title=title)
+    results = {
+        **record,
+        "encoders": {name: int(d.train.shape[1]) for name, d in data.items()},
+        "param_overrides": overrides,
+        "head_epochs": head_epochs,
+        "table": table,
+        "per_seed": per_seed,
+        "figures": {"f1_heatmaps": heatmap},
+    }
+    return write_results(args, results)
 
 
 def f1_heatmaps(

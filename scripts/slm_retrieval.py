@@ -32,19 +32,17 @@ it exercises the whole path offline; its numbers mean nothing.
 
 Usage::
 
-    python scripts/slm_retrieval.py                     # the paper's models (Hub, GPU advised)
-    python scripts/slm_retrieval.py --smoke --seeds 0 1
+    python -m scripts.slm_retrieval                     # the paper's models (Hub, GPU advised)
+    python -m scripts.slm_retrieval --smoke --seeds 0 1
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import datasets
 import torch
-from common import experiment_parser, param_arguments, parse, smoke_tokenizer, write_results
 from torch import Tensor
 
 from relrep_hf.encoding.corpora import template_sentences
@@ -52,14 +50,15 @@ from relrep_hf.encoding.extraction import embeddings_tensor, extract_embeddings
 from relrep_hf.evaluation.plots import stitching_heatmap
 from relrep_hf.evaluation.zero_shot import EncoderData, Method, ZeroShotStitching
 from relrep_hf.functional.tables import format_table, summarize_seeds
+from scripts.common import experiment_parser, param_arguments, parse, smoke_tokenizer, write_results
 
+NUM_SENTENCES, NUM_TEST = 3300, 300
 MODELS = {
     "TinyLlama": "TinyLlama/TinyLlama-1.1B-Chat-v1.0",
     "gpt2": "openai-community/gpt2",
     "gpt2-med": "openai-community/gpt2-medium",
     "gemma-3-1b": "google/gemma-3-1b-pt",
 }
-NUM_SENTENCES, NUM_TEST = 3300, 300
 KEYS = ("Source Enc", "ZS Encoder")
 METHODS = (Method("Random-Cos", "random", "cosine"), Method("PARAM-WIP", "held_out"))
 COLUMNS = tuple(f"{method.name} R@{k}" for method in METHODS for k in (1, 5))
@@ -168,7 +167,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--num-anchors", type=int, default=300)
     args = parse(parser, argv)
-    started = time.perf_counter()
     cache_dir = args.output_dir / "embeddings"
     if args.smoke:
         texts, num_test = template_sentences(400, seed=0), 100
@@ -207,8 +205,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     )
     results = {
         "experiment": "Section 5.2 / Table 7: zero-shot retrieval between small language models",
-        "smoke": args.smoke,
-        "seeds": args.seeds,
         "encoders": {name: int(x.shape[1]) for name, x in spaces.items()},
         "num_sentences": len(texts),
         "num_test": num_test,
@@ -217,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "per_seed": per_seed,
         "figures": {"retrieval_heatmap": heatmap},
     }
-    return write_results(args.output_dir, results, started=started)
+    return write_results(args, results)
 
 
 if __name__ == "__main__":

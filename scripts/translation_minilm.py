@@ -12,8 +12,8 @@ rows, the MSE, and the classifier's accuracy on translated vs true target embedd
 
 Usage (from the repository root; ~1 min on 2 CPU cores)::
 
-    python scripts/translation_minilm.py                       # 1,000 support + 500 held out
-    python scripts/translation_minilm.py --support 1000 --heldout 500 --anchors 768 300
+    python -m scripts.translation_minilm                       # 1,000 support + 500 held out
+    python -m scripts.translation_minilm --support 1000 --heldout 500 --anchors 768 300
 """
 
 from __future__ import annotations

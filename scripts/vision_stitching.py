@@ -50,43 +50,32 @@ offline; its numbers mean nothing.
 
 Usage::
 
-    python scripts/vision_stitching.py                  # the paper's setting (Hub, GPU advised)
-    python scripts/vision_stitching.py --smoke --seeds 0 1
+    python -m scripts.vision_stitching                  # the paper's setting (Hub, GPU advised)
+    python -m scripts.vision_stitching --smoke --seeds 0 1
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from common import (
-    STITCHING_COLUMNS,
-    STITCHING_KEYS,
-    experiment_parser,
-    f1_heatmaps,
-    param_arguments,
-    parse,
-    run_stitching,
-    write_results,
-)
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from relrep_hf.encoding import encode_in_order, pool_model_output
 from relrep_hf.evaluation.zero_shot import EncoderData
-from relrep_hf.functional.tables import format_table
+from scripts.common import experiment_parser, parse, stitching_experiment
 
+CIFAR100 = "uoft-cs/cifar100"  # one config ("cifar100"), splits train and test
 ENCODERS = {
     "ViT-S": "timm/vit_small_patch16_224.augreg_in21k_ft_in1k",
     "RexNet": "timm/rexnet_100.nav_in1k",
     "ViT-B": "timm/vit_base_patch16_224.augreg_in21k_ft_in1k",
     "ViT-R50": "timm/vit_base_r50_s16_384.orig_in21k_ft_in1k",
 }
-CIFAR100 = "uoft-cs/cifar100"  # one config ("cifar100"), splits train and test
 
 
 def pooled_features(model: nn.Module, batch: Mapping[str, Tensor]) -> Tensor:
@@ -245,7 +234,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--support-size", type=int, default=10_000)
     parser.add_argument("--head-epochs", type=int, default=20)
     args = parse(parser, argv)
-    started = time.perf_counter()
     if args.smoke:
         data = smoke_data()
         overrides = {
@@ -261,32 +249,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         head_epochs = args.head_epochs
     print({name: tuple(d.train.shape) for name, d in data.items()})
 
-    outcome = run_stitching(
+    return stitching_experiment(
         data,
-        args.seeds,
-        make_args=lambda seed: param_arguments(seed=seed, **overrides),
+        args,
+        overrides=overrides,
         head_epochs=head_epochs,
-    )
-    table = outcome["table"]
-    print(format_table(table, STITCHING_COLUMNS, keys=STITCHING_KEYS, group=True))
-    heatmap = f1_heatmaps(
-        table,
-        list(data),
-        args.output_dir / "f1_heatmaps.png",
         title="CIFAR-100 (coarse): zero-shot weighted F1",
+        experiment="Table 1: CIFAR-100 (coarse) zero-shot stitching, weighted F1",
     )
-    results = {
-        "experiment": "Table 1: CIFAR-100 (coarse) zero-shot stitching, weighted F1",
-        "smoke": args.smoke,
-        "seeds": args.seeds,
-        "encoders": {name: int(d.train.shape[1]) for name, d in data.items()},
-        "param_overrides": overrides,
-        "head_epochs": head_epochs,
-        "table": table,
-        "per_seed": outcome["per_seed"],
-        "figures": {"f1_heatmaps": heatmap},
-    }
-    return write_results(args.output_dir, results, started=started)
 
 
 if __name__ == "__main__":

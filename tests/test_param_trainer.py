@@ -108,16 +108,16 @@ def test_single_encoder_trains_without_info_nce(spaces, tmp_path):
 def test_every_step_follows_autograd_of_the_direct_formulas(tmp_path):
     """Whitening rows once, the shared cross products and the hand-written backward passes
     change no loss: a whole epoch against the benchmark's direct, autograd-only version."""
-    from benchmarks.bench_param import _direct_epoch, _spaces
+    from benchmarks.perf.param import direct_epoch, random_spaces
 
-    spaces = _spaces(700, 24, 3)
+    spaces = random_spaces(700, 24, 3)
     args = ParamTrainingArguments(
         str(tmp_path), num_anchors=12, support_size=150, num_train_epochs=1,
         train_batch_size=128, save_strategy="no", disable_tqdm=True, logging_steps=1,
     )  # fmt: skip
     trainer = ParamTrainer(args, spaces)
     trainer.train()
-    _, direct = _direct_epoch(spaces, trainer.args, trainer.support_indices)
+    _, direct = direct_epoch(spaces, trainer.args, trainer.support_indices)
     assert len(direct) == len(trainer.log_history) == 6
     for ours, theirs in zip(trainer.log_history, direct, strict=True):
         for key, value in theirs.items():
@@ -127,9 +127,9 @@ def test_every_step_follows_autograd_of_the_direct_formulas(tmp_path):
 
 def test_bf16_runs_the_support_products_in_bfloat16_close_to_float32(tmp_path):
     """bf16=True changes the anchors' GEMM only: the losses move, by a bfloat16 rounding."""
-    from benchmarks.bench_param import _spaces
+    from benchmarks.perf.param import random_spaces
 
-    spaces = _spaces(700, 24, 3)
+    spaces = random_spaces(700, 24, 3)
     runs = {}
     for bf16 in (False, True):
         args = ParamTrainingArguments(

@@ -898,7 +898,7 @@ if __name__ == "__main__":
 def test_scale_benchmark_code_path(tmp_path, monkeypatch):
     import numpy as np
 
-    from benchmarks import bench_scale
+    from benchmarks.perf import scale as bench_scale
 
     monkeypatch.setattr(bench_scale, "RESULTS", tmp_path / "results")
     assert all(s > 0 for s in bench_scale._projection_seconds([10, 100], repeats=1))

@@ -137,14 +137,13 @@ import json, sys
 from pathlib import Path
 from huggingface_hub import HfApi
 
-fixtures, scripts = Path(sys.argv[1]), sys.argv[2]
+fixtures = Path(sys.argv[1])
 api = HfApi()
-for repo_id, folder in json.loads(sys.argv[3]).items():
+for repo_id, folder in json.loads(sys.argv[2]).items():
     api.create_repo(repo_id, repo_type="dataset", exist_ok=True)
     api.upload_folder(folder_path=str(fixtures / folder), repo_id=repo_id, repo_type="dataset")
 
-sys.path.insert(0, scripts)
-import anisotropic_autoencoders, multilingual_stitching as ml, vision_stitching
+from scripts import anisotropic_autoencoders, multilingual_stitching as ml, vision_stitching
 
 out = {}
 test = ml.load_marc("de", "test", None)
@@ -180,7 +179,7 @@ def test_script_loaders_against_hub_layout_fixtures(tmp_path):
     with LocalHub(orgs=orgs) as hub:
         env = hub_env(hub, tmp_path / "client", PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
         env |= {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"}
-        args = [str(fixtures), str(REPO / "scripts"), json.dumps(REPOS)]
+        args = [str(fixtures), json.dumps(REPOS)]
         result = subprocess.run(
             [sys.executable, "-c", textwrap.dedent(CLIENT), *args],
             env=env,

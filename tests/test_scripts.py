@@ -11,8 +11,6 @@ from pathlib import Path
 import pytest
 import torch
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
-
 
 @pytest.fixture(autouse=True)
 def one_torch_thread():
@@ -28,12 +26,11 @@ def one_torch_thread():
 
 
 @pytest.fixture
-def script(monkeypatch):
-    """Import a script as a module (the scripts import their sibling ``common``)."""
-    monkeypatch.syspath_prepend(str(SCRIPTS))
+def script():
+    """Import a script as the module ``python -m scripts.NAME`` runs."""
 
     def load(name: str):
-        return importlib.import_module(name)
+        return importlib.import_module(f"scripts.{name}")
 
     return load
 
@@ -85,7 +82,7 @@ def test_slm_retrieval_smoke(script, tmp_path):
 
 
 def stitching_table_checks(module, results, num_encoders):
-    from common import STITCHING_COLUMNS
+    from scripts.common import STITCHING_COLUMNS
 
     encoders = list(results["encoders"])
     table = results["table"]

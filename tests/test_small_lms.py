@@ -7,12 +7,8 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from benchmarks.small_lms import (
-    QUICK_MODELS,
-    ensure_small_lms,
-    read_record,
-    training_paragraphs,
-)
+from benchmarks.spaces.lm_text import training_paragraphs
+from benchmarks.spaces.small_lms import QUICK_MODELS, ensure_small_lms, read_record
 from relrep_hf.encoding.corpora import load_sentences
 
 
@@ -74,3 +70,13 @@ def test_training_text_holds_no_evaluation_sentence():
     text = "\n".join(paragraphs)
     assert not [s for s in held_out[:500] if s in text]
     assert len(set(paragraphs)) == len(paragraphs)
+
+
+def test_the_command_reads_the_cached_models_and_prints_their_records(quick_lms, capsys):
+    from benchmarks.__main__ import main
+
+    cache, folders = quick_lms
+    main(["small_lms", "--quick", "--cache-dir", str(cache), "--json"])
+    out = capsys.readouterr().out
+    assert all(str(folder) in out for folder in folders.values())
+    assert out.count('"final_loss"') == len(QUICK_MODELS)

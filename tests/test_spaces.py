@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchmarks.real_encoders import QUICK_REAL_ENCODERS, QUICK_REAL_ROWS
-from benchmarks.small_lms import QUICK_MODELS
-from benchmarks.spaces import GROUPS, QUICK_ROWS, SpaceGroup, load_group
+from benchmarks.spaces.groups import GROUPS, QUICK_ROWS, SpaceGroup, load_group
+from benchmarks.spaces.real_encoders import QUICK_REAL_ENCODERS, QUICK_REAL_ROWS
+from benchmarks.spaces.small_lms import QUICK_MODELS
 
 EXPECTED_SPACES = {
     "real": len(QUICK_REAL_ENCODERS),

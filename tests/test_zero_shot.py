@@ -168,7 +168,7 @@ def test_retrieval_pairs_use_the_anchors_fitted_without_the_target(encoders, tmp
     assert scores["recall@1"] > stitching.retrieval(random, "e0", "e2")["recall@1"]
 
 
-MINILM_ROWS, MINILM_TEST_ROWS = 1200, 300  # full size in benchmarks/bench_zero_shot.py
+MINILM_ROWS, MINILM_TEST_ROWS = 1200, 300  # full size in benchmarks/studies/zero_shot.py
 
 
 def test_real_minilm_spaces_zero_shot(tmp_path):
@@ -176,8 +176,8 @@ def test_real_minilm_spaces_zero_shot(tmp_path):
     Retrieval between the held-out sentences' relative features, both directions. CI size:
     1,200 sentences (300 held out), 300 anchors mixing every training sentence (measured:
     PARAM-WIP 0.99, Random-Cos 0.24; 45 s against 400 s at full size). The full size (4,192
-    sentences, 2,000 support points) is benchmarks/bench_zero_shot.py."""
-    from benchmarks.bench_zero_shot import held_out_recall
+    sentences, 2,000 support points) is benchmarks/studies/zero_shot.py."""
+    from benchmarks.studies.zero_shot import held_out_recall
     from tests.minilm import minilm_spaces
 
     settings = [(6, "mean"), (4, "mean"), (2, "mean"), (6, "cls")]

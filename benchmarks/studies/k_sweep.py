@@ -1,7 +1,7 @@
 """The fit-size sweep of the quality benchmark: does the default hold at every K?
 
 For each group and each number of fit rows K (support = every fit row, the default's K = N),
-each held-out encoder of `bench_quality.HELD_OUT` (``--quick``: every encoder), fit on the
+each held-out encoder of `quality.HELD_OUT` (``--quick``: every encoder), fit on the
 others' first K rows and retrieve the last test rows into the held-out encoder (Recall@1, mean
 over ordered pairs, then held-out encoders), for:
 
@@ -179,6 +179,14 @@ def _add_k(table: Table, k: int, r: dict) -> None:
     table.add(*values)
 
 
+def label_recall_panel(ax, title: str, xlabel: str) -> None:
+    """A panel of Recall@1 into the held-out encoder: its title, axis labels and grid."""
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("Recall@1 into the held-out encoder")
+    ax.grid(alpha=0.3)
+
+
 def plot_sweep(results: list[dict], path) -> None:
     """One panel per group: R@1 against fixed shrinkage, one curve per K, the default's point
     (its mean chosen shrinkage, its R@1) on each."""
@@ -201,11 +209,8 @@ def plot_sweep(results: list[dict], path) -> None:
                 color=line.get_color(),
                 markeredgecolor="black",
             )
-        ax.set_title(f"{result['group']} (star: the default)")
         ax.set_xscale("symlog", linthresh=1e-3)  # 0 and the small LMs' 0.001-0.01 stay apart
-        ax.set_xlabel("fixed shrinkage (symlog)")
-        ax.set_ylabel("Recall@1 into the held-out encoder")
-        ax.grid(alpha=0.3)
+        label_recall_panel(ax, f"{result['group']} (star: the default)", "fixed shrinkage (symlog)")
         ax.legend(fontsize=7, loc="lower left")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

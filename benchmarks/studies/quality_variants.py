@@ -7,37 +7,39 @@ Recall@1 of every other space into the held-out one. ``--validation`` moves ever
 the fit rows (inner fit: all but their last 1,000; inner test: their last 1,000), to choose a
 setting without the test rows.
 
-    GROUP=small_lms python -m benchmarks.quality_variants [--validation]
+    python -m benchmarks quality_variants [--group small_lms] [--validation]
 """
 
 # ruff: noqa
+import argparse
 import os
-import sys
 import time
+from collections.abc import Sequence
 
 import torch
 
-from benchmarks.spaces import load_group
+from benchmarks.spaces.groups import load_group
 from relrep_hf.functional.metrics import retrieval_metrics
 from relrep_hf.functional.statistics import Statistics, whitening_matrix
 
-torch.set_default_dtype(torch.float64)
-GROUP = os.environ.get("GROUP", "small_lms")
-spaces = {k: v.double() for k, v in load_group(GROUP).embeddings.items()}
-names = list(spaces)
-n = len(next(iter(spaces.values())))
-test = torch.arange(n - 1000, n)
-fit = torch.arange(n - 1000)
 M = 300
+# the group's spaces (float64) and rows, set by `main`
+spaces: dict[str, torch.Tensor] = {}
+names: list[str] = []
+fit = test = torch.arange(0)
+
+
+def whitened_spaces(spaces, rows, shrinkage):
+    """Every space whitened by its own statistics of ``rows`` (shrinkage 0: exactly)."""
+    out = {}
+    for k, x in spaces.items():
+        st = Statistics.from_embeddings(x[rows])
+        out[k] = (x - st.mean) @ whitening_matrix(st, shrinkage=shrinkage)
+    return out
 
 
 def whitened(shrink):
-    out = {}
-    for k, x in spaces.items():
-        st = Statistics.from_embeddings(x[fit])
-        L = whitening_matrix(st, shrinkage=shrink)
-        out[k] = (x - st.mean) @ L
-    return out
+    return whitened_spaces(spaces, fit, shrink)
 
 
 def r1(feats, held, key="recall@1"):
@@ -73,7 +75,7 @@ def closed(W, held, K=1000, m=M, power=0.0, outstd=False, train=None):
     return feats
 
 
-def run(label, fn, **kw):
+def report(label, fn, **kw):
     t0 = time.time()
     vals = []
     for held in names:
@@ -143,51 +145,50 @@ def kernel_closed(W, held, K=1000, m=M, kind="cos", gamma=1.0, center=True):
     return feats
 
 
-def whitened_exact():
-    out = {}
-    for k, x in spaces.items():
-        st = Statistics.from_embeddings(x[fit])
-        out[k] = (x - st.mean) @ whitening_matrix(st, shrinkage=0.0)
-    return out
-
-
-def main():
-    global fit, test
-    if "--validation" in sys.argv:
+def main(argv: Sequence[str] | None = None) -> None:
+    global spaces, names, fit, test
+    parser = argparse.ArgumentParser(prog="python -m benchmarks quality_variants")
+    parser.add_argument("--group", default=os.environ.get("GROUP", "small_lms"))
+    parser.add_argument("--validation", action="store_true", help="inside the fit rows")
+    args = parser.parse_args(argv)
+    torch.set_default_dtype(torch.float64)
+    spaces = {k: v.double() for k, v in load_group(args.group).embeddings.items()}
+    names = list(spaces)
+    n = len(next(iter(spaces.values())))
+    fit, test = torch.arange(n - 1000), torch.arange(n - 1000, n)
+    if args.validation:
         fit, test = fit[:-1000], fit[-1000:]
     n = len(fit)
     w15 = whitened(0.15)
-    run("closed form K=1000 shrinkage 0.15 (as first shipped)", lambda h: closed(w15, h))
-    run(f"closed form K={n} shrinkage 0.15", lambda h: closed(w15, h, K=n))
+    report("closed form K=1000 shrinkage 0.15 (as first shipped)", lambda h: closed(w15, h))
+    report(f"closed form K={n} shrinkage 0.15", lambda h: closed(w15, h, K=n))
     for p in (-0.5, -0.25, 0.5, 1.0):
-        run(
+        report(
             f"closed form K={n} shrinkage 0.15, columns * eigenvalue^{p}",
             lambda h: closed(w15, h, K=n, power=p),
         )
-    run(
+    report(
         f"closed form K={n} shrinkage 0.15, per-encoder output standardisation",
         lambda h: closed(w15, h, K=n, outstd=True),
     )
-    run(f"generalised eigenproblem (between / within) K={n}", lambda h: gcca_gen(w15, h, K=n))
-    run("kernel: cosine in whitened space K=1000", lambda h: kernel_closed(w15, h, kind="cos"))
+    report(f"generalised eigenproblem (between / within) K={n}", lambda h: gcca_gen(w15, h, K=n))
+    report("kernel: cosine in whitened space K=1000", lambda h: kernel_closed(w15, h, kind="cos"))
     for g in (1.0, 0.3):
-        run(f"kernel: RBF gamma={g} K=1000", lambda h: kernel_closed(w15, h, kind="rbf", gamma=g))
-    run(
+        report(
+            f"kernel: RBF gamma={g} K=1000", lambda h: kernel_closed(w15, h, kind="rbf", gamma=g)
+        )
+    report(
         "WIP + whitened-cosine features concatenated K=1000",
         lambda h: kernel_closed(w15, h, kind="wip+cos_sup", center=False),
     )
     for shrink in (0.01, 0.02, 0.05, 0.1, 0.3, 0.5):
         ws = whitened(shrink)
-        run(f"closed form K={n} shrinkage {shrink}", lambda h: closed(ws, h, K=n))
-    w0 = whitened_exact()
-    run("closed form K=1000 exact whitening", lambda h: closed(w0, h))
-    run("closed form K=2000 exact whitening", lambda h: closed(w0, h, K=2000))
-    run(f"closed form K={n} exact whitening (MAXVAR GCCA)", lambda h: closed(w0, h, K=n))
-    run(
+        report(f"closed form K={n} shrinkage {shrink}", lambda h: closed(ws, h, K=n))
+    w0 = whitened(0.0)
+    report("closed form K=1000 exact whitening", lambda h: closed(w0, h))
+    report("closed form K=2000 exact whitening", lambda h: closed(w0, h, K=2000))
+    report(f"closed form K={n} exact whitening (MAXVAR GCCA)", lambda h: closed(w0, h, K=n))
+    report(
         "the same, the held-out space's fit rows in the fit too (transductive)",
         lambda h: closed(w0, h, K=n, train=list(names)),
     )
-
-
-if __name__ == "__main__":
-    main()

@@ -1,13 +1,13 @@
 """The trainer and extraction on a GPU, against the same code on the same machine's CPU.
 
-Needs CUDA (``python -m benchmarks --only bench_device``; not in the default list of
+Needs CUDA (``python -m benchmarks device``; not in the default list of
 ``python -m benchmarks``, which runs where CI runs, without one). Each row pairs a GPU run with a baseline run in the same
 process:
 
 - PARAM (`ParamTrainer`, float32) on the GPU against the same trainer on the CPU
-  (``Accelerator(cpu=True)``, every core), at `bench_param`'s sizes, with the largest relative
+  (``Accelerator(cpu=True)``, every core), at `param`'s sizes, with the largest relative
   difference between the two devices' losses over the first epoch, step by step;
-- PARAM on the GPU against the paper's formulas read directly (`bench_param`'s autograd
+- PARAM on the GPU against the paper's formulas read directly (`param`'s autograd
   version) on the GPU; and with ``bf16=True`` against float32;
 - `extract_embeddings` (a BERT of all-MiniLM-L6-v2's shape, built from its config with random
   weights: the time does not depend on the weights) over the bundled sentences, on the GPU
@@ -24,8 +24,8 @@ import torch
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState
 
-from benchmarks.bench_param import _deviation, _direct_epoch, _spaces
 from benchmarks.common import row
+from benchmarks.perf.param import direct_epoch, loss_deviation, random_spaces
 from relrep_hf import ParamTrainer, ParamTrainingArguments
 from relrep_hf.encoding.corpora import load_sentences
 from relrep_hf.encoding.extraction import embeddings_tensor, extract_embeddings
@@ -57,7 +57,7 @@ def _synchronized(function):
 
 def _param_rows(quick: bool, repeats: int) -> list[dict]:
     n, d, k, m, encoders = (4000, 256, 1000, 100, 3) if quick else (20000, 768, 5000, 300, 3)
-    spaces = _spaces(n, d, encoders)
+    spaces = random_spaces(n, d, encoders)
     on_gpu = {name: x.to(DEVICE) for name, x in spaces.items()}
     cpu, gpu, gpu_logged, gpu_bf16, direct = [], [], [], [], []
     _param(on_gpu, m, k, cpu=False)  # warm-up: CUDA context, kernels, cuBLAS handles
@@ -71,7 +71,7 @@ def _param_rows(quick: bool, repeats: int) -> list[dict]:
         low = _param(on_gpu, m, k, cpu=False, bf16=True, logging_steps=10)
         gpu_bf16.append(low.train_runtime["epoch_seconds"])
         # reads every step's losses back, so its clock stops after the GPU's work
-        direct.append(_direct_epoch(on_gpu, trainer.args, trainer.support_indices)[0])
+        direct.append(direct_epoch(on_gpu, trainer.args, trainer.support_indices)[0])
     steps = -(-n // trainer.args.train_batch_size)
     size = f"N={n}, d={d}, K={k}, m={m}, {encoders} encoders"
     median = statistics.median
@@ -82,7 +82,7 @@ def _param_rows(quick: bool, repeats: int) -> list[dict]:
             median(cpu),
             median(gpu),
             "s",
-            max_relative_loss_difference_gpu_cpu_first_epoch=_deviation(
+            max_relative_loss_difference_gpu_cpu_first_epoch=loss_deviation(
                 trainer.log_history[:steps], reference.log_history[:steps]
             ),
             logging_every_step_seconds=median(gpu_logged),
@@ -100,7 +100,9 @@ def _param_rows(quick: bool, repeats: int) -> list[dict]:
             median(gpu),
             median(gpu_bf16),
             "s",
-            max_relative_loss_deviation_from_float32=_deviation(low.log_history, quiet.log_history),
+            max_relative_loss_deviation_from_float32=loss_deviation(
+                low.log_history, quiet.log_history
+            ),
         ),
     ]
 
@@ -192,5 +194,5 @@ def _extraction_rows(quick: bool) -> list[dict]:
 
 def run(quick: bool = False, repeats: int = 3) -> list[dict]:
     if not torch.cuda.is_available():
-        raise SystemExit("bench_device needs a CUDA GPU; run it where torch.cuda.is_available().")
+        raise SystemExit("device needs a CUDA GPU; run it where torch.cuda.is_available().")
     return _param_rows(quick, repeats) + _extraction_rows(quick)

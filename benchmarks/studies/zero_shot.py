@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from torch import Tensor
 
 from benchmarks.common import row
-from benchmarks.spaces import group_needs, load_group
+from benchmarks.spaces.groups import group_needs, load_group
 from relrep_hf import ParamTrainingArguments
 from relrep_hf.encoding.encoders import EncoderSpec
 from relrep_hf.evaluation.zero_shot import ALGORITHM_1, EncoderData, ZeroShotStitching

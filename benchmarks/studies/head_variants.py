@@ -1,6 +1,6 @@
 """What the field does to make heads transfer, each against the library's head in one process.
 
-On the head-transfer benchmark's folds (`benchmarks.head_transfer`: the verses, the default
+On the head-transfer benchmark's folds (`benchmarks.studies.head_transfer`: the verses, the default
 anchor set, K fit rows = the head's labelled rows), heads are trained by one plain loop
 (`HeadTrainer`'s optimiser and schedule at its defaults: AdamW, lr 3e-3, weight decay 0.01, 10
 epochs, batch 64, linear decay), a linear probe on the number of directions chosen for it
@@ -14,7 +14,7 @@ on the held-out encoder as a fraction of its Abs:
   training encoders (multi-source only);
 - every direction (m) instead of the chosen number.
 
-    OMP_NUM_THREADS=1 python -m benchmarks.head_variants [--ks 1000 4000] [--held-out NAME ...]
+    OMP_NUM_THREADS=1 python -m benchmarks head_variants [--ks 1000 4000] [--held-out NAME ...]
 """
 
 from __future__ import annotations
@@ -22,14 +22,15 @@ from __future__ import annotations
 import argparse
 import json
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from statistics import mean
 
 import torch
 from torch import Tensor, nn
 
-from benchmarks.head_spaces import verse_spaces
-from benchmarks.head_transfer import HELD_OUT, NUM_ANCHORS, TEST_ROWS, abs_f1, relative
+from benchmarks.spaces.head_spaces import verse_spaces
+from benchmarks.studies.head_transfer import HELD_OUT, NUM_ANCHORS, TEST_ROWS, abs_f1, relative
 from relrep_hf import AnchorSet
 from relrep_hf.functional.metrics import weighted_f1
 from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
@@ -137,13 +138,13 @@ def fold(ls, held: str, k: int) -> dict[str, dict[str, float]]:
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.head_variants", description=__doc__)
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks head_variants", description=__doc__)
     parser.add_argument("--ks", type=int, nargs="*", default=[1000, 4000])
     parser.add_argument("--held-out", nargs="*", default=list(HELD_OUT["verses"]))
     parser.add_argument("--encoders", nargs="*", default=None, help="a subset of the verses'")
     parser.add_argument("--json", type=Path, default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     ls = verse_spaces(encoders=tuple(args.encoders) if args.encoders else None)
     results = {}
     for k in args.ks:
@@ -159,7 +160,3 @@ def main() -> None:
                   f"of Abs", flush=True)  # fmt: skip
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
-
-
-if __name__ == "__main__":
-    main()

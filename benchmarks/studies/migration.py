@@ -4,7 +4,7 @@ real encoders, and the streamed rewrite of a large .npy store against a plain Nu
 Quality (``--part quality``), in both retrieval directions: ``queries``, the issue's protocol
 (mapped row i must find new row i among the new encoder's own vectors of the test rows) and
 ``corpus``, what a migrated store serves (new-encoder row i must find mapped row i among the
-mapped test rows); the choice is cross-validated on the direction scored. The real group's 5,000 English verses (`benchmarks.real_encoders`;
+mapped test rows); the choice is cross-validated on the direction scored. The real group's 5,000 English verses (`benchmarks.spaces.real_encoders`;
 ``--quick``: 400 verses, three encoders, no SmolLM2). For each fit size K, the shared linear
 anchor set (the library's default, shrinkage chosen from the rows) is fitted on the first K rows
 of every encoder, each encoder's projector from the same rows. For each ordered pair (old, new),
@@ -18,8 +18,8 @@ Throughput (``--part throughput``): ``rows x 384`` float32 in a .npy file mapped
 rename) against a plain chunked NumPy pass over ``np.load(mmap_mode="r")`` into an
 ``open_memmap`` output, interleaved in one process; peak RSS growth of each in a fresh process.
 
-    OMP_NUM_THREADS=1 python -m benchmarks.bench_migration --part quality
-    python -m benchmarks.bench_migration --part throughput --rows 1000000
+    OMP_NUM_THREADS=1 python -m benchmarks migration --part quality
+    python -m benchmarks migration --part throughput --rows 1000000
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import shutil
 import tempfile
 import time
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from statistics import mean
 
@@ -120,20 +121,14 @@ class AnchorPaths:
 
 
 def pair_recalls(
-    spaces: dict,
-    pair: tuple[str, str],
-    k: int,
-    test: int,
-    paths: AnchorPaths,
-    direction: str,
-    folds: int = DEFAULT_FOLDS,
+    paths: AnchorPaths, pair: tuple[str, str], k: int, test: int, direction: str, folds: int
 ) -> dict:
-    """Every candidate's and the chosen map's test Recall@1 for one pair, fit size and
-    retrieval direction (the choice cross-validated on the same direction)."""
+    """Every candidate's and the chosen map's test Recall@1 for one pair of ``paths.spaces``,
+    fit size and retrieval direction (the choice cross-validated on the same direction)."""
     from relrep_hf.functional.metrics import retrieval_metrics
     from relrep_hf.functional.migration_maps import select_migration_map
 
-    old, new = spaces[pair[0]].double(), spaces[pair[1]].double()
+    old, new = paths.spaces[pair[0]].double(), paths.spaces[pair[1]].double()
     n = len(old)
     fit, held = slice(0, k), slice(n - test, n)
     prior = paths.fit(pair)  # refitted on each fold's rows: its score is out of fold too
@@ -208,7 +203,7 @@ def quality(
     """``queries``: the issue's protocol (mapped row i among the new encoder's own vectors);
     ``corpus``: the migration's use (new row i among the mapped vectors). ``encoders``: only
     these (and the pairs among them; the anchor set is fitted on them)."""
-    from benchmarks.real_encoders import (
+    from benchmarks.spaces.real_encoders import (
         QUICK_REAL_ENCODERS,
         QUICK_REAL_ROWS,
         REAL_ENCODERS,
@@ -233,7 +228,7 @@ def quality(
                  ("shrunk", 6, ".3f"), ("fit s", 6, ".1f")],
             )  # fmt: skip
             for pair in [p for p in PAIRS if set(p) <= set(encoders)]:
-                r = results[pair] = pair_recalls(spaces, pair, k, test, paths, direction, folds)
+                r = results[pair] = pair_recalls(paths, pair, k, test, direction, folds)
                 table.add(f"{pair[0]} -> {pair[1]}", r["choice"], r["chosen"],
                           r["best pairwise"], r["affine"], r.get("anchors"), r.get("shrunk"),
                           r["fit_seconds"])  # fmt: skip
@@ -315,7 +310,7 @@ def throughput(quick: bool, rows: int | None = None) -> list[dict]:
 
 def needs(quick: bool) -> dict[str, tuple[str, ...]]:
     """The real group's packages (the quality part reads its encoders)."""
-    from benchmarks.spaces import group_needs
+    from benchmarks.spaces.groups import group_needs
 
     return {"": group_needs("real", quick=quick)}
 
@@ -325,10 +320,8 @@ def run(quick: bool) -> list[dict]:
     return quality(quick) + throughput(quick)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.bench_migration", description=__doc__
-    )
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks migration", description=__doc__)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--part", choices=("quality", "throughput", "all"), default="all")
     parser.add_argument("--rows", type=int, default=None, help="throughput: rows of the store")
@@ -336,7 +329,7 @@ def main() -> None:
     parser.add_argument("--directions", nargs="*", default=["queries", "corpus"])
     parser.add_argument("--ks", nargs="*", type=int, default=None, help="quality: fit sizes")
     parser.add_argument("--folds", type=int, default=DEFAULT_FOLDS, help="quality: CV folds")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     results = []
     if args.part in ("quality", "all"):
         encoders = args.encoders and tuple(args.encoders)
@@ -348,7 +341,3 @@ def main() -> None:
         print(
             f"{r['benchmark']}: ours {r['value']:.4g}, {r['baseline']} {r['baseline_value']:.4g}, ratio {r['ratio']:.3f}"
         )
-
-
-if __name__ == "__main__":
-    main()

@@ -9,43 +9,43 @@ gives the source head the target's rows mapped by a SUPERVISED least-squares map
 source's features (fitted on the train rows): the best any linear alignment can give a fixed
 source head.
 
-    python -m benchmarks.zero_shot_gap
+    python -m benchmarks zero_shot_gap
 """
 
 # ruff: noqa
+import argparse
 import os
 import time
+from collections.abc import Sequence
 
 import torch
 
-from benchmarks.spaces import load_group
-from relrep_hf.functional.statistics import Statistics, whitening_matrix
+from benchmarks.spaces.groups import load_group
+from benchmarks.studies.quality_variants import whitened_spaces
 from relrep_hf.evaluation.stitching_steps import head_f1, standardize, train_classifier
 
-group = load_group("minilm")
-spaces = {k: v.double() for k, v in group.embeddings.items()}
-names = list(spaces)
-labels = torch.tensor(group.labels)
-n = len(labels)
-order = torch.randperm(n, generator=torch.Generator().manual_seed(0))
-test = order[:1000].sort().values
-train = order[1000:].sort().values
-held = names[-1]
-training = [k for k in names if k != held]
-num_labels = int(labels.max()) + 1
 EPOCHS = int(os.environ.get("EPOCHS", 30))
 
 
+def _load() -> None:
+    """The MiniLM group, its split and the whitened spaces (``W``), as module globals."""
+    global spaces, names, labels, n, test, train, held, training, num_labels, W
+    group = load_group("minilm")
+    spaces = {k: v.double() for k, v in group.embeddings.items()}
+    names = list(spaces)
+    labels = torch.tensor(group.labels)
+    n = len(labels)
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(0))
+    test = order[:1000].sort().values
+    train = order[1000:].sort().values
+    held = names[-1]
+    training = [k for k in names if k != held]
+    num_labels = int(labels.max()) + 1
+    W = whiten_all(0.15)
+
+
 def whiten_all(shrink):
-    out = {}
-    for k, x in spaces.items():
-        st = Statistics.from_embeddings(x[train])
-        L = whitening_matrix(st, shrinkage=shrink)
-        out[k] = (x - st.mean) @ L
-    return out
-
-
-W = whiten_all(0.15)
+    return whitened_spaces(spaces, train, shrink)
 
 
 def closed(K, m=300, power=0.0):
@@ -139,7 +139,11 @@ def oracle() -> None:
         )
 
 
-if __name__ == "__main__":
+def main(argv: Sequence[str] | None = None) -> None:
+    """The closed form's variants, then the oracle (``EPOCHS`` in the environment: the heads')."""
+    global W
+    argparse.ArgumentParser(prog="python -m benchmarks zero_shot_gap").parse_args(argv)
+    _load()
     for shrink, K, kinds in ((0.15, 2000, ("none", "std")), (0.0, len(train), ("none", "std"))):
         W = whiten_all(shrink)
         B = closed(K)

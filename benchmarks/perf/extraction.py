@@ -14,11 +14,7 @@ the row's value being the allocated one (Linux; elsewhere the RSS).
 
 from __future__ import annotations
 
-import multiprocessing
-import re
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 import datasets
@@ -27,7 +23,7 @@ import torch
 from datasets.arrow_writer import ArrowWriter
 from transformers import AutoModel, AutoTokenizer
 
-from benchmarks.common import row
+from benchmarks.common import peak_memories, row
 from relrep_hf.encoding.extraction import extract_embeddings
 
 MIB = 1024**2
@@ -85,52 +81,6 @@ def extract(data_file: str, encoder_folder: str, cache_dir: str) -> int:
     return len(embedded)
 
 
-def _memory() -> dict[str, int]:
-    """Resident bytes of this process: all, allocated (anonymous) and file-backed."""
-    try:
-        status = Path("/proc/self/status").read_text()
-    except OSError:  # not Linux: psutil's RSS for every figure
-        import psutil
-
-        rss = psutil.Process().memory_info().rss
-        return {"rss": rss, "anon": rss, "file": 0}
-    kib = {k: int(re.search(rf"^{k}:\s+(\d+)", status, re.M).group(1)) * 1024
-           for k in ("VmRSS", "RssAnon", "RssFile")}  # fmt: skip
-    return {"rss": kib["VmRSS"], "anon": kib["RssAnon"], "file": kib["RssFile"]}
-
-
-def _measured_child(args: tuple, queue) -> None:
-    baseline = _memory()
-    peak = dict(baseline)
-    done = threading.Event()
-
-    def sample() -> None:
-        while not done.is_set():
-            for key, value in _memory().items():
-                peak[key] = max(peak[key], value)
-            time.sleep(0.002)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    start = time.perf_counter()
-    extract(*args)
-    seconds = time.perf_counter() - start
-    done.set()
-    sampler.join()
-    queue.put((seconds, {key: peak[key] - baseline[key] for key in peak}))
-
-
-def measured_extraction(*args: str) -> tuple[float, dict[str, int]]:
-    """`extract` in a fresh process: seconds, and peak growth of each memory figure."""
-    context = multiprocessing.get_context("spawn")
-    queue = context.Queue()
-    process = context.Process(target=_measured_child, args=(args, queue))
-    process.start()
-    result = queue.get()
-    process.join()
-    return result
-
-
 def run(quick: bool = False) -> list[dict]:
     rows = 8_000 if quick else 80_000
     with tempfile.TemporaryDirectory(prefix="relrep-bench-extraction-") as tmp:
@@ -139,8 +89,8 @@ def run(quick: bool = False) -> list[dict]:
         write_dataset(data_file, rows)
         tiny_encoder(folder / "encoder")
         size_mib = data_file.stat().st_size / MIB
-        seconds, peaks = measured_extraction(
-            str(data_file), str(folder / "encoder"), str(folder / "cache")
+        seconds, peaks = peak_memories(
+            extract, str(data_file), str(folder / "encoder"), str(folder / "cache")
         )
         embeddings_mib = sum(p.stat().st_size for p in (folder / "cache").rglob("*.arrow")) / MIB
     peak_mib = peaks["anon"] / MIB

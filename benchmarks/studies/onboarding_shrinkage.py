@@ -3,7 +3,7 @@
 An onboarded encoder gets a projector from the anchor set with no training; its whitening is
 estimated from its own rows. Today it takes the anchor set's shrinkage (chosen from the training
 encoders' fit rows, `relrep_hf.functional.regularization`). This script measures, on the real group
-(`benchmarks.real_encoders`, 5,000 English verses), each encoder held out in turn and onboarded
+(`benchmarks.spaces.real_encoders`, 5,000 English verses), each encoder held out in turn and onboarded
 on the first K rows, retrieval (R@1) from every training encoder into it on the last 1,000 rows
 with:
 
@@ -16,7 +16,7 @@ with:
   ``reference``, the training encoders' mean relative features of those rows (what retrieval
   will meet; an anchor set would have to ship them).
 
-``python -m benchmarks.onboarding_shrinkage`` (about 5 minutes on 2 cores with warm caches;
+``python -m benchmarks onboarding_shrinkage`` (about 5 minutes on 2 cores with warm caches;
 ``--group small_lms --held-out llama-w128-s2:last`` for another group).
 """
 
@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Sequence
 from statistics import mean
 
 import torch
 import torch.nn.functional as F
 
-from benchmarks.real_encoders import REAL_ROWS, real_spaces
+from benchmarks.spaces.real_encoders import REAL_ROWS, real_spaces
 from relrep_hf import AnchorSet, RelativeProjector, Statistics
 from relrep_hf.functional.metrics import retrieval_metrics
 from relrep_hf.functional.regularization import CovarianceBasis, _climb, _mean_reciprocal_rank
@@ -122,18 +123,20 @@ def run_one(spaces: dict[str, torch.Tensor], held_out: str, k: int) -> dict:
     }
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     import argparse
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--group", default="real", help="a group of benchmarks.spaces")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks onboarding_shrinkage", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--group", default="real", help="a group of benchmarks.spaces.groups")
     parser.add_argument("--held-out", nargs="*", default=None)
     parser.add_argument("--k", nargs="*", type=int, default=list(KS))
-    arguments = parser.parse_args()
+    arguments = parser.parse_args(argv)
     if arguments.group == "real":
         spaces = real_spaces(REAL_ROWS)
     else:
-        from benchmarks.spaces import load_group
+        from benchmarks.spaces.groups import load_group
 
         spaces = load_group(arguments.group).embeddings
     held_outs = arguments.held_out or [h for h in HELD_OUT if h in spaces]
@@ -152,7 +155,3 @@ def main() -> None:
     print(
         f"(R@1 from each training encoder into the onboarded one, (shrinkage); load {os.getloadavg()[0]:.1f})"
     )
-
-
-if __name__ == "__main__":
-    main()

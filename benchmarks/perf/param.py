@@ -33,7 +33,8 @@ from relrep_hf import ParamTrainer, ParamTrainingArguments
 from relrep_hf.functional.statistics import Statistics, whitening_matrix
 
 
-def _spaces(n: int, d: int, encoders: int) -> dict[str, torch.Tensor]:
+def random_spaces(n: int, d: int, encoders: int) -> dict[str, torch.Tensor]:
+    """``encoders`` random affine images of one random [n, d] space (seed 0)."""
     generator = torch.Generator().manual_seed(0)
     latent = torch.randn(n, d, generator=generator)
     return {
@@ -79,7 +80,8 @@ def _direct_losses(logits, support, means, whitenings, batches, args) -> dict[st
     return terms
 
 
-def _direct_epoch(spaces, args, support_indices, epoch: int = 0) -> tuple[float, list[dict]]:
+def direct_epoch(spaces, args, support_indices, epoch: int = 0) -> tuple[float, list[dict]]:
+    """One epoch of the paper's formulas read directly (autograd): its seconds and losses."""
     names = list(spaces)
     stats = [Statistics.from_embeddings(spaces[n]) for n in names]
     device = next(iter(spaces.values())).device  # the direct formulas run where the rows are
@@ -161,7 +163,8 @@ def _loop_epoch(trainer: ParamTrainer) -> float:
     return (runtime["train_runtime"] - runtime["setup_seconds"]) / EPOCHS
 
 
-def _deviation(history: list[dict], reference: list[dict]) -> float:
+def loss_deviation(history: list[dict], reference: list[dict]) -> float:
+    """The largest relative difference of any loss between two runs' logs, step by step."""
     return max(
         abs(step[key] - ref[key]) / max(1.0, abs(ref[key]))
         for step, ref in zip(history, reference, strict=True)
@@ -175,7 +178,7 @@ EPOCHS = 3
 
 def run(quick: bool = False, repeats: int = 3) -> list[dict]:
     n, d, k, m, encoders = (4000, 256, 1000, 100, 3) if quick else (20000, 768, 5000, 300, 3)
-    spaces = _spaces(n, d, encoders)
+    spaces = random_spaces(n, d, encoders)
     ours, ours_loop, low_loop, direct, floor = [], [], [], [], []
     for _ in range(repeats):  # interleaved, so that drift of a shared machine hits all alike
         trainer = _train(spaces, m, k, bf16=False)
@@ -185,7 +188,7 @@ def run(quick: bool = False, repeats: int = 3) -> list[dict]:
         ours_loop.append(_loop_epoch(trainer))
         low = _train(spaces, m, k, bf16=True)
         low_loop.append(_loop_epoch(low))
-        seconds, direct_history = _direct_epoch(spaces, trainer.args, trainer.support_indices)
+        seconds, direct_history = direct_epoch(spaces, trainer.args, trainer.support_indices)
         direct.append(seconds)
         floor.append(_gemm_floor(n, [d] * encoders, k, m, trainer.args.train_batch_size))
     steps = len(direct_history)
@@ -198,7 +201,7 @@ def run(quick: bool = False, repeats: int = 3) -> list[dict]:
             statistics.median(direct),
             statistics.median(ours),
             "s",
-            max_relative_loss_difference_over_the_epoch=_deviation(
+            max_relative_loss_difference_over_the_epoch=loss_deviation(
                 trainer.log_history[:steps], direct_history
             ),
             steps_compared=steps,
@@ -224,10 +227,10 @@ def run(quick: bool = False, repeats: int = 3) -> list[dict]:
             floor_seconds,
             statistics.median(low_loop),
             "s",
-            relative_loss_deviation_from_float32_first_step=_deviation(
+            relative_loss_deviation_from_float32_first_step=loss_deviation(
                 low.log_history[:1], trainer.log_history[:1]
             ),
-            max_relative_loss_deviation_from_float32_over_3_epochs=_deviation(
+            max_relative_loss_deviation_from_float32_over_3_epochs=loss_deviation(
                 low.log_history, trainer.log_history
             ),
         ),

@@ -11,6 +11,7 @@ by a random affine map, as in the paper's Figure 2: the spaces differ by a non-l
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -34,7 +35,8 @@ class StressConfig:
 QUICK_STRESS = StressConfig(latent_dim=32, hidden=64, epochs=15)
 
 
-def _mlp(sizes: list[int]) -> nn.Sequential:
+def mlp(sizes: Sequence[int]) -> nn.Sequential:
+    """Linear layers through ``sizes``, a ReLU between each two."""
     layers: list[nn.Module] = []
     for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
         layers.append(nn.Linear(a, b))
@@ -44,21 +46,57 @@ def _mlp(sizes: list[int]) -> nn.Sequential:
 
 
 class AnisotropicAutoencoder(nn.Module):
-    """MLP autoencoder whose latent code is stretched by a fixed, permuted anisotropic scale."""
+    """MLP autoencoder whose latent code is stretched by a fixed, permuted anisotropic scale
+    (scales from 10^-anisotropy to 10^anisotropy; the paper's Appendix E.3, also
+    ``scripts.anisotropic_autoencoders``). ``sizes`` run from the input to the latent code, the
+    decoder back; ``squash``: a sigmoid on the output (pixels in [0, 1])."""
 
-    def __init__(self, dim: int, config: StressConfig, generator: torch.Generator):
+    def __init__(
+        self,
+        sizes: Sequence[int],
+        anisotropy: float,
+        generator: torch.Generator,
+        *,
+        squash: bool = False,
+    ):
         super().__init__()
-        scale = torch.logspace(-config.anisotropy, config.anisotropy, config.latent_dim)
-        permutation = torch.randperm(config.latent_dim, generator=generator)
-        self.register_buffer("scale", scale[permutation])
-        self.encoder = _mlp([dim, config.hidden, config.latent_dim])
-        self.decoder = _mlp([config.latent_dim, config.hidden, dim])
+        latent_dim = sizes[-1]
+        scale = torch.logspace(-anisotropy, anisotropy, latent_dim)
+        self.register_buffer("scale", scale[torch.randperm(latent_dim, generator=generator)])
+        self.encoder = mlp(sizes)
+        decoder = mlp(sizes[::-1])
+        self.decoder = nn.Sequential(decoder, nn.Sigmoid()) if squash else decoder
 
     def encode(self, x: Tensor) -> Tensor:
         return self.encoder(x) * self.scale  # [N, latent_dim], anisotropic by construction
 
     def forward(self, x: Tensor) -> Tensor:
         return self.decoder(self.encode(x))
+
+
+def fit_reconstruction(
+    model: nn.Module,
+    inputs: Tensor,
+    targets: Tensor,
+    *,
+    epochs: int,
+    batch_size: int,
+    generator: torch.Generator,
+    learning_rate: float = 1e-3,
+) -> nn.Module:
+    """Adam on the MSE of ``model(inputs)`` to ``targets``, batches shuffled by ``generator``;
+    the model returned in eval mode."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate)
+    model.train()
+    for _ in range(epochs):
+        order = torch.randperm(len(inputs), generator=generator)
+        for start in range(0, len(inputs), batch_size):
+            batch = order[start : start + batch_size]
+            loss = nn.functional.mse_loss(model(inputs[batch]), targets[batch])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    return model.eval()
 
 
 def anisotropic_spaces(
@@ -71,19 +109,14 @@ def anisotropic_spaces(
     for i in range(config.spaces):
         generator = torch.Generator().manual_seed(1000 * seed + i)
         torch.manual_seed(1000 * seed + i)
-        model = AnisotropicAutoencoder(inputs.shape[1], config, generator)
-        optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
-        model.train()
-        for _ in range(config.epochs):
-            order = torch.randperm(len(inputs), generator=generator)
-            for start in range(0, len(inputs), config.batch_size):
-                batch = inputs[order[start : start + config.batch_size]]
-                loss = nn.functional.mse_loss(model(batch), batch)
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
+        sizes = [inputs.shape[1], config.hidden, config.latent_dim]
+        model = AnisotropicAutoencoder(sizes, config.anisotropy, generator)
+        fit_reconstruction(
+            model, inputs, inputs, epochs=config.epochs, batch_size=config.batch_size,
+            generator=generator, learning_rate=config.learning_rate,
+        )  # fmt: skip
         with torch.no_grad():
-            latent = model.eval().encode(inputs)
+            latent = model.encode(inputs)
         rotation = torch.linalg.qr(
             torch.randn(config.latent_dim, config.latent_dim, generator=generator)
         )[0]

@@ -25,10 +25,9 @@ import numpy as np
 import torch
 from datasets.arrow_writer import ArrowWriter
 
-from benchmarks.common import median_seconds, peak_memory, row
+from benchmarks.common import RESULTS, median_seconds, peak_memory, row
 from relrep_hf import ParamTrainer, ParamTrainingArguments, RelativeProjector, Statistics
 
-RESULTS = Path(__file__).resolve().parent / "results"
 MIB = 1024**2
 # PARAM steps are many small kernels: on a shared 2-core machine, two OpenMP threads made epochs
 # 30-100x slower and erratic whenever another process held a core. One thread measures how the

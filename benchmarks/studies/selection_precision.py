@@ -1,24 +1,25 @@
 """The shrinkage selector with its folds' eigenproblems in float64 against float32.
 
-For every group, K and held-out encoder of the fit-size sweep (``bench_quality --part sweep
+For every group, K and held-out encoder of the fit-size sweep (``quality --part sweep
 --every-held-out``'s settings: the first K rows, m = 300), runs
 `relrep_hf.functional.regularization.cross_validated_shrinkage` twice, with ``SELECTION_DTYPE``
 float64 and float32, and prints per group how often the two choose the same shrinkage, the
 largest difference between their scores and the two selection times.
 
-``OMP_NUM_THREADS=1 python -m benchmarks.selection_precision``
+``OMP_NUM_THREADS=1 python -m benchmarks selection_precision [GROUP ...]``
 """
 
 from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Sequence
 
 import torch
 
 import relrep_hf.functional.regularization as regularization
-from benchmarks.k_sweep import KS, TEST_ROWS
-from benchmarks.spaces import load_group
+from benchmarks.spaces.groups import load_group
+from benchmarks.studies.k_sweep import KS, TEST_ROWS
 
 
 def compare(group: str, num_anchors: int = 300) -> None:
@@ -54,7 +55,8 @@ def compare(group: str, num_anchors: int = 300) -> None:
     )
 
 
-if __name__ == "__main__":
+def main(argv: Sequence[str] | None = None) -> None:
+    """``[GROUP ...]``, default every group but the affine one."""
     warnings.simplefilter("ignore")  # the cap's and thin statistics' warnings
-    for name in ("real", "minilm", "small_lms"):
+    for name in argv or ("real", "minilm", "small_lms"):
         compare(name)

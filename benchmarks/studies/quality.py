@@ -20,20 +20,19 @@ import json
 import tempfile
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from statistics import mean
 
 import torch
 
-from benchmarks.common import Table, announce_skips, row, unavailable, warnings_once
-from benchmarks.k_sweep import plot_sweep, sweep_group
-from benchmarks.spaces import GROUPS, group_needs, load_group
+from benchmarks.common import RESULTS, Table, announce_skips, row, unavailable, warnings_once
+from benchmarks.spaces.groups import GROUPS, group_needs, load_group
+from benchmarks.studies.k_sweep import label_recall_panel, plot_sweep, sweep_group
 from relrep_hf import AnchorSet, ParamTrainer, ParamTrainingArguments, RelativeProjector, Statistics
 from relrep_hf.functional.metrics import retrieval_metrics
 from relrep_hf.training.shared_linear_trainer import fine_tune_shared_linear
 
-RESULTS = Path(__file__).resolve().parent / "results"
 NUM_ANCHORS = 300
 SWEEP = (25, 50, 100, 200, 300)
 PARAM_EPOCHS = 95  # the paper's default (fewer epochs leave PARAM far from converged here)
@@ -263,10 +262,7 @@ def plot(results: list[dict], path: Path) -> None:
                 ax.axhline(r1[0], linestyle="--", color="gray", label=f"Full support (m={ms[0]})")
             else:
                 ax.plot(ms, r1, marker="o", label=method)
-        ax.set_title(result["group"])
-        ax.set_xlabel("number of anchors m")
-        ax.set_ylabel("Recall@1 into the held-out encoder")
-        ax.grid(alpha=0.3)
+        label_recall_panel(ax, result["group"], "number of anchors m")
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -284,7 +280,7 @@ def run(
     parts: tuple[str, ...] = PARTS,
     every_held_out: bool = False,
 ) -> list[dict]:
-    """Every group of `benchmarks.spaces` (or ``groups``), every method (or ``only``): the
+    """Every group of `benchmarks.spaces.groups` (or ``groups``), every method (or ``only``): the
     method table at K = 1,000 (``"table"``) and the fit-size sweep (``"sweep"``).
 
     ``every_held_out``: the sweep holds out each encoder in turn (leave one encoder out over
@@ -356,10 +352,11 @@ def run(
     return rows
 
 
-if __name__ == "__main__":
+def main(argv: Sequence[str] | None = None) -> None:
+    """Part of the quality benchmark: some groups, methods or parts."""
     import argparse
 
-    parser = argparse.ArgumentParser(description="Part of the quality benchmark.")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks quality", description=main.__doc__)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--group", action="append", choices=GROUPS, help="repeatable")
     parser.add_argument("--method", action="append", choices=list(methods(1)), help="repeatable")
@@ -369,9 +366,9 @@ if __name__ == "__main__":
         action="store_true",
         help="the sweep holds out each encoder in turn (no PARAM: 95 epochs a fold)",
     )
-    arguments = parser.parse_args()
-    announce_skips("bench_quality", needs(arguments.quick))
-    with warnings_once("bench_quality"):
+    arguments = parser.parse_args(argv)
+    announce_skips("quality", needs(arguments.quick))
+    with warnings_once("quality"):
         run(
             arguments.quick,
             arguments.group,

