@@ -10,7 +10,7 @@ from relrep_hf.models.configuration_utils import RelrepConfig
 from relrep_hf.utils.defaults import DEFAULT_NUM_ANCHORS
 
 # The layers `for_projector` gives a head unless told otherwise: a small MLP transferred best
-# to encoders the head never saw (benchmarks.head_variants, docs/heads.md), where a bare
+# to encoders the head never saw (benchmarks.studies.head_variants, docs/heads.md), where a bare
 # `RelativeHeadConfig` stays a linear probe.
 SWAPPABLE_HEAD_LAYERS: dict[str, Any] = {"hidden_sizes": [256], "dropout": 0.3}
 

@@ -84,7 +84,7 @@ class ParamTrainingArguments(FitArguments):
     )
     # bfloat16 for the two products with the support (P @ whitened support and dL/dP), the
     # bulk of a step: faster where bf16 matmuls are native (AVX512-BF16, AMX, GPUs); the
-    # losses move by about 1e-4 relative (printed by `python -m benchmarks --only bench_param`)
+    # losses move by about 1e-4 relative (printed by `python -m benchmarks --only param`)
     bf16: bool = _arg(False, "bfloat16 products with the support (faster where native)")
 
     def __post_init__(self) -> None:

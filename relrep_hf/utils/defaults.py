@@ -59,7 +59,7 @@ MULTILINGUAL_ENCODERS = (
 QUICK_DEMO_ROWS = 1000  # --quick: about a minute on a quiet laptop CPU
 MULTILINGUAL_DEMO_ROWS = 2000  # verses of the multilingual main job (--quick: 1,000)
 # how an anchor set is fitted (the methods: `relrep_hf.training.anchor_methods`); the default is
-# the winner of benchmarks/bench_quality.py
+# the winner of benchmarks/studies/quality.py
 DEFAULT_METHOD = "shared_linear"
 DEFAULT_EMBED_BATCH_SIZE = 64  # inputs per encoder forward when a run or dataset is embedded
 DEFAULT_ENCODE_BATCH_SIZE = 32  # inputs per forward of `encode` (sentence-transformers' default)
