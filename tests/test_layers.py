@@ -29,7 +29,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "entry points": (
         "pipeline",
         "cli",
-        "cli_parser",
+        "commands",
         "__init__",
         "packaged_encoders",
         "sentence_transformers_module",
