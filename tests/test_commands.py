@@ -97,6 +97,8 @@ def test_the_entry_refuses_the_flags_its_method_ignores(toy_method, tmp_path, ca
     # a default is not a choice: the same flags unset are accepted
     unset = vars(build_parser().parse_args(["fit", "run"]))
     assert toy_method.arguments_from(unset) == FitArguments("unused")
+    given = toy_method.arguments_from({"num_anchors": 7, "shrinkage": None})
+    assert given == FitArguments("unused", num_anchors=7)  # the rest: the class's defaults
 
 
 def test_every_command_is_a_module_that_registers_itself():

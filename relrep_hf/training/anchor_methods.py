@@ -74,10 +74,11 @@ class AnchorMethod:
     def arguments_from(
         self, values: Mapping[str, Any], given: Collection[str] = ()
     ) -> FitArguments:
-        """Its arguments from ``values`` (a value for each field of its arguments class, e.g.
-        the parsed fitting flags; others are ignored): a ``None`` shrinkage takes the class's
-        default, the method's own. ``given`` names what was given on the command line
-        (``--num-anchors`` or ``--num_anchors``): an argument the method ignores is refused."""
+        """Its arguments from ``values`` (e.g. the parsed fitting flags: the fields of its
+        arguments class are read, others ignored); a field missing, or a ``None`` shrinkage,
+        takes the class's default, the method's own. ``given`` names what was given on the
+        command line (``--num-anchors`` or ``--num_anchors``): an argument the method ignores
+        is refused."""
         for name, why in self.unused.items():
             flag = f"--{name.replace('_', '-')}"
             if {flag, f"--{name}"} & set(given):
@@ -86,7 +87,9 @@ class AnchorMethod:
                     "choose another --method."
                 )
         names = [f.name for f in dataclasses.fields(self.arguments) if f.name != "output_dir"]
-        chosen = {n: values[n] for n in names if n != "shrinkage" or values[n] is not None}
+        chosen = {n: values[n] for n in names if n in values}
+        if chosen.get("shrinkage", "") is None:
+            del chosen["shrinkage"]
         return self.arguments("unused", **chosen)
 
 
