@@ -8,7 +8,8 @@ import dataclasses
 import pytest
 import torch
 
-from relrep_hf.cli_parser import _method_args, build_parser
+from relrep_hf.cli import build_parser
+from relrep_hf.commands.arguments import method_args
 from relrep_hf.functional.mixing import MIXING_KINDS
 from relrep_hf.publishing.cards.anchor_set_card import anchor_set_card
 from relrep_hf.training.anchor_methods import ANCHOR_METHODS, FitData, anchor_method
@@ -68,9 +69,9 @@ def test_each_method_has_its_defaults_in_one_place():
     assert common == {"output_dir", "num_anchors", "support_size", "shrinkage", "eps", "seed"}
     parsed = build_parser().parse_args(["fit", "run"])
     for name, method in ANCHOR_METHODS.items():
-        assert _method_args(parsed, name) == method.arguments("unused"), name
+        assert method_args(parsed, name) == method.arguments("unused"), name
     given = build_parser().parse_args(["fit", "run", "--shrinkage", "auto", "--num-anchors", "7"])
-    assert _method_args(given, "shared_linear") == SharedLinearArguments(
+    assert method_args(given, "shared_linear") == SharedLinearArguments(
         "unused", shrinkage="auto", num_anchors=7
     )
     assert DEFAULT_METHOD in ANCHOR_METHODS

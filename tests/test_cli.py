@@ -322,19 +322,19 @@ def test_every_training_argument_is_a_flag(capsys):
     flag, with the dataclass's defaults; bad values are the dataclass's one-line errors."""
     from dataclasses import fields
 
-    from relrep_hf.cli import _training_args
+    from relrep_hf.commands.arguments import training_args
     from relrep_hf.training.param_arguments import ParamTrainingArguments
 
     parser = build_parser()
     names = {f.name for f in fields(ParamTrainingArguments)} - {"output_dir"}
     for command in ("fit", "demo"):
         assert names <= set(vars(parser.parse_args([command, "run"])))
-    assert _training_args(parser.parse_args(["fit", "run"])) == ParamTrainingArguments("unused")
+    assert training_args(parser.parse_args(["fit", "run"])) == ParamTrainingArguments("unused")
     flags = "--shrinkage 0.6 --eps 1e-6 --coverage-weight 2.5 --optimizer adam --bf16"
     args = parser.parse_args(
         ["fit", "run", *flags.split(), "--report_to", "tensorboard", "--quiet"]
     )
-    training = _training_args(args)
+    training = training_args(args)
     assert (training.shrinkage, training.eps, training.coverage_weight) == (0.6, 1e-6, 2.5)
     assert training.optimizer == "adam" and training.bf16 is True
     assert training.report_to == ["tensorboard"] and training.disable_tqdm is True  # --quiet

@@ -5,7 +5,8 @@ from dataclasses import fields
 
 import pytest
 
-from relrep_hf.cli import _training_args, build_parser
+from relrep_hf.cli import build_parser
+from relrep_hf.commands.arguments import training_args
 from relrep_hf.functional.losses import LossWeights
 from relrep_hf.training.param_arguments import ParamTrainingArguments
 from relrep_hf.utils import defaults
@@ -63,7 +64,7 @@ def test_the_cli_defaults_are_the_library_defaults():
     assert fit.eps == defaults.DEFAULT_EPS
     # --shrinkage unset: each method's measured best (`pipeline.fit`), PARAM's is the paper's
     assert fit.shrinkage is None
-    assert _training_args(fit).shrinkage == defaults.DEFAULT_SHRINKAGE
+    assert training_args(fit).shrinkage == defaults.DEFAULT_SHRINKAGE
     assert fit.num_anchors == defaults.DEFAULT_NUM_ANCHORS
 
 

@@ -27,16 +27,11 @@ from relrep_hf.utils.validation import check_embeddings
 MixingKind = Literal["stochastic", "one_hot", "identity", "linear"]
 MIXING_KINDS: tuple[str, ...] = ("stochastic", "one_hot", "identity", "linear")
 
-# The kind of matrix each strategy makes: the registry of anchor methods reads it
-# (`relrep_hf.training.anchor_methods`), and so does an anchor set saved before kinds were recorded.
-STRATEGY_MIXING: dict[str, str] = {
-    "param": "stochastic",
-    "kmeans": "stochastic",
-    "random": "one_hot",
-    "farthest_point": "one_hot",
-    "full_support": "identity",
-    "shared_linear": "linear",
-}
+# Each anchor method declares its kind (`relrep_hf.training.anchor_methods`) and its anchor sets
+# record it. One that does not (saved before kinds were recorded, when every anchor set was
+# PARAM, k-means, random or farthest-point, or built without ``mixing``) is stochastic, unless
+# its strategy is one of these.
+UNRECORDED_MIXING: dict[str, str] = {"random": "one_hot", "farthest_point": "one_hot"}
 
 
 def check_mixture(mixture: Tensor, kind: str) -> None:

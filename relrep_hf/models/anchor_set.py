@@ -1,14 +1,12 @@
 """`AnchorSet`: the encoder-agnostic coordinate system shared by every projector.
 
 An anchor set is a mixing matrix ``M [m, K]`` over K parallel support inputs (its kind:
-see `relrep_hf.functional.mixing`), plus the similarity settings its anchors were fitted with. Any
-encoder gets its anchors by embedding those inputs: ``A = mu + M @ (X_sub - mu)``, which is
-``P @ X_sub`` for the paper's row-stochastic ``P``. It knows nothing of any particular
-encoder, so one anchor set serves encoders that did not exist when it was fitted. Random,
-k-means, farthest-point, PARAM, full-support and shared-linear anchors are all anchor sets
-(see `relrep_hf.functional.anchor_strategies` and `relrep_hf.functional.shared_linear`), so every comparison runs
-through one code path. ``fingerprint`` hashes its content: projectors and heads record it,
-so a head never reads the features of another anchor set.
+see `relrep_hf.functional.mixing`), plus the similarity settings its anchors were fitted with.
+Any encoder gets its anchors by embedding those inputs: ``A = mu + M @ (X_sub - mu)``, which is
+``P @ X_sub`` for the paper's row-stochastic ``P``; so one anchor set serves encoders that did
+not exist when it was fitted. Every anchor method makes one (`relrep_hf.training.anchor_methods`),
+so every comparison runs through one code path. ``fingerprint`` hashes its content: projectors
+and heads record it, so a head never reads the features of another anchor set.
 
 On disk (and on the Hub) an anchor set is three files:
 ``anchor_set.safetensors`` (the mixture), ``anchor_set.json`` (what it is and how it was
@@ -33,7 +31,7 @@ from relrep_hf.functional.anchor_strategies import (
     kmeans_mixture,
     random_mixture,
 )
-from relrep_hf.functional.mixing import STRATEGY_MIXING, check_mixture, fingerprint, mixed_anchors
+from relrep_hf.functional.mixing import UNRECORDED_MIXING, check_mixture, fingerprint, mixed_anchors
 from relrep_hf.functional.shared_linear import (
     Normalization,
     check_shared_linear_shrinkage,
@@ -66,10 +64,10 @@ class AnchorSet:
             (e.g. ``{"index": 17}``) together with ``support_reference``.
         support_reference: for non-text inputs, where they come from (dataset id, revision,
             split, column).
-        strategy: ``"param"``, ``"random"``, ``"kmeans"``, ``"farthest_point"``,
-            ``"full_support"`` or ``"shared_linear"``.
-        mixing: ``"stochastic"``, ``"one_hot"``, ``"identity"`` or ``"linear"`` (default: the
-            strategy's kind; see `relrep_hf.functional.mixing`).
+        strategy: the anchor method that made it (`relrep_hf.training.anchor_methods`):
+            ``"param"``, ``"shared_linear"``, ``"random"``, ...
+        mixing: ``"stochastic"``, ``"one_hot"``, ``"identity"`` or ``"linear"`` (default:
+            one-hot for random and farthest-point anchors, else stochastic).
         similarity, shrinkage, eps: the similarity settings the anchors were fitted with;
             projectors built from the anchor set use them unless told otherwise.
         encoders: the encoders it was fitted on (Hub id, revision, pooling, layer, dim).
@@ -99,7 +97,7 @@ class AnchorSet:
     eps: float = DEFAULT_EPS
 
     def __post_init__(self) -> None:
-        self.mixing = self.mixing or STRATEGY_MIXING.get(self.strategy, "stochastic")
+        self.mixing = self.mixing or UNRECORDED_MIXING.get(self.strategy, "stochastic")
         if not self.support:
             raise ValueError(
                 "An anchor set needs at least one support input, got none: pass the parallel "
@@ -244,8 +242,7 @@ class AnchorSet:
         revision: str | None = None,
         commit_message: str = "Upload anchor set with relrep_hf",
     ) -> str:
-        """Push the anchor set as one commit (through `relrep_hf.utils.publishing_hooks`); returns the
-        commit sha."""
+        """Push the anchor set as one commit (`relrep_hf.utils.publishing_hooks`); returns its sha."""
         return publisher().push_folder(
             self._write,
             repo_id,
@@ -302,7 +299,8 @@ class AnchorSet:
     ) -> AnchorSet:
         """Every support input is an anchor (m = K, identity mixing): nothing to fit."""
         mixture = torch.eye(len(support) or 1)[: len(support)]  # [] is refused by __post_init__
-        return cls(mixture, list(support), strategy="full_support", shrinkage=shrinkage, eps=eps)
+        settings = {"shrinkage": shrinkage, "eps": eps}
+        return cls(mixture, list(support), strategy="full_support", mixing="identity", **settings)
 
     @classmethod
     def shared_linear(
@@ -319,50 +317,30 @@ class AnchorSet:
     ) -> AnchorSet:
         """The shared linear compression of full-support WIP features, in closed form.
 
-        ``fit_embeddings`` maps each training encoder (two or more) to its embeddings
-        ``[N, d_i]``, row-aligned across encoders. ``support_rows`` (K indices) are the rows
-        that embed ``support`` (the K support inputs, in order); ``fit_rows`` (default: every
-        row) are the rows the map and each encoder's whitening statistics are fitted on. The
-        mixing ``M = U.T [m, K]`` holds the top-m eigenvectors of ``sum_i R_i.T @ R_i``,
-        ``R_i`` encoder i's full-support features of the fit rows (`relrep_hf.functional.shared_linear`).
-        A new encoder is onboarded as for any anchor set (`RelativeProjector.from_anchor_set`).
+        ``fit_embeddings``: each training encoder's (two or more) ``[N, d_i]`` embeddings,
+        row-aligned. ``support_rows``: the K rows that embed ``support``, in order;
+        ``fit_rows`` (default: all): the rows the map and the whitening are fitted on. ``M =
+        U.T [m, K]`` holds the top-m eigenvectors of ``sum_i R_i.T @ R_i``, ``R_i`` encoder i's
+        full-support features of the fit rows (`relrep_hf.functional.shared_linear`); a new
+        encoder is onboarded as for any anchor set (`RelativeProjector.from_anchor_set`).
 
         ``shrinkage="auto"`` (the default) chooses the whitening's shrinkage from the fit rows
-        (cross-validated retrieval between the training encoders, `relrep_hf.functional.regularization`);
-        the chosen value is the anchor set's ``shrinkage`` and ``training["shrinkage_selection"]``
-        says how. A number fixes it. Asked for more anchors than the rank the data supports,
-        the fit keeps that rank and warns once.
-
-        Best measured (docs/quality.md): every fit row as support (K = N): with exact
-        whitening the map is MAXVAR generalised CCA of the training encoders, and onboarding
-        is a least-squares fit of a new encoder to it. The fit is one SVD of ``[K, sum d_i]``
-        (no ``[K, K]`` eigenproblem), so any K is cheap.
+        (`relrep_hf.functional.regularization`), recorded as ``shrinkage`` and how in
+        ``training["shrinkage_selection"]``; a number fixes it. More anchors than the data's
+        rank are capped at it, with one warning. Best measured (docs/quality.md): K = N, every
+        fit row as support (with exact whitening, MAXVAR generalised CCA; onboarding, a
+        least-squares fit to it); one SVD of ``[K, sum d_i]``, so any K is cheap.
         """
-        fit_embeddings = {
-            n: as_embeddings(x, name=f"{n!r} fit embeddings") for n, x in fit_embeddings.items()
-        }
-        num_rows = check_same_rows(fit_embeddings, what="fit embeddings")
-        support_rows = check_row_indices(support_rows, num_rows, name="support_rows")
-        if fit_rows is not None:
-            fit_rows = check_row_indices(fit_rows, num_rows, name="fit_rows")
-        support_rows = torch.as_tensor(support_rows, dtype=torch.long)
-        if len(support_rows) != len(support):
-            raise ValueError(
-                f"support_rows has {len(support_rows)} rows but there are {len(support)} "
-                "support inputs: give the row of each support input, in order."
-            )
+        spaces, support_rows, fit_rows = _checked_rows(
+            fit_embeddings, len(support), support_rows, fit_rows
+        )
         check_shared_linear_shrinkage(shrinkage)
-        fit_index = None if fit_rows is None else torch.as_tensor(fit_rows, dtype=torch.long)
-        fit_spaces, support_spaces = {}, {}
-        for name, space in fit_embeddings.items():
-            check_embeddings(space, name=f"{name!r} fit embeddings")
-            fit_spaces[name] = space if fit_index is None else space[fit_index]
-            support_spaces[name] = space[support_rows]
+        fit_spaces = {n: x if fit_rows is None else x[fit_rows] for n, x in spaces.items()}
         fitted = fit_shared_linear(
             fit_spaces,
-            support_spaces,
+            {n: x[support_rows] for n, x in spaces.items()},
             num_anchors,
-            support_positions=support_positions(support_rows, fit_index),
+            support_positions=support_positions(support_rows, fit_rows),
             shrinkage=shrinkage,
             eps=eps,
             normalization=normalization,
@@ -380,9 +358,10 @@ class AnchorSet:
             fitted.mixture,
             list(support),
             strategy="shared_linear",
+            mixing="linear",
             training={
                 "normalization": normalization,
-                "fit_encoders": list(fit_embeddings),
+                "fit_encoders": list(fit_spaces),
                 "fit_rows": len(next(iter(fit_spaces.values()))),
                 "support_rows": support_rows.tolist(),
                 "requested_num_anchors": num_anchors,
@@ -392,3 +371,26 @@ class AnchorSet:
             shrinkage=fitted.shrinkage,
             eps=eps,
         )
+
+
+def _checked_rows(
+    fit_embeddings: Mapping[str, Tensor],
+    num_support: int,
+    support_rows: Tensor | Sequence[int],
+    fit_rows: Tensor | Sequence[int] | None,
+) -> tuple[dict[str, Tensor], Tensor, Tensor | None]:
+    """The training encoders' embeddings (row-aligned finite tables), the support rows (one per
+    support input) and the fit rows, checked."""
+    spaces = {n: as_embeddings(x, name=f"{n!r} fit embeddings") for n, x in fit_embeddings.items()}
+    num_rows = check_same_rows(spaces, what="fit embeddings")
+    support_rows = check_row_indices(support_rows, num_rows, name="support_rows")
+    if fit_rows is not None:
+        fit_rows = check_row_indices(fit_rows, num_rows, name="fit_rows")
+    if len(support_rows) != num_support:
+        raise ValueError(
+            f"support_rows has {len(support_rows)} rows but there are {num_support} "
+            "support inputs: give the row of each support input, in order."
+        )
+    for name, space in spaces.items():
+        check_embeddings(space, name=f"{name!r} fit embeddings")
+    return spaces, support_rows, fit_rows

@@ -182,26 +182,13 @@ def what_else_it_is(folder: Path) -> str:
 
 
 def load_anchor_set_files(
-    path_or_repo_id: str | os.PathLike,
-    *,
-    revision: str | None = None,
-    token: str | bool | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    local_files_only: bool = False,
-    force_download: bool = False,
-    verify: bool | None = None,
+    path_or_repo_id: str | os.PathLike, *, verify: bool | None = None, **download: Any
 ) -> tuple[Tensor, list[Any], dict[str, Any]]:
     """An anchor set's mixture, support inputs and other fields from a folder or a Hub repo:
-    resolved, checked against its manifest (``verify``) and read as one version of the folder,
-    though other processes save to it meanwhile."""
-    folder, commit = resolve_folder(
-        path_or_repo_id,
-        revision=revision,
-        token=token,
-        cache_dir=cache_dir,
-        local_files_only=local_files_only,
-        force_download=force_download,
-    )
+    resolved (``download``: `resolve_folder`'s revision, token, cache and download options),
+    checked against its manifest (``verify``) and read as one version of the folder, though
+    other processes save to it meanwhile."""
+    folder, commit = resolve_folder(path_or_repo_id, **download)
     source = str(path_or_repo_id)
     missing = [n for n in (WEIGHTS_NAME, CONFIG_NAME, SUPPORT_NAME) if not (folder / n).is_file()]
     if missing:

@@ -3,8 +3,10 @@
 Like PEFT's ``tuners/<method>/``: a method is declared once, here, and the pipeline, the
 command line, the run report and the anchor set card read it instead of branching on names.
 Every fit function takes the method's arguments (`relrep_hf.training.fit_arguments`) and the
-training encoders' rows, and returns the anchor set and which rows it took as support. This
-module is light to import (``relrep-hf --help`` reads the names); torch comes with a fit.
+training encoders' rows, and returns the anchor set and which rows it took as support. A new
+method is one more entry of `ANCHOR_METHODS` (its fit may build ``AnchorSet(mixture, support,
+strategy=name, mixing=kind)`` from any pure function). This module is light to import
+(``relrep-hf --help`` reads the names); torch comes with a fit.
 
 >>> from relrep_hf.training.anchor_methods import ANCHOR_METHODS
 >>> [(m.name, m.label, m.mixing) for m in ANCHOR_METHODS.values()][:2]
@@ -13,7 +15,8 @@ module is light to import (``relrep-hf --help`` reads the names); torch comes wi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import dataclasses
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -51,8 +54,9 @@ class AnchorMethod:
         title, anchor_description: how its card names the anchors and one anchor.
         arguments: its arguments class; its defaults are the method's.
         fit: ``fit(args, data) -> (anchor_set, support rows of data)``.
+        mixing: the kind of mixing matrix its anchor sets hold (`relrep_hf.functional.mixing`).
         compared_with: the method a run's report puts beside it.
-        unused: arguments the method ignores, and why (a flag given for them is refused).
+        unused: arguments the method ignores, and why (`arguments_from` refuses them given).
         tags: extra tags of its card.
     """
 
@@ -62,16 +66,31 @@ class AnchorMethod:
     anchor_description: str
     arguments: type[FitArguments]
     fit: Fit
+    mixing: str
     compared_with: str = "param"
     unused: Mapping[str, str] = field(default_factory=dict)
     tags: tuple[str, ...] = ()
 
-    @property
-    def mixing(self) -> str:
-        """The kind of mixing matrix it makes (declared with the kinds, in the math layer)."""
-        from relrep_hf.functional.mixing import STRATEGY_MIXING
-
-        return STRATEGY_MIXING[self.name]
+    def arguments_from(
+        self, values: Mapping[str, Any], given: Collection[str] = ()
+    ) -> FitArguments:
+        """Its arguments from ``values`` (e.g. the parsed fitting flags: the fields of its
+        arguments class are read, others ignored); a field missing, or a ``None`` shrinkage,
+        takes the class's default, the method's own. ``given`` names what was given on the
+        command line (``--num-anchors`` or ``--num_anchors``): an argument the method ignores
+        is refused."""
+        for name, why in self.unused.items():
+            flag = f"--{name.replace('_', '-')}"
+            if {flag, f"--{name}"} & set(given):
+                raise ValueError(
+                    f"{flag} does not apply to --method {self.name}: {why}. Drop {flag}, or "
+                    "choose another --method."
+                )
+        names = [f.name for f in dataclasses.fields(self.arguments) if f.name != "output_dir"]
+        chosen = {n: values[n] for n in names if n in values}
+        if chosen.get("shrinkage", "") is None:
+            del chosen["shrinkage"]
+        return self.arguments("unused", **chosen)
 
 
 def _support(data: FitData, rows: Tensor) -> list[Any]:
@@ -175,6 +194,7 @@ ANCHOR_METHODS: dict[str, AnchorMethod] = {
             "a learned convex mixture",
             ParamTrainingArguments,
             fit_param,
+            "stochastic",
             compared_with="shared_linear",
             tags=("whitened-inner-product",),
         ),
@@ -185,6 +205,7 @@ ANCHOR_METHODS: dict[str, AnchorMethod] = {
             "a linear combination of the centred support inputs, fitted in closed form",
             SharedLinearArguments,
             fit_shared_linear,
+            "linear",
             tags=("whitened-inner-product",),
         ),
         AnchorMethod(
@@ -194,6 +215,7 @@ ANCHOR_METHODS: dict[str, AnchorMethod] = {
             "one support input (every support input is an anchor)",
             FitArguments,
             fit_full_support,
+            "identity",
             unused={"num_anchors": _EVERY_INPUT},
         ),
         AnchorMethod(
@@ -203,6 +225,7 @@ ANCHOR_METHODS: dict[str, AnchorMethod] = {
             "one randomly drawn input (a one-hot mixture)",
             FitArguments,
             _sampling_fit("random"),
+            "one_hot",
         ),
         AnchorMethod(
             "kmeans",
@@ -211,6 +234,7 @@ ANCHOR_METHODS: dict[str, AnchorMethod] = {
             "the centroid (uniform mixture) of a k-means cluster",
             FitArguments,
             _sampling_fit("kmeans"),
+            "stochastic",
         ),
         AnchorMethod(
             "farthest_point",
@@ -219,6 +243,7 @@ ANCHOR_METHODS: dict[str, AnchorMethod] = {
             "one input picked by farthest-point sampling",
             FitArguments,
             _sampling_fit("farthest_point"),
+            "one_hot",
         ),
     )
 }

@@ -1,0 +1,12 @@
+"""The ``relrep-hf`` commands, one module each (like transformers' ``commands/``): each
+``register``s its parser, flags and ``run`` on the command line's subparsers. `relrep_hf.cli`
+builds the parser from `COMMANDS`, in this order; `arguments` holds the pieces they share.
+
+Light to import: a command imports the pipeline only when it runs.
+"""
+
+from relrep_hf.commands import demo, embed, evaluate, fit, migrate, onboard, push, translate
+
+COMMANDS = (embed, fit, onboard, evaluate, translate, migrate, push, demo)
+
+__all__ = ["COMMANDS"]

@@ -1,0 +1,131 @@
+"""The argument pieces the commands share: the global flags repeated after the command, the
+fitting flags built by `transformers.HfArgumentParser` over the arguments dataclasses, each
+anchor method's arguments read back from them, the run folder and the encoder flags.
+
+Light to import: ``relrep-hf --help`` builds every command's parser without torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Collection, Sequence
+from pathlib import Path
+from typing import Any
+
+from relrep_hf.training.anchor_methods import ANCHOR_METHODS, anchor_method
+from relrep_hf.training.fit_arguments import FitArguments
+from relrep_hf.training.param_arguments import ParamTrainingArguments
+from relrep_hf.utils.defaults import DEFAULT_METHOD
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each option's default, unless it has none or its help already says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.nargs == 0 or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def add_global_flags(parser: argparse.ArgumentParser, *, default: Any = False) -> None:
+    """``--debug`` and ``--quiet``; after the command their default is SUPPRESS, which keeps a
+    flag given before it."""
+    parser.add_argument(
+        "--debug", action="store_true", default=default, help="show full tracebacks"
+    )
+    parser.add_argument("--quiet", action="store_true", default=default, help="no progress bars")
+
+
+def add_command(
+    commands: argparse._SubParsersAction,
+    name: str,
+    *,
+    parents: Sequence[argparse.ArgumentParser] = (),
+    **kwargs: Any,
+) -> argparse.ArgumentParser:
+    """A command's parser: the global flags accepted after it too, every default shown."""
+    after = argparse.ArgumentParser(add_help=False)
+    add_global_flags(after, default=argparse.SUPPRESS)
+    return commands.add_parser(
+        name, parents=[after, *parents], formatter_class=HelpFormatter, **kwargs
+    )
+
+
+def add_run_dir(parser: argparse.ArgumentParser, **kwargs: Any) -> None:
+    """The positional run folder (``relrep-hf embed`` makes it, the others read it)."""
+    parser.add_argument("run_dir", type=Path, **kwargs)
+
+
+def add_encoders_flag(parser: argparse.ArgumentParser, help: str) -> None:
+    """The repeatable ``--encoder SPEC`` (into ``args.encoders``)."""
+    parser.add_argument("--encoder", action="append", dest="encoders", metavar="SPEC", help=help)
+
+
+def fitting_flags() -> argparse.ArgumentParser:
+    """Every `ParamTrainingArguments` field (the fields of every method's arguments) as a flag,
+    by `transformers.HfArgumentParser` (a parent parser: ``output_dir`` is left out, the run
+    folder decides it). ``--shrinkage`` takes a number or 'auto'; unset, the method's own."""
+    from transformers import HfArgumentParser  # light: no torch
+
+    class TrainingFlags(HfArgumentParser):
+        @staticmethod
+        def _parse_dataclass_field(parser: argparse.ArgumentParser, field: Any) -> None:
+            if field.name != "output_dir":
+                HfArgumentParser._parse_dataclass_field(parser, field)
+
+    flags = TrainingFlags(ParamTrainingArguments, add_help=False)
+    shrinkage = next(a for a in flags._actions if a.dest == "shrinkage")
+    shrinkage.type, shrinkage.default = _shrinkage, None  # None: not given
+    defaults = ", ".join(
+        f"{name} {m.arguments.__dataclass_fields__['shrinkage'].default!r}"
+        for name, m in ANCHOR_METHODS.items()
+    )
+    shrinkage.help = (
+        "covariance shrinkage lambda of the whitened inner product, a number in [0, 1], or "
+        f"'auto': chosen from the fit rows by cross-validation (default: the method's: {defaults})"
+    )
+    return flags
+
+
+def _shrinkage(value: str) -> float | str:
+    return value if value == "auto" else float(value)
+
+
+def add_method_flag(parser: argparse.ArgumentParser) -> None:
+    """``--method``: one of the registered anchor methods."""
+    parser.add_argument(
+        "--method",
+        choices=list(ANCHOR_METHODS),
+        default=DEFAULT_METHOD,
+        help="how the anchor set is fitted (`relrep_hf.training.anchor_methods`): the shared "
+        "linear closed form (the quality benchmark's winner: every training row as support, the "
+        "shrinkage chosen from them, unless --support-size / --shrinkage say otherwise), the "
+        "paper's PARAM, full support, or the random, k-means and farthest-point baselines",
+    )
+
+
+def method_args(
+    args: argparse.Namespace, method: str, *, given: Collection[str] = ()
+) -> FitArguments:
+    """``method``'s arguments from the fitting flags, by its registry entry (which refuses a
+    ``given`` flag the method ignores); ``--quiet`` also turns PARAM's progress bar off."""
+    values = vars(args) | {"disable_tqdm": getattr(args, "disable_tqdm", False) or args.quiet}
+    return anchor_method(method).arguments_from(values, given=given)
+
+
+def training_args(args: argparse.Namespace) -> ParamTrainingArguments:
+    """PARAM's arguments from the flags (what ``--method param`` trains with)."""
+    return method_args(args, "param")
+
+
+def show_progress(args: argparse.Namespace) -> bool | None:
+    """A step's ``show_progress``: off under ``--quiet``, else the library's choice."""
+    return False if args.quiet else None
+
+
+def print_report(report: dict) -> None:
+    """A run's report as the tables of ``report.md``, after a blank line."""
+    from relrep_hf.pipeline import steps as pipeline
+
+    print()
+    print(pipeline.render_report(report))

@@ -1,0 +1,45 @@
+"""``relrep-hf fit``: an anchor set fitted by a registered method, and every encoder's projector."""
+
+from __future__ import annotations
+
+import argparse
+
+from relrep_hf.commands.arguments import (
+    add_command,
+    add_method_flag,
+    add_run_dir,
+    fitting_flags,
+    method_args,
+)
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = add_command(
+        commands,
+        "fit",
+        help="fit an anchor set and one projector per encoder",
+        parents=[fitting_flags()],
+    )
+    add_run_dir(parser)
+    parser.add_argument(
+        "--held-out",
+        action="append",
+        metavar="NAME",
+        help="encoder kept out of PARAM training (repeatable; default: the last one)",
+    )
+    add_method_flag(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> None:
+    from relrep_hf.pipeline import steps as pipeline
+
+    # the method's registry entry refuses a flag it ignores, before the run is read
+    fit_args = method_args(args, args.method, given=getattr(args, "given", ()))
+    anchor_set = pipeline.fit(
+        args.run_dir, held_out=args.held_out, method=args.method, args=fit_args
+    )
+    print(
+        f"Anchor set ({anchor_set.num_anchors} anchors over {anchor_set.support_size} support "
+        f"inputs) and projectors written to {args.run_dir}"
+    )

@@ -1,0 +1,68 @@
+"""``relrep-hf migrate``: stored vectors streamed through a saved migration map, and the store
+flags that ``translate`` shares."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from relrep_hf.commands.arguments import add_command, show_progress
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = add_command(
+        commands,
+        "migrate",
+        help="stream stored vectors through a saved migration map (folder or Hub id)",
+    )
+    parser.add_argument("map", metavar="MAP", help="a saved migration map: folder or Hub id")
+    add_store_flags(parser, required=True)
+    parser.set_defaults(func=run)
+
+
+def add_store_flags(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    """--vectors, --out and how to read and write them (translate, migrate)."""
+    parser.add_argument(
+        "--vectors",
+        type=Path,
+        required=required,
+        default=None,
+        help="old-encoder vectors: a .npy, .safetensors, .parquet or FAISS flat index "
+        "(.faiss/.index) file, a datasets folder or a LanceDB database folder",
+    )
+    parser.add_argument(
+        "--out", type=Path, required=required, default=None, help="the new store (same kind)"
+    )
+    parser.add_argument(
+        "--column", default=None, help="the vector column or tensor (default: embedding/vector)"
+    )
+    parser.add_argument("--table", default=None, help="the LanceDB table (default: the only one)")
+    parser.add_argument("--chunk-rows", type=int, default=32768, help="rows per chunk")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace --out once the new store is complete"
+    )
+
+
+def migrate_vectors(args: argparse.Namespace, migration_map: Any) -> None:
+    """``--vectors`` through ``migration_map`` (a `MigrationMap`, a folder or a Hub id) into
+    ``--out``."""
+    from relrep_hf.pipeline import migration
+
+    if args.vectors is None or args.out is None:
+        raise ValueError("--vectors needs --out, where the migrated store goes (same kind).")
+    out = migration.migrate_store(
+        migration_map,
+        args.vectors,
+        args.out,
+        column=args.column,
+        table=args.table,
+        chunk_rows=args.chunk_rows,
+        overwrite=args.overwrite,
+        show_progress=show_progress(args),
+    )
+    print(f"Migrated {args.vectors} into {out}")
+
+
+def run(args: argparse.Namespace) -> None:
+    migrate_vectors(args, args.map)

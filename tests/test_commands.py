@@ -1,0 +1,119 @@
+"""A new anchor method is one registry entry: registered here (a toy: the first support rows,
+one-hot), it fits a run through ``relrep-hf fit --method toy``, a new encoder is onboarded on
+its anchor set, and the anchor set's card names it; the flags it ignores are refused by its
+entry. The run is small and offline: precomputed embeddings of the bundled sentences."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from relrep_hf.cli import build_parser, main
+from relrep_hf.commands import COMMANDS
+from relrep_hf.models.anchor_set import AnchorSet
+from relrep_hf.training.anchor_methods import ANCHOR_METHODS, AnchorMethod, FitData
+from relrep_hf.training.fit_arguments import FitArguments
+
+ROWS = 120
+
+
+def fit_toy(args: FitArguments, data: FitData) -> tuple[AnchorSet, torch.Tensor]:
+    """The first ``support_size`` rows as support, the first ``num_anchors`` of them anchors."""
+    rows = torch.arange(min(args.support_size or len(data.inputs), len(data.inputs)))
+    mixture = torch.eye(len(rows))[: args.num_anchors]
+    support = [data.inputs[i] for i in rows.tolist()]
+    settings = {"shrinkage": args.shrinkage, "eps": args.eps}
+    return AnchorSet(mixture, support, strategy="toy", mixing="one_hot", **settings), rows
+
+
+@pytest.fixture
+def toy_method():
+    ANCHOR_METHODS["toy"] = AnchorMethod(
+        "toy",
+        "Toy-WIP",
+        "toy anchors",
+        "one of the first support inputs",
+        FitArguments,
+        fit_toy,
+        "one_hot",
+        compared_with="random",
+        unused={"seed": "the toy draws nothing"},
+    )
+    yield ANCHOR_METHODS["toy"]
+    del ANCHOR_METHODS["toy"]
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    """A run of three precomputed encoders (one latent, three linear views), and a fourth's file."""
+    generator = np.random.default_rng(0)
+    latent = generator.standard_normal((ROWS, 6))
+    for name, dim in (("a", 8), ("b", 10), ("c", 7), ("new", 9)):
+        view = latent @ generator.standard_normal((6, dim))
+        np.save(tmp_path / f"{name}.npy", view + 0.01 * generator.standard_normal((ROWS, dim)))
+    argv = ["--quiet", "embed", str(tmp_path / "run"), "--limit", str(ROWS), "--test-size", "30"]
+    for name in ("a", "b", "c"):
+        argv += ["--embeddings", f"{name}={tmp_path / f'{name}.npy'}"]
+    assert main(argv) == 0
+    return tmp_path / "run"
+
+
+def printed_by(argv: list[str]) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(argv) == 0
+    return out.getvalue()
+
+
+def test_a_registered_method_fits_onboards_and_is_named_by_its_card(toy_method, run_dir):
+    printed = printed_by(["--quiet", "fit", str(run_dir), "--method", "toy", "--num-anchors",
+                          "8", "--support-size", "40"])  # fmt: skip
+    assert printed.startswith("Anchor set (8 anchors over 40 support inputs)")
+    anchor_set = AnchorSet.from_pretrained(run_dir / "anchor_set")
+    assert (anchor_set.strategy, anchor_set.mixing) == ("toy", toy_method.mixing)
+    assert json.loads((run_dir / "run.json").read_text())["fit"]["method"] == "toy"
+    new = run_dir.parent / "new.npy"
+    printed = printed_by(["--quiet", "onboard", str(run_dir), "--encoder", f"new={new}"])
+    assert printed == f"Onboarded new={new}: a projector of 8 features, no training.\n"
+    assert (run_dir / "projectors" / "new" / "model.safetensors").is_file()
+    card = (run_dir / "anchor_set" / "README.md").read_text()
+    assert "toy anchors" in card and "toy-anchors" in card
+
+
+def test_the_entry_refuses_the_flags_its_method_ignores(toy_method, tmp_path, capsys):
+    """Refused before the run folder is read (there is none here)."""
+    assert main(["fit", str(tmp_path), "--method", "toy", "--seed", "3"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "relrep-hf fit: error: --seed does not apply to --method toy: the toy draws nothing. "
+        "Drop --seed, or choose another --method."
+    )
+    with pytest.raises(ValueError, match="--num-anchors does not apply to --method full_support"):
+        ANCHOR_METHODS["full_support"].arguments_from({}, given={"--num_anchors"})
+    # a default is not a choice: the same flags unset are accepted
+    unset = vars(build_parser().parse_args(["fit", "run"]))
+    assert toy_method.arguments_from(unset) == FitArguments("unused")
+    given = toy_method.arguments_from({"num_anchors": 7, "shrinkage": None})
+    assert given == FitArguments("unused", num_anchors=7)  # the rest: the class's defaults
+
+
+def test_every_command_is_a_module_that_registers_itself():
+    argv = {
+        "embed": ["run"],
+        "fit": ["run"],
+        "onboard": ["run", "--encoder", "minilm"],
+        "evaluate": ["run"],
+        "translate": ["run", "--source", "a", "--target", "b"],
+        "migrate": ["map", "--vectors", "v.npy", "--out", "o.npy"],
+        "push": ["run", "--repo-id", "user/anchors"],
+        "demo": [],
+    }
+    assert [module.__name__.rsplit(".", 1)[1] for module in COMMANDS] == list(argv)
+    parser = build_parser()
+    for name, rest in argv.items():
+        args = parser.parse_args([name, *rest])
+        assert args.command == name and args.func.__module__ == f"relrep_hf.commands.{name}"
