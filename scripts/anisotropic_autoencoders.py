@@ -23,7 +23,7 @@ default ``--data digits`` is scikit-learn's bundled ``load_digits`` (8x8, 1,797 
 80 / 20 split). Both have pixels scaled to [0, 1].
 
 Source of ``ylecun/mnist``, checked against its public dataset card (huggingface.co/datasets/
-ylecun/mnist; not reachable from the test machine, where tests/test_script_data.py runs
+ylecun/mnist; not reachable from the test machine, where tests/scripts/test_script_data.py runs
 `load_images` against a local Hub serving a small dataset of the same layout): one config
 ``mnist``, parquet files, splits ``train`` (60,000) and ``test`` (10,000), features ``image``
 (Image, 28x28 grayscale) and ``label`` (ClassLabel, names "0".."9").

@@ -44,7 +44,7 @@ seeds (paper: 6), 300 anchors, in the layout of Table 6; ``f1_heatmaps.png`` sho
 
 Sources, checked against the public Hub pages (none reachable from the test machine; the test
 suite runs `load_marc` and `load_parallel` with the defaults below against a local Hub serving
-small datasets of the same layout, tests/test_script_data.py):
+small datasets of the same layout, tests/scripts/test_script_data.py):
 
 * ``mteb/AmazonReviewsClassification``: dataset card (huggingface.co/datasets/mteb/
   AmazonReviewsClassification, README.md ``dataset_info``): configs ``de``, ``en``, ``es``,

@@ -28,7 +28,7 @@ train images (Appendix C: gains saturate at 5,000-10,000); ``--support-size`` ch
 
 Sources, checked against the public Hub pages (none reachable from the test machine; the test
 suite runs `load_cifar100` against a local Hub serving a small dataset of the same layout,
-tests/test_script_data.py):
+tests/scripts/test_script_data.py):
 
 * ``uoft-cs/cifar100``: dataset card (huggingface.co/datasets/uoft-cs/cifar100, README.md and
   dataset_infos.json): one config ``cifar100``, splits ``train`` (50,000) and ``test``

@@ -182,7 +182,7 @@ def test_every_subcommand_has_complete_help(capsys):
 
 def test_push_a_run_folder_to_the_hub(run_dir, tmp_path):
     """Step 5 of the README's CLI pipeline against the local Hub server: exit 0, one line per repo."""
-    from tests.hub_server import LocalHub, hub_env
+    from tests.fixtures.hub_server import LocalHub, hub_env
 
     if not (run_dir / "report.json").is_file():  # evaluated heads are part of what is pushed
         assert main(["--quiet", "evaluate", str(run_dir), "--head-epochs", "2"]) == 0
@@ -225,7 +225,7 @@ def test_heads_carry_the_topic_names_and_the_swap_example_prints_one(run_dir):
     head = AutoModel.from_pretrained(run_dir / "heads" / "minilm-mean-L-1")
     assert head.config.id2label == dict(enumerate(topics))
     assert head.config.label2id == {name: i for i, name in enumerate(topics)}
-    from tests.minilm import MODEL_PATH
+    from tests.fixtures.minilm import MODEL_PATH
 
     wrapper = RelativeWrapper.from_pretrained(MODEL_PATH, run_dir / "projectors" / "minilm-cls-L-1")
     classifier = wrapper.with_head(run_dir / "heads" / "minilm-mean-L-1")

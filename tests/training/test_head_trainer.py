@@ -1,0 +1,126 @@
+"""`HeadTrainer`: heads trained on relative features with `transformers.Trainer`."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+import transformers
+
+from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
+from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
+from relrep_hf.training.head_trainer import HeadTrainer, HeadTrainingArguments
+from tests.models.test_modeling_relative_head import toy_problem
+
+transformers.logging.set_verbosity_error()
+
+
+def train_head(
+    tmp_path, seed: int = 0, **overrides
+) -> tuple[RelativeHeadForClassification, HeadTrainer]:
+    torch.manual_seed(123)  # the same initial weights for every run
+    head = RelativeHeadForClassification(
+        RelativeHeadConfig(num_anchors=12, num_labels=3, hidden_sizes=[8])
+    )
+    x, y = toy_problem(390)
+    x, y, x_eval, y_eval = x[:300], y[:300], x[300:], y[300:]
+    args = HeadTrainingArguments(
+        output_dir=str(tmp_path), num_train_epochs=4, learning_rate=1e-2, per_device_train_batch_size=32,
+        seed=seed, logging_steps=5, disable_tqdm=True, **overrides,
+    )  # fmt: skip
+    trainer = HeadTrainer(head, args, x, y, x_eval, y_eval)
+    return head, trainer
+
+
+def test_trainer_learns_logs_saves_and_is_deterministic(tmp_path):
+    head, trainer = train_head(tmp_path / "a")
+    result = trainer.train()
+    assert result.global_step == 4 * 10  # ceil(300 / 32) = 10 steps per epoch
+    assert result.metrics["eval_accuracy"] > 0.9 and result.metrics["eval_weighted_f1"] > 0.9
+    losses = [entry["loss"] for entry in trainer.log_history if "loss" in entry]
+    assert len(losses) == 8 and losses[-1] < losses[0]
+    assert [entry["epoch"] for entry in trainer.log_history if "eval_loss" in entry] == [1, 2, 3, 4]
+    saved = RelativeHeadForClassification.from_pretrained(tmp_path / "a")
+    assert all(torch.equal(saved.state_dict()[k], v) for k, v in head.state_dict().items())
+    assert not head.training
+    # the last evaluation is recorded beside the head and shown on its card
+    recorded = json.loads((tmp_path / "a" / "metrics.json").read_text())
+    scores = {
+        "accuracy": result.metrics["eval_accuracy"],
+        "weighted_f1": result.metrics["eval_weighted_f1"],
+    }
+    assert recorded == {
+        "results": {"training encoder": scores},
+        "source_encoder": "training encoder",
+    }
+    assert (
+        f"| `training encoder` | trained on | {scores['accuracy']:.4f} |"
+        in (tmp_path / "a" / "README.md").read_text()
+    )
+
+    same, again = train_head(tmp_path / "b")
+    again.train()
+    assert all(torch.equal(same.state_dict()[k], v) for k, v in head.state_dict().items())
+    other, third = train_head(tmp_path / "c", seed=1, save_final_model=False)
+    third.train()
+    assert not torch.equal(other.classifier.weight, head.classifier.weight)  # the seed matters
+    assert not (tmp_path / "c").exists()
+
+
+def test_trainer_bad_arguments(tmp_path):
+    head = RelativeHeadForClassification(RelativeHeadConfig(num_anchors=12, num_labels=3))
+    args = HeadTrainingArguments(output_dir=str(tmp_path), disable_tqdm=True)
+    x, y = toy_problem(30)
+    with pytest.raises(ValueError, match=r"train_labels must lie in \[0, 3\)"):
+        HeadTrainer(head, args, x, y + 1)
+    with pytest.raises(ValueError, match="train_labels has 29 rows but train_relative has 30"):
+        HeadTrainer(head, args, x, y[:29])
+    with pytest.raises(
+        ValueError, match=r"last dimension is 5, expected 12 \(the head's num_anchors\)"
+    ):
+        HeadTrainer(head, args, x[:, :5], y)
+    with pytest.raises(ValueError, match="Pass both eval_relative and eval_labels"):
+        HeadTrainer(head, args, x, y, eval_relative=x)
+    with pytest.raises(ValueError, match="learning_rate must be > 0"):
+        HeadTrainingArguments(output_dir=str(tmp_path), learning_rate=0)
+    with pytest.raises(ValueError, match="Invalid lr_scheduler_type 'step'"):
+        HeadTrainingArguments(output_dir=str(tmp_path), lr_scheduler_type="step")
+
+
+def test_evaluate_predict_and_nothing_printed(tmp_path, capsys):
+    """`evaluate` on given features gives loss, accuracy and weighted F1 (no timings);
+    `predict_logits` the logits in eval mode; Trainer prints nothing to stdout."""
+    head, trainer = train_head(tmp_path, save_final_model=False)
+    trainer.train()
+    x, y = toy_problem(60, seed=5)
+    metrics = trainer.evaluate(x.numpy(), y.tolist(), prefix="test")
+    assert set(metrics) == {"test_loss", "test_accuracy", "test_weighted_f1"}
+    logits = trainer.predict_logits(x)
+    assert logits.shape == (60, 3) and logits.dtype == torch.float32
+    with torch.no_grad():
+        torch.testing.assert_close(logits, head(x).logits)
+    predicted_accuracy = float((logits.argmax(-1) == y).float().mean())
+    assert metrics["test_accuracy"] == pytest.approx(predicted_accuracy)
+    assert capsys.readouterr().out == ""
+
+
+def test_multi_label_heads_train_without_accuracy(tmp_path):
+    """Float multi-hot labels: the BCE loss falls; compute_metrics reports no accuracy."""
+    torch.manual_seed(0)
+    x, y = toy_problem(300)
+    multi_hot = torch.nn.functional.one_hot(y, 3).float()
+    head = RelativeHeadForClassification(
+        RelativeHeadConfig(num_anchors=12, num_labels=3, problem_type="multi_label_classification")
+    )
+    args = HeadTrainingArguments(
+        str(tmp_path), num_train_epochs=3, learning_rate=1e-2, disable_tqdm=True,
+        save_final_model=False, logging_steps=2,
+    )  # fmt: skip
+    trainer = HeadTrainer(head, args, x, multi_hot, x, multi_hot)
+    result = trainer.train()
+    assert set(result.metrics) == {"eval_loss"}
+    losses = [entry["loss"] for entry in trainer.log_history if "loss" in entry]
+    assert losses[-1] < losses[0]
+    assert np.isfinite(result.training_loss)
