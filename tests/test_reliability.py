@@ -57,7 +57,7 @@ from relrep_hf.encoding.extraction import extract_embeddings
 from relrep_hf.evaluation.translation import relative_inverse
 from relrep_hf.evaluation.zero_shot import EncoderData, ZeroShotStitching
 from relrep_hf.pipeline.steps import demo_sizes, load_dataset_for_run
-from tests import (
+from tests.fixtures import (
     distributed_statistics,
     hostile_inputs,
     killable_save,
