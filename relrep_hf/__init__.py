@@ -38,10 +38,13 @@ if TYPE_CHECKING:
         RelativeWrapperWithHead,
     )
     from relrep_hf.publishing.hub import HubError, push_artifact
+    from relrep_hf.training.anchor_arguments import (
+        FitArguments,
+        ParamTrainingArguments,
+        SharedLinearArguments,
+    )
     from relrep_hf.training.anchor_methods import ANCHOR_METHODS, AnchorMethod
-    from relrep_hf.training.fit_arguments import FitArguments, SharedLinearArguments
     from relrep_hf.training.head_trainer import HeadTrainer, HeadTrainingArguments, HeadTrainOutput
-    from relrep_hf.training.param_arguments import ParamTrainingArguments
     from relrep_hf.training.param_trainer import ParamTrainer
 
 __version__ = "0.1.0"
@@ -64,9 +67,9 @@ _LAZY = {
     "RelativeWrapper": "relrep_hf.models.modeling_relative_wrapper",
     "RelativeWrapperOutput": "relrep_hf.models.modeling_relative_wrapper",
     "RelativeWrapperWithHead": "relrep_hf.models.modeling_relative_wrapper",
-    "ParamTrainingArguments": "relrep_hf.training.param_arguments",
-    "FitArguments": "relrep_hf.training.fit_arguments",
-    "SharedLinearArguments": "relrep_hf.training.fit_arguments",
+    "ParamTrainingArguments": "relrep_hf.training.anchor_arguments",
+    "FitArguments": "relrep_hf.training.anchor_arguments",
+    "SharedLinearArguments": "relrep_hf.training.anchor_arguments",
     "ANCHOR_METHODS": "relrep_hf.training.anchor_methods",
     "AnchorMethod": "relrep_hf.training.anchor_methods",
     "ParamTrainer": "relrep_hf.training.param_trainer",

@@ -323,7 +323,7 @@ def test_every_training_argument_is_a_flag(capsys):
     from dataclasses import fields
 
     from relrep_hf.commands.arguments import training_args
-    from relrep_hf.training.param_arguments import ParamTrainingArguments
+    from relrep_hf.training.anchor_arguments import ParamTrainingArguments
 
     parser = build_parser()
     names = {f.name for f in fields(ParamTrainingArguments)} - {"output_dir"}

@@ -37,6 +37,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     ),
 }
 MAX_TOP_LEVEL_MODULES = 8
+# a layer's folder a reader can take in at a glance (the old paths re-exported count too)
+MAX_FOLDER_MODULES = {"training": 10, "evaluation": 10, "commands": 10}
 MAX_LINES = 400
 MAX_FUNCTION_LINES = 80
 
@@ -125,6 +127,9 @@ def test_every_module_has_one_layer():
 def test_few_modules_at_the_top_and_none_too_long():
     top = [p.name for p in PACKAGE.iterdir() if p.suffix == ".py"]
     assert len(top) <= MAX_TOP_LEVEL_MODULES, f"modules at the top of relrep_hf/: {sorted(top)}"
+    for folder, most in MAX_FOLDER_MODULES.items():
+        inside = sorted(p.stem for p in (PACKAGE / folder).glob("*.py") if p.stem != "__init__")
+        assert len(inside) <= most, f"{len(inside)} modules in relrep_hf/{folder}/: {inside}"
     long = {
         str(p.relative_to(PACKAGE)): n
         for p in PACKAGE.rglob("*.py")

@@ -12,9 +12,8 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
+from relrep_hf.training.anchor_arguments import FitArguments, ParamTrainingArguments
 from relrep_hf.training.anchor_methods import ANCHOR_METHODS, anchor_method
-from relrep_hf.training.fit_arguments import FitArguments
-from relrep_hf.training.param_arguments import ParamTrainingArguments
 from relrep_hf.utils.defaults import DEFAULT_METHOD
 
 

@@ -27,9 +27,8 @@ from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from relrep_hf.pipeline.run_folder import read_run, run_embeddings, run_labels
 from relrep_hf.pipeline.run_report import write_heads_metrics, write_report
 from relrep_hf.pipeline.swappable_head import publish_swappable_head
+from relrep_hf.training.anchor_arguments import FitArguments, ParamTrainingArguments
 from relrep_hf.training.anchor_methods import ANCHOR_METHODS, AnchorMethod, FitData
-from relrep_hf.training.fit_arguments import FitArguments
-from relrep_hf.training.param_arguments import ParamTrainingArguments
 from relrep_hf.utils.defaults import DEFAULT_HEAD_EPOCHS
 
 

@@ -2,7 +2,7 @@
 
 Like PEFT's ``tuners/<method>/``: a method is declared once, here, and the pipeline, the
 command line, the run report and the anchor set card read it instead of branching on names.
-Every fit function takes the method's arguments (`relrep_hf.training.fit_arguments`) and the
+Every fit function takes the method's arguments (`relrep_hf.training.anchor_arguments`) and the
 training encoders' rows, and returns the anchor set and which rows it took as support. A new
 method is one more entry of `ANCHOR_METHODS` (its fit may build ``AnchorSet(mixture, support,
 strategy=name, mixing=kind)`` from any pure function). This module is light to import
@@ -20,8 +20,11 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from relrep_hf.training.fit_arguments import FitArguments, SharedLinearArguments
-from relrep_hf.training.param_arguments import ParamTrainingArguments
+from relrep_hf.training.anchor_arguments import (
+    FitArguments,
+    ParamTrainingArguments,
+    SharedLinearArguments,
+)
 
 if TYPE_CHECKING:
     from torch import Tensor

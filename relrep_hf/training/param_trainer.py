@@ -39,7 +39,7 @@ from relrep_hf.functional.losses import param_loss
 from relrep_hf.functional.metrics import retrieval_metrics
 from relrep_hf.functional.statistics import Statistics, whiten, whitening_matrix
 from relrep_hf.models.anchor_set import AnchorSet
-from relrep_hf.training.param_arguments import ParamTrainingArguments
+from relrep_hf.training.anchor_arguments import ParamTrainingArguments
 from relrep_hf.training.param_checkpoints import (
     STATE_NAME,
     load_checkpoint,

@@ -16,8 +16,8 @@ import torch
 from relrep_hf.cli import build_parser, main
 from relrep_hf.commands import COMMANDS
 from relrep_hf.models.anchor_set import AnchorSet
+from relrep_hf.training.anchor_arguments import FitArguments
 from relrep_hf.training.anchor_methods import ANCHOR_METHODS, AnchorMethod, FitData
-from relrep_hf.training.fit_arguments import FitArguments
 
 ROWS = 120
 

@@ -32,7 +32,7 @@ from relrep_hf.encoding.encoders import ArraySpec, EncoderSpec
 from relrep_hf.models.anchor_set import AnchorSet
 from relrep_hf.pipeline.run_folder import read_run, run_embeddings
 from relrep_hf.pipeline.steps import embed, fit, onboard
-from relrep_hf.training.fit_arguments import SharedLinearArguments
+from relrep_hf.training.anchor_arguments import SharedLinearArguments
 
 TOY_HELP = "a toy encoder 'toy:DIM' (hashed word features)"
 

@@ -12,9 +12,12 @@ from relrep_hf.cli import build_parser
 from relrep_hf.commands.arguments import method_args
 from relrep_hf.functional.mixing import MIXING_KINDS
 from relrep_hf.publishing.cards.anchor_set_card import anchor_set_card
+from relrep_hf.training.anchor_arguments import (
+    FitArguments,
+    ParamTrainingArguments,
+    SharedLinearArguments,
+)
 from relrep_hf.training.anchor_methods import ANCHOR_METHODS, FitData, anchor_method
-from relrep_hf.training.fit_arguments import FitArguments, SharedLinearArguments
-from relrep_hf.training.param_arguments import ParamTrainingArguments
 from relrep_hf.utils.defaults import DEFAULT_METHOD, DEFAULT_SHRINKAGE, SHARED_LINEAR_SHRINKAGE
 
 

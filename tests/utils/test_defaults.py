@@ -8,7 +8,7 @@ import pytest
 from relrep_hf.cli import build_parser
 from relrep_hf.commands.arguments import training_args
 from relrep_hf.functional.losses import LossWeights
-from relrep_hf.training.param_arguments import ParamTrainingArguments
+from relrep_hf.training.anchor_arguments import ParamTrainingArguments
 from relrep_hf.utils import defaults
 
 

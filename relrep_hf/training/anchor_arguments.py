@@ -1,37 +1,109 @@
-"""`ParamTrainingArguments`: the arguments of `ParamTrainer`, apart from the trainer.
+"""The arguments of every anchor method: `FitArguments`, `SharedLinearArguments` and PARAM's
+`ParamTrainingArguments`.
 
-Like transformers' ``training_args.py`` beside ``trainer.py``: `FitArguments` (what every
-anchor method takes) extended with PARAM's training. The command line reads these fields and
-defaults to build its flags, and importing them costs no torch, accelerate or datasets
-(``relrep-hf --help`` stays fast).
+Like transformers' ``training_args.py`` beside ``trainer.py``. Number of anchors, support
+size, the whitening's regularization, eps and seed are common to every method
+(`relrep_hf.training.anchor_methods` names each method's arguments class); PARAM extends them
+with its training. Each class holds its method's defaults, so a default has one home: the
+paper's 0.15 shrinkage in `FitArguments`, the shared linear map's ``"auto"`` (chosen from the
+fit rows) in `SharedLinearArguments`, Table 5 in `ParamTrainingArguments`. Light to import: the
+command line builds its flags from these fields (``relrep-hf --help`` imports no torch,
+accelerate or datasets).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from relrep_hf.training.fit_arguments import FitArguments, _arg
 from relrep_hf.utils.defaults import (
     DEFAULT_COVERAGE_CHUNK_SIZE,
     DEFAULT_COVERAGE_TEMPERATURE,
     DEFAULT_COVERAGE_WEIGHT,
+    DEFAULT_EPS,
     DEFAULT_INFO_NCE_TEMPERATURE,
     DEFAULT_INFO_NCE_WEIGHT,
     DEFAULT_LEARNING_RATE,
     DEFAULT_LENGTH_WEIGHT,
     DEFAULT_MIXTURE_TEMPERATURE,
+    DEFAULT_NUM_ANCHORS,
     DEFAULT_NUM_TRAIN_EPOCHS,
     DEFAULT_ORTHOGONALITY_WEIGHT,
+    DEFAULT_SEED,
+    DEFAULT_SHRINKAGE,
     DEFAULT_STATISTICS_BATCH_SIZE,
     DEFAULT_TRAIN_BATCH_SIZE,
+    SHARED_LINEAR_SHRINKAGE,
     check_count,
+    check_similarity_settings,
 )
 
 if TYPE_CHECKING:
     from relrep_hf.functional.losses import LossWeights
+
+
+def _arg(default: Any, help: str, **kwargs: Any) -> Any:
+    """A field with its command-line help (read by `transformers.HfArgumentParser`)."""
+    return field(default=default, metadata={"help": help}, **kwargs)
+
+
+@dataclass
+class FitArguments:
+    """The arguments every anchor method takes; defaults are the paper's (Table 5).
+
+    ``shrinkage`` is the whitening's regularization: a number in [0, 1] (the paper's 0.15),
+    or ``"auto"`` where the method chooses it from the fit rows (`SharedLinearArguments`).
+    """
+
+    _argument_group_name = "Fitting"
+    # whether shrinkage="auto" (chosen from the fit rows) is this method's to take
+    chooses_shrinkage: ClassVar[bool] = False
+
+    output_dir: str
+    num_anchors: int = _arg(DEFAULT_NUM_ANCHORS, "number of anchors m")
+    support_size: int | None = _arg(
+        None, "support points K drawn from the training rows (None: every row)"
+    )
+    shrinkage: float = _arg(
+        DEFAULT_SHRINKAGE, "covariance shrinkage lambda of the whitened inner product"
+    )
+    eps: float = _arg(DEFAULT_EPS, "ridge added to the shrunk covariance")
+    seed: int = _arg(DEFAULT_SEED, "random seed")
+
+    def __post_init__(self) -> None:
+        check_count(self.num_anchors, "num_anchors")
+        if self.support_size is not None:
+            check_count(self.support_size, "support_size", optional=True)
+        if self.shrinkage == "auto":
+            if not self.chooses_shrinkage:
+                raise ValueError(
+                    f"shrinkage='auto' (chosen from the fit rows) is the shared linear map's; "
+                    f"{type(self).__name__} takes a number in [0, 1] (the paper's "
+                    f"{DEFAULT_SHRINKAGE})."
+                )
+            check_similarity_settings(0.0, self.eps)
+        else:
+            check_similarity_settings(self.shrinkage, self.eps)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class SharedLinearArguments(FitArguments):
+    """The shared linear closed form's arguments: the whitening's shrinkage is chosen from the
+    fit rows unless a number is given (docs/quality.md)."""
+
+    chooses_shrinkage: ClassVar[bool] = True
+
+    shrinkage: float | str = _arg(
+        SHARED_LINEAR_SHRINKAGE,
+        "covariance shrinkage lambda of the whitened inner product, or 'auto': chosen from the "
+        "fit rows by cross-validation",
+    )
 
 
 @dataclass
