@@ -35,7 +35,7 @@ def test_a_warning_of_every_fold_is_said_once_with_its_count(capsys):
             _thin(5)
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2, lines
-    assert lines[0].startswith("[bench] UserWarning x4 (first at test_benchmarks_common.py:")
+    assert lines[0].startswith(f"[bench] UserWarning x4 (first at {Path(__file__).name}:")
     assert lines[0].endswith("Whitening statistics estimated from 100 embeddings")
     assert lines[1].startswith("[bench] RuntimeWarning x1") and sum(counts.values()) == 5
 
