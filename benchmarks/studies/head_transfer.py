@@ -41,7 +41,7 @@ from relrep_hf import AnchorSet, ParamTrainer, ParamTrainingArguments, RelativeP
 from relrep_hf.functional.metrics import weighted_f1
 from relrep_hf.models.configuration_relative_head import SWAPPABLE_HEAD_LAYERS, RelativeHeadConfig
 from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
-from relrep_hf.training.head_trainer import HeadTrainer, HeadTrainingArguments
+from relrep_hf.training.head_trainer import train_in_memory
 
 KS = (500, 1000, 2000, 4000)
 QUICK_KS = (100, 250)
@@ -88,16 +88,10 @@ def train_head(
             **{**SWAPPABLE_HEAD_LAYERS, **config},
         )
     )
-    with tempfile.TemporaryDirectory() as folder:
-        args = HeadTrainingArguments(
-            folder, eval_strategy="no", save_final_model=False, disable_tqdm=True
-        )
-        if learning_rate is not None:
-            args.learning_rate = learning_rate
-        if "RELREP_HF_DIRECTION_TOLERANCE" in os.environ:  # another than the default, to compare
-            args.direction_tolerance = float(os.environ["RELREP_HF_DIRECTION_TOLERANCE"])
-        HeadTrainer(head, args, features, labels).train()
-    return head.eval()
+    arguments = {} if learning_rate is None else {"learning_rate": learning_rate}
+    if "RELREP_HF_DIRECTION_TOLERANCE" in os.environ:  # another than the default, to compare
+        arguments["direction_tolerance"] = float(os.environ["RELREP_HF_DIRECTION_TOLERANCE"])
+    return train_in_memory(head, features, labels, **arguments)
 
 
 def f1_of(head: RelativeHeadForClassification, features: Tensor, labels: Tensor) -> float:

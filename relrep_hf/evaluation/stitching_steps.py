@@ -36,7 +36,7 @@ from relrep_hf.models.anchor_set import AnchorSet
 from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
 from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
-from relrep_hf.training.head_trainer import HeadTrainer, HeadTrainingArguments
+from relrep_hf.training.head_trainer import train_in_memory
 from relrep_hf.training.param_trainer import ParamTrainer, ParamTrainingArguments
 from relrep_hf.utils.defaults import DEFAULT_HEAD_EPOCHS
 
@@ -106,19 +106,15 @@ def train_classifier(
     head = RelativeHeadForClassification(
         RelativeHeadConfig(num_anchors=features.shape[1], num_labels=num_labels, **config)
     )
-    with tempfile.TemporaryDirectory() as output_dir:
-        args = HeadTrainingArguments(
-            output_dir,
-            num_train_epochs=epochs,
-            learning_rate=3e-3,
-            per_device_train_batch_size=128,
-            seed=seed,
-            eval_strategy="no",
-            save_final_model=False,
-            disable_tqdm=True,
-        )
-        HeadTrainer(head, args, features, labels).train()
-    return head.eval()
+    return train_in_memory(
+        head,
+        features,
+        labels,
+        num_train_epochs=epochs,
+        learning_rate=3e-3,
+        per_device_train_batch_size=128,
+        seed=seed,
+    )
 
 
 def standardize(train: Tensor, *others: Tensor) -> tuple[Tensor, ...]:

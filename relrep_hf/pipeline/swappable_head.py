@@ -10,7 +10,6 @@ encoder's own absolute-space classifier (Abs.).
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from relrep_hf.models.modeling_relative_head import (
     RelativeHeadForClassification,
     write_head_metrics,
 )
-from relrep_hf.training.head_trainer import HeadTrainer, HeadTrainingArguments
+from relrep_hf.training.head_trainer import train_in_memory
 
 SWAPPABLE = "swappable"  # its folder under heads/
 
@@ -47,12 +46,7 @@ def swappable_head(
         projector, num_labels=stitching.num_labels, **({"id2label": id2label} if id2label else {})
     )
     head = RelativeHeadForClassification(config)
-    with tempfile.TemporaryDirectory() as folder, torch.enable_grad():
-        args = HeadTrainingArguments(
-            folder, seed=seed, eval_strategy="no", save_final_model=False, disable_tqdm=True
-        )
-        HeadTrainer(head, args, features, labels).train()
-    head.eval()
+    train_in_memory(head, features, labels, seed=seed)
     rows = []
     for name in stitching.names:
         test = stitching.features(method, name, source=name, target=name)[1]

@@ -34,7 +34,7 @@ from relrep_hf.training.head_arguments import HeadTrainingArguments
 from relrep_hf.training.head_directions import choose_num_directions
 from relrep_hf.utils.validation import as_embeddings, check_embeddings
 
-__all__ = ["HeadTrainOutput", "HeadTrainer", "HeadTrainingArguments"]
+__all__ = ["HeadTrainOutput", "HeadTrainer", "HeadTrainingArguments", "train_in_memory"]
 
 
 @dataclass
@@ -307,6 +307,24 @@ class HeadTrainer:
             if scores:
                 encoder = model.config.source_encoder_id or "training encoder"
                 write_head_metrics(folder, {encoder: scores}, source_encoder=encoder)
+
+
+def train_in_memory(
+    head: RelativeHeadForClassification,
+    features: Tensor | Mapping[str, Tensor],
+    labels: Any,
+    **arguments: Any,
+) -> RelativeHeadForClassification:
+    """``head`` trained on ``features`` (one tensor or ``{encoder: tensor}``) with nothing
+    written and nothing printed (no output folder, evaluation or progress bar), in eval mode:
+    how the pipeline, Algorithm 1 and the benchmarks train theirs. ``arguments`` override
+    `HeadTrainingArguments`' defaults."""
+    quiet = {"eval_strategy": "no", "save_final_model": False, "disable_tqdm": True}
+    with tempfile.TemporaryDirectory() as folder, torch.enable_grad():
+        HeadTrainer(
+            head, HeadTrainingArguments(folder, **{**quiet, **arguments}), features, labels
+        ).train()
+    return head.eval()
 
 
 def _stacked(features: dict[str, Tensor], labels: Tensor) -> _Features:

@@ -11,7 +11,7 @@ import transformers
 
 from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
 from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
-from relrep_hf.training.head_trainer import HeadTrainer, HeadTrainingArguments
+from relrep_hf.training.head_trainer import HeadTrainer, HeadTrainingArguments, train_in_memory
 from tests.models.test_modeling_relative_head import toy_problem
 
 transformers.logging.set_verbosity_error()
@@ -124,3 +124,24 @@ def test_multi_label_heads_train_without_accuracy(tmp_path):
     losses = [entry["loss"] for entry in trainer.log_history if "loss" in entry]
     assert losses[-1] < losses[0]
     assert np.isfinite(result.training_loss)
+
+
+def test_train_in_memory_is_the_trainer_with_nothing_written(tmp_path, monkeypatch):
+    """The pipeline's, Algorithm 1's and the benchmarks' one way to train a head quietly: the
+    same weights as `HeadTrainer` with the same arguments, nothing written where it runs, in
+    eval mode, the caller's arguments over the defaults."""
+    head, trainer = train_head(tmp_path / "trainer", eval_strategy="no", save_final_model=False)
+    trainer.train()
+    torch.manual_seed(123)
+    quiet = RelativeHeadForClassification(
+        RelativeHeadConfig(num_anchors=12, num_labels=3, hidden_sizes=[8])
+    )
+    x, y = toy_problem(390)
+    monkeypatch.chdir(tmp_path)
+    returned = train_in_memory(
+        quiet, x[:300], y[:300], num_train_epochs=4, learning_rate=1e-2,
+        per_device_train_batch_size=32, logging_steps=5, seed=0,
+    )  # fmt: skip
+    assert returned is quiet and not quiet.training
+    assert all(torch.equal(quiet.state_dict()[k], v) for k, v in head.state_dict().items())
+    assert not any(tmp_path.iterdir())  # neither run wrote a file
