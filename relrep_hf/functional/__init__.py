@@ -1,1 +1,1 @@
-"""relrep_hf's functional layer (docs/architecture.md)."""
+"""Math: pure functions on tensors (statistics, similarities, the closed form, losses, metrics)."""

@@ -1,1 +1,1 @@
-"""relrep_hf's models layer (docs/architecture.md)."""
+"""Artifacts: what is saved, loaded and pushed (anchor sets, projectors, heads, the wrapper, maps)."""

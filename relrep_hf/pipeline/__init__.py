@@ -1,1 +1,1 @@
-"""relrep_hf's pipeline layer (docs/architecture.md)."""
+"""The run-folder pipeline behind the CLI: embed -> fit -> onboard -> evaluate, and migration."""

@@ -1,1 +1,1 @@
-"""relrep_hf's publishing layer (docs/architecture.md)."""
+"""Publishing: one Hub commit per artifact, model cards, portable provenance."""

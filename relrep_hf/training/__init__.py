@@ -1,1 +1,1 @@
-"""relrep_hf's training layer (docs/architecture.md)."""
+"""Training: the anchor methods' registry, the trainers and their arguments beside them."""

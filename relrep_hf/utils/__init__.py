@@ -1,1 +1,1 @@
-"""relrep_hf's utils layer (docs/architecture.md)."""
+"""Foundations: defaults, input and file checks, atomic saves, Hub downloads, stored vectors."""
