@@ -221,15 +221,24 @@ def test_bad_inputs(relative_model, anchor_set, tmp_path):
         RelativeProjection.load(str(tmp_path / "m"))
 
 
-def test_a_save_that_names_the_modules_old_path_still_loads(relative_model, texts, tmp_path):
-    """Saves from before the package had layers name ``relrep_hf.sentence_transformers_module``
-    in modules.json; that path still imports the module (a re-export), so they load."""
+@pytest.mark.parametrize(
+    "old_path",
+    [
+        "relrep_hf.sentence_transformers_module",  # before the package had layers
+        "relrep_hf.training.sentence_transformers_module",  # before it joined models/
+    ],
+)
+def test_a_save_that_names_the_modules_old_path_still_loads(
+    relative_model, texts, tmp_path, old_path
+):
+    """Saves name the module's import path in modules.json; each path it had still imports it
+    (a re-export), so folders saved then load."""
     from sentence_transformers import SentenceTransformer
 
     relative_model.save(str(tmp_path / "st"))
     index = tmp_path / "st" / "modules.json"
     modules = json.loads(index.read_text())
-    modules[-1]["type"] = "relrep_hf.sentence_transformers_module.RelativeProjection"
+    modules[-1]["type"] = f"{old_path}.RelativeProjection"
     index.write_text(json.dumps(modules))
     loaded = SentenceTransformer(str(tmp_path / "st"), trust_remote_code=True)
     sample = texts[-8:]
