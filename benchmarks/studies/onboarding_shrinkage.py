@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from benchmarks.spaces.real_encoders import REAL_ROWS, real_spaces
 from relrep_hf import AnchorSet, RelativeProjector, Statistics
 from relrep_hf.functional.metrics import retrieval_metrics
-from relrep_hf.functional.regularization import CovarianceBasis, _climb, _mean_reciprocal_rank
+from relrep_hf.functional.regularization import CovarianceBasis, climb_grid, paired_mrr
 from relrep_hf.utils.defaults import DEFAULT_EPS, SHRINKAGE_FOLDS, SHRINKAGE_GRID, SHRINKAGE_ROUNDS
 
 KS = (500, 1000, 2000, 4000)
@@ -67,12 +67,10 @@ def select_from_support(
 
         def score(shrinkage, rows=rotated[held], side=anchors_side, b=basis, wanted=wanted):
             features = unit((rows / b.shrunk(shrinkage, DEFAULT_EPS)) @ side)
-            return (
-                _mean_reciprocal_rank(features, wanted) + _mean_reciprocal_rank(wanted, features)
-            ) / 2
+            return (paired_mrr(features, wanted) + paired_mrr(wanted, features)) / 2
 
         scorers.append(score)
-    scores = _climb(sorted(SHRINKAGE_GRID), lambda s: mean(f(s) for f in scorers))
+    scores = climb_grid(sorted(SHRINKAGE_GRID), lambda s: mean(f(s) for f in scorers))
     return max(scores, key=lambda s: (round(scores[s], 9), -s))
 
 

@@ -10,7 +10,7 @@ The selector (`cross_validated_shrinkage`): split the fit rows into folds; for e
 of a small grid, fit the map on the other folds (statistics, support and map from them only;
 the shrinkage scaled up by the rows a fold lacks, `_fold_shrinkage`) and score held-out rows by
 cross-encoder retrieval (MRR, every ordered pair of training encoders); keep the best mean
-(every candidate scored for up to 500 rows, a hill climb over the grid above, `_climb`). Each
+(every candidate scored for up to 500 rows, a hill climb over the grid above, `climb_grid`). Each
 encoder's covariance is diagonalised once per fold, so a shrinkage costs one column scaling and
 the top eigenpairs of one Gram, solved in float32 (`_selection_eigenpairs`); the final fit is
 float64.
@@ -125,7 +125,7 @@ class CovarianceBasis:
         return ((self.count - 1) * self.values).sqrt() / self.shrunk(shrinkage, eps)
 
 
-def _mean_reciprocal_rank(queries: Tensor, keys: Tensor) -> float:
+def paired_mrr(queries: Tensor, keys: Tensor) -> float:
     """`relrep_hf.functional.metrics.retrieval_metrics`' MRR (cosine, ties pessimistic) for unit rows,
     without its input checks: the selector scores many pairs of its own finite features."""
     sims = queries @ keys.T
@@ -180,7 +180,7 @@ def _fold_scorer(
             for rt, s, lo, hi in zip(rotated_test, shrunk, bounds[:-1], bounds[1:], strict=True)
         ]
         pairs = [
-            _mean_reciprocal_rank(a, b)
+            paired_mrr(a, b)
             for i, a in enumerate(relative)
             for j, b in enumerate(relative)
             if i != j
@@ -209,7 +209,7 @@ def _fold_shrinkage(shrinkage: float, fold_rows: int, rows: int) -> float:
     return min(1.0, shrinkage * rows / fold_rows)
 
 
-def _climb(
+def climb_grid(
     grid: Sequence[float], score: Callable[[float], float], start: float = SHRINKAGE_CLIMB_START
 ) -> dict[float, float]:
     """Scores of the grid's candidates visited by a hill climb from its value nearest
@@ -250,7 +250,7 @@ def cross_validated_shrinkage(
     ``support_rows`` index the support inputs among them. The rows are split into ``folds``;
     the first ``rounds`` of them are held out in turn; every candidate is scored on up to
     ``EXHAUSTIVE_MAX_ROWS`` rows, and the grid is climbed on their mean score above it
-    (`_climb`). With fewer than
+    (`climb_grid`). With fewer than
     ``MIN_ROWS_TO_SELECT`` rows nothing can be scored: the grid's largest value is chosen.
     """
     n = len(fit_embeddings[0])
@@ -283,6 +283,6 @@ def cross_validated_shrinkage(
     if n <= EXHAUSTIVE_MAX_ROWS:  # cheap, and small folds' scores are too noisy to climb
         scores = {shrinkage: mean_score(shrinkage) for shrinkage in grid}
     else:
-        scores = _climb(grid, mean_score)
+        scores = climb_grid(grid, mean_score)
     best = max(scores, key=lambda s: (round(scores[s], 9), -s))  # ties: the least shrinkage
     return ShrinkageSelection(float(best), "cross-validation", scores, len(scorers))

@@ -8,11 +8,11 @@ import torch
 
 from relrep_hf.functional.metrics import retrieval_metrics
 from relrep_hf.functional.regularization import (
-    _climb,
     _fold_scorer,
     _fold_shrinkage,
-    _mean_reciprocal_rank,
+    climb_grid,
     cross_validated_shrinkage,
+    paired_mrr,
 )
 from relrep_hf.utils.defaults import SHRINKAGE_CLIMB_START, SHRINKAGE_GRID
 
@@ -26,7 +26,7 @@ def test_climb_finds_the_peak_of_a_unimodal_score_wherever_it_is(peak):
         calls.append(s)
         return -abs(grid.index(s) - peak)
 
-    scores = _climb(grid, score)
+    scores = climb_grid(grid, score)
     assert max(scores, key=scores.get) == grid[peak]
     assert len(calls) == len(set(calls)) <= len(grid)  # each candidate scored once at most
     if grid[peak] == SHRINKAGE_CLIMB_START:  # a peak where the climb starts costs 3 scores
@@ -34,7 +34,7 @@ def test_climb_finds_the_peak_of_a_unimodal_score_wherever_it_is(peak):
 
 
 def test_climb_breaks_ties_towards_less_shrinkage():
-    scores = _climb(SHRINKAGE_GRID, lambda s: 1.0)
+    scores = climb_grid(SHRINKAGE_GRID, lambda s: 1.0)
     assert min(scores) == 0.0  # a flat score walks down to exact whitening
 
 
@@ -45,7 +45,7 @@ def test_fast_mrr_is_the_metrics_modules_mrr():
     b[3] = b[4]  # a tie, counted pessimistically by both
     unit = torch.nn.functional.normalize
     expected = retrieval_metrics(a, b, ks=(1,))["mrr"]
-    assert _mean_reciprocal_rank(unit(a, dim=1), unit(b, dim=1)) == pytest.approx(expected)
+    assert paired_mrr(unit(a, dim=1), unit(b, dim=1)) == pytest.approx(expected)
 
 
 def _encoders(n: int, d: int, seed: int = 2) -> list[torch.Tensor]:
@@ -67,7 +67,7 @@ def test_climb_agrees_with_scoring_the_whole_grid():
         [x[~held] for x in spaces], [x[held] for x in spaces], [x[~held] for x in spaces], 6, 5e-8
     )
     every = {s: scorer(s) for s in SHRINKAGE_GRID}
-    climbed = _climb(SHRINKAGE_GRID, scorer)
+    climbed = climb_grid(SHRINKAGE_GRID, scorer)
     assert len(set(every.values())) > 3  # the scores differ: the climb has a slope to follow
     assert max(climbed, key=climbed.get) == max(every, key=every.get)
     assert all(climbed[s] == pytest.approx(every[s]) for s in climbed)
