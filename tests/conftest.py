@@ -3,8 +3,26 @@
 import os
 import tempfile
 
+import pytest
+
 # Set before transformers / huggingface_hub are imported by any test module.
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("HF_EVALUATE_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="relrep-hf-test-home-")
+
+
+@pytest.fixture
+def one_torch_thread():
+    """One intra-op thread while a test runs, restored afterwards (``pytestmark =
+    pytest.mark.usefixtures("one_torch_thread")``). For tiny models: on a shared 2-core machine,
+    two OpenMP threads competing with other processes made the multilingual smoke run 13x slower
+    (99 s against 7.5 s, measured)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)

@@ -51,7 +51,12 @@ from relrep_hf import (
     whitening_matrix,
 )
 from relrep_hf.encoding.array_encoders import array_embeddings
-from relrep_hf.encoding.encoder_kinds import parse_encoder
+from relrep_hf.encoding.encoder_kinds import (
+    ENCODER_KINDS,
+    encoder_kind,
+    parse_encoder,
+    register_encoder_kind,
+)
 from relrep_hf.encoding.encoders import ArraySpec, EncoderSpec
 from relrep_hf.encoding.extraction import extract_embeddings
 from relrep_hf.evaluation.translation import relative_inverse
@@ -806,6 +811,11 @@ BAD_INPUTS = [
              lambda s: AnchorSet.from_pretrained(s.saved("projector-for-anchors"))),
     BadInput("demo sizes that do not fit the rows", "`relrep-hf demo` (`demo_sizes`)",
              lambda s: demo_sizes(4192, limit=500, support_size=900)),
+    # the registry of encoder kinds (issue #32)
+    BadInput("an encoder kind registered twice", "`register_encoder_kind`",
+             lambda s: register_encoder_kind(ENCODER_KINDS["gguf"])),
+    BadInput("an encoder kind no entry registers", "`encoder_kind`",
+             lambda s: encoder_kind("toy")),
 ]  # fmt: skip
 
 

@@ -11,16 +11,7 @@ from benchmarks.spaces.lm_text import training_paragraphs
 from benchmarks.spaces.small_lms import QUICK_MODELS, ensure_small_lms, read_record
 from relrep_hf.encoding.corpora import load_sentences
 
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Tiny models: one intra-op thread is faster on a shared machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,6 @@ tokenizer transformers rebuilds from the file: an F32 file must give the same re
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import datasets
@@ -27,27 +24,14 @@ from relrep_hf.encoding.corpora import load_sentences
 from relrep_hf.encoding.encoders import EncoderSpec
 from relrep_hf.encoding.extraction import embeddings_tensor
 from relrep_hf.encoding.gguf_encoders import gguf_quantization, split_gguf_path
-
-try:
-    from hub_server import LocalHub, hub_env
-except ImportError:  # tests/ imported as a package
-    from tests.fixtures.hub_server import LocalHub, hub_env
-try:
-    from gguf_models import (
-        byte_level_vocab,
-        sentencepiece_vocab,
-        tiny_gemma3,
-        tiny_llama,
-        write_gguf,
-    )
-except ImportError:  # tests/ imported as a package
-    from tests.fixtures.gguf_models import (
-        byte_level_vocab,
-        sentencepiece_vocab,
-        tiny_gemma3,
-        tiny_llama,
-        write_gguf,
-    )
+from tests.fixtures.gguf_models import (
+    byte_level_vocab,
+    sentencepiece_vocab,
+    tiny_gemma3,
+    tiny_llama,
+    write_gguf,
+)
+from tests.fixtures.hub_server import LocalHub, hub_env, run_client
 
 transformers.logging.set_verbosity_error()
 
@@ -251,15 +235,7 @@ def test_gguf_from_the_hub_records_repo_commit_file_and_quantisation(models, tex
             str(tmp_path),
             json.dumps(sample),
         ]
-        result = subprocess.run(
-            [sys.executable, "-c", textwrap.dedent(HUB_CLIENT), *args],
-            env=env,
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert result.returncode == 0, result.stderr[-6000:]
+        stdout = run_client(HUB_CLIENT, env, *args, timeout=600, cwd=tmp_path)
         commit = hub.branch_head("tester/tiny-llama-GGUF")
     expected = {
         "encoder_id": "tester/tiny-llama-GGUF",
@@ -267,7 +243,7 @@ def test_gguf_from_the_hub_records_repo_commit_file_and_quantisation(models, tex
         "encoder_gguf_file": "tiny-llama-F16.gguf",
         "encoder_quantization": "F16",
     }
-    assert json.loads(result.stdout.strip().splitlines()[-1]) == expected
+    assert json.loads(stdout.strip().splitlines()[-1]) == expected
     saved = json.loads((tmp_path / "projector" / "config.json").read_text())
     assert {key: saved[key] for key in expected} == expected
     relative = load_file(tmp_path / "relative.safetensors")["relative"]

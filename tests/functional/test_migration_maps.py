@@ -23,11 +23,7 @@ from relrep_hf.functional.migration_maps import (
 )
 from relrep_hf.models.migration_map import MIGRATION_MAP_FILE, MigrationMap
 from relrep_hf.utils.file_checks import ArtifactFileError
-
-try:
-    from hub_server import LocalHub, hub_env
-except ImportError:  # tests/ imported as a package
-    from tests.fixtures.hub_server import LocalHub, hub_env
+from tests.fixtures.hub_server import LocalHub, hub_env
 
 
 def _pair(rows: int, d_old: int = 24, d_new: int = 16, noise: float = 0.0, seed: int = 0):

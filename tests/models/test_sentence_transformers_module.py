@@ -9,9 +9,6 @@ interpreter, since huggingface_hub reads ``HF_ENDPOINT`` at import).
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -31,13 +28,8 @@ from relrep_hf.models.sentence_transformers_module import (
     add_relative_projection,
     projector_from_sentence_transformer,
 )
-
-try:
-    from hub_server import LocalHub, hub_env
-    from minilm import MODEL_PATH
-except ImportError:  # tests/ imported as a package
-    from tests.fixtures.hub_server import LocalHub, hub_env
-    from tests.fixtures.minilm import MODEL_PATH
+from tests.fixtures.hub_server import LocalHub, hub_env, run_client
+from tests.fixtures.minilm import MODEL_PATH
 
 transformers.logging.set_verbosity_error()
 
@@ -180,16 +172,8 @@ def test_push_to_hub_and_pull(relative_model, texts, tmp_path):
         env = hub_env(hub, tmp_path / "client", PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
         env |= {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error"}
         args = [tmp_path / "st", tmp_path / "texts.txt", tmp_path / "pulled.safetensors"]
-        result = subprocess.run(
-            [sys.executable, "-c", textwrap.dedent(PUSH_AND_PULL), *map(str, args)],
-            env=env,
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert result.returncode == 0, result.stderr[-6000:]
-        assert "pulled ok" in result.stdout
+        stdout = run_client(PUSH_AND_PULL, env, *args, timeout=600, cwd=tmp_path)
+        assert "pulled ok" in stdout
         repo = hub.server.repo("tester/minilm-relative")
         files = set(repo.resolve("main").files)
     assert {"modules.json", "2_RelativeProjection/relative_projection.json"} <= files

@@ -42,11 +42,7 @@ from relrep_hf.models.remote_code import AUTO_MAP, write_remote_code
 from relrep_hf.publishing.hub import push_artifact
 from relrep_hf.training.head_trainer import HeadTrainer, HeadTrainingArguments
 from relrep_hf.utils.hub_files import ARTIFACT_FILES, artifact_kind
-
-try:
-    from hub_server import LocalHub, hub_env
-except ImportError:  # tests/ imported as a package
-    from tests.fixtures.hub_server import LocalHub, hub_env
+from tests.fixtures.hub_server import LocalHub, hub_env
 
 transformers.logging.set_verbosity_error()
 

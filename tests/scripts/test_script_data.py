@@ -14,9 +14,6 @@ docstring.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import datasets
@@ -24,10 +21,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-try:
-    from hub_server import LocalHub, hub_env
-except ImportError:  # tests/ imported as a package
-    from tests.fixtures.hub_server import LocalHub, hub_env
+from tests.fixtures.hub_server import LocalHub, hub_env, run_client
 
 REPO = Path(__file__).resolve().parents[2]
 MARC_LANGUAGES = ("de", "en", "es", "fr", "ja", "zh")
@@ -180,17 +174,9 @@ def test_script_loaders_against_hub_layout_fixtures(tmp_path):
         env = hub_env(hub, tmp_path / "client", PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
         env |= {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"}
         args = [str(fixtures), json.dumps(REPOS)]
-        result = subprocess.run(
-            [sys.executable, "-c", textwrap.dedent(CLIENT), *args],
-            env=env,
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert result.returncode == 0, result.stderr[-6000:]
+        stdout = run_client(CLIENT, env, *args, timeout=600, cwd=tmp_path)
         served = {path for method, path, status in hub.requests if status == 200}
-    out = json.loads(result.stdout.strip().splitlines()[-1])
+    out = json.loads(stdout.strip().splitlines()[-1])
     # the loaders really went to the Hub repos by id (parquet files of the configs asked for)
     for path in ("de/test-00000-of-00001.parquet", "eng_Latn/devtest-00000-of-00001.parquet",
                  "cifar100/train-00000-of-00001.parquet", "mnist/test-00000-of-00001.parquet"):  # fmt: skip

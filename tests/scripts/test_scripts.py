@@ -9,20 +9,8 @@ import math
 from pathlib import Path
 
 import pytest
-import torch
 
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """One intra-op thread while a script runs, restored afterwards. The models here are tiny;
-    on a shared 2-core machine, two OpenMP threads competing with other processes made the
-    multilingual smoke run 13x slower (99 s against 7.5 s, measured)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture

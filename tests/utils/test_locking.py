@@ -21,12 +21,8 @@ import pytest
 
 from relrep_hf.utils.locking import FolderLockedError, folder_lock, lock_path
 from tests.fixtures import killable_save
+from tests.fixtures.hub_server import LocalHub, hub_env
 from tests.test_reliability import References, files_of, finish, start
-
-try:
-    from hub_server import LocalHub, hub_env
-except ImportError:  # tests/ imported as a package
-    from tests.fixtures.hub_server import LocalHub, hub_env
 
 REPO = Path(__file__).resolve().parents[2]
 ROUNDS = 12

@@ -22,11 +22,7 @@ import torch
 from relrep_hf import AnchorSet, RelativeHeadConfig, RelativeProjector, Statistics
 from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
 from relrep_hf.utils.manifest import MANIFEST_NAME, CorruptedArtifactError
-
-try:
-    from hub_server import LocalHub, hub_env
-except ImportError:  # tests/ imported as a package
-    from tests.fixtures.hub_server import LocalHub, hub_env
+from tests.fixtures.hub_server import LocalHub, hub_env
 
 REPO = Path(__file__).resolve().parents[2]
 EVERY_BYTE = 2048  # files up to this size get every byte flipped; larger ones one per region
