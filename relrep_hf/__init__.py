@@ -19,14 +19,14 @@ from relrep_hf.utils.lazy_imports import lazy_attributes
 
 if TYPE_CHECKING:
     from relrep_hf.encoding.extraction import embeddings_tensor, extract_embeddings
-    from relrep_hf.evaluation.migration_fit import fit_migration
-    from relrep_hf.evaluation.translation import LatentTranslator, relative_inverse, translate
     from relrep_hf.functional.similarities import SIMILARITIES, relative_projection
     from relrep_hf.functional.statistics import Statistics, whitening_matrix
+    from relrep_hf.migration.fit import fit_migration
+    from relrep_hf.migration.map import MigrationMap
+    from relrep_hf.migration.migrate import migrate_store
     from relrep_hf.models.anchor_set import AnchorSet
     from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
     from relrep_hf.models.configuration_relative_projector import RelativeProjectorConfig
-    from relrep_hf.models.migration_map import MigrationMap
     from relrep_hf.models.modeling_relative_head import (
         RelativeHeadForClassification,
         check_head_matches_projector,
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from relrep_hf.training.anchor_methods import ANCHOR_METHODS, AnchorMethod
     from relrep_hf.training.head_trainer import HeadTrainer, HeadTrainingArguments, HeadTrainOutput
     from relrep_hf.training.param_trainer import ParamTrainer
+    from relrep_hf.translation.translator import LatentTranslator, relative_inverse, translate
 
 __version__ = "0.1.0"
 
@@ -77,11 +78,12 @@ _LAZY = {
     "relative_projection": "relrep_hf.functional.similarities",
     "Statistics": "relrep_hf.functional.statistics",
     "whitening_matrix": "relrep_hf.functional.statistics",
-    "LatentTranslator": "relrep_hf.evaluation.translation",
-    "relative_inverse": "relrep_hf.evaluation.translation",
-    "translate": "relrep_hf.evaluation.translation",
-    "MigrationMap": "relrep_hf.models.migration_map",
-    "fit_migration": "relrep_hf.evaluation.migration_fit",
+    "LatentTranslator": "relrep_hf.translation.translator",
+    "relative_inverse": "relrep_hf.translation.translator",
+    "translate": "relrep_hf.translation.translator",
+    "MigrationMap": "relrep_hf.migration.map",
+    "fit_migration": "relrep_hf.migration.fit",
+    "migrate_store": "relrep_hf.migration.migrate",
 }
 
 __all__ = [
@@ -111,6 +113,7 @@ __all__ = [
     "embeddings_tensor",
     "extract_embeddings",
     "fit_migration",
+    "migrate_store",
     "push_artifact",
     "relative_inverse",
     "relative_projection",

@@ -31,16 +31,16 @@ from torch import Tensor
 from transformers import AutoModel, AutoTokenizer
 
 from relrep_hf.encoding import max_input_length, pool, tokenize
-from relrep_hf.evaluation.translation import (
+from relrep_hf.functional.statistics import Statistics
+from relrep_hf.functional.tables import markdown_table
+from relrep_hf.models.modeling_relative_projector import RelativeProjector
+from relrep_hf.translation.translator import (
     InversionWarning,
     evaluate_translation,
     fit_affine,
     fit_procrustes,
     relative_inverse,
 )
-from relrep_hf.functional.statistics import Statistics
-from relrep_hf.functional.tables import markdown_table
-from relrep_hf.models.modeling_relative_projector import RelativeProjector
 
 SOURCE_VIEW = ("mean", 3)  # (pooling, hidden_states index)
 TARGET_VIEW = ("cls", 6)

@@ -22,7 +22,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "foundations": ("utils",),
     "math": ("functional",),
     "encoding": ("encoding",),
-    "artifacts": ("models",),
+    # the artifacts, and the two features that span them: the way back and migration
+    "artifacts": ("models", "translation", "migration"),
     "training": ("training",),
     "evaluation": ("evaluation",),
     "publishing": ("publishing",),

@@ -38,9 +38,9 @@ import numpy as np
 import torch
 
 from benchmarks.common import Table, interleaved_medians, peak_memory, row
-from relrep_hf.functional.migration_maps import DEFAULT_FOLDS
-from relrep_hf.models.migration_map import MigrationMap
-from relrep_hf.pipeline.migration import migrate_store  # imported before any measurement
+from relrep_hf.migration import migrate_store  # imported before any measurement
+from relrep_hf.migration.candidates import DEFAULT_FOLDS
+from relrep_hf.migration.map import MigrationMap
 
 PAIRS = (
     ("minilm:mean", "e5-small"),
@@ -112,7 +112,7 @@ class AnchorPaths:
     def fit(self, pair: tuple[str, str]):
         """``rows -> {label: AffineMap}``: the pair's anchor path (variants by inverse ridge,
         `anchor_path_maps`) fitted on ``rows``."""
-        from relrep_hf.evaluation.migration_fit import anchor_path_maps
+        from relrep_hf.migration.fit import anchor_path_maps
 
         def fit_on(rows: torch.Tensor):
             return anchor_path_maps(self.projector(pair[0], rows), self.projector(pair[1], rows))
@@ -126,7 +126,7 @@ def pair_recalls(
     """Every candidate's and the chosen map's test Recall@1 for one pair of ``paths.spaces``,
     fit size and retrieval direction (the choice cross-validated on the same direction)."""
     from relrep_hf.functional.metrics import retrieval_metrics
-    from relrep_hf.functional.migration_maps import select_migration_map
+    from relrep_hf.migration.candidates import select_migration_map
 
     old, new = paths.spaces[pair[0]].double(), paths.spaces[pair[1]].double()
     n = len(old)

@@ -1,16 +1,10 @@
-"""Embedding migration: a stored corpus of old-encoder vectors moved into a new encoder's space
-through the anchor set, so the old vectors (and the indexes built on them) live on after a
-switch of embedding model, without re-embedding the corpus.
-
-`migrate` is the anchor path alone: ``old vectors [N, d_old] -> [N, d_new]``, the old encoder's
-projector followed by the inverse of the new one's (`relrep_hf.evaluation.translation.translation_map`,
-one affine map). `run_migration_map` fits the map a migration should use on a run's training
-rows (`relrep_hf.fit_migration`: every candidate, the anchor path among them, chosen by
-cross-validated recall). `migrate_store` streams a stored corpus (.npy, .safetensors, parquet,
-datasets, FAISS, LanceDB) through a map in chunks (`relrep_hf.utils.vector_stores`).
-`evaluate_migration` measures what a migrating user needs on a run folder: the Recall@1 of
-new-encoder queries against the migrated old vectors of every candidate and of the chosen
-map, each as a fraction of the Recall@1 against the corpus re-embedded with the new encoder.
+"""A run folder's migration: the map a migration should use, fitted on a run's training rows
+(`run_migration_map`: `relrep_hf.fit_migration` over every candidate, the anchor path among
+them, chosen by cross-validated recall), the anchor path alone (`anchor_path_map`), and
+`evaluate_migration`, what a migrating user needs on a run folder: the Recall@1 of new-encoder
+queries against the migrated old vectors of every candidate and of the chosen map, each as a
+fraction of the Recall@1 against the corpus re-embedded with the new encoder. The maps and the
+stores themselves are `relrep_hf.migration`.
 """
 
 from __future__ import annotations
@@ -24,47 +18,22 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from relrep_hf.evaluation.migration_fit import anchor_path_maps, fit_migration
-from relrep_hf.evaluation.translation import translation_map
 from relrep_hf.functional.metrics import retrieval_metrics
-from relrep_hf.functional.migration_maps import select_migration_map
-from relrep_hf.models.migration_map import MigrationMap
+from relrep_hf.migration.candidates import select_migration_map
+from relrep_hf.migration.fit import anchor_path_maps, fit_migration
+from relrep_hf.migration.map import MigrationMap
+from relrep_hf.migration.migrate import migrate
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from relrep_hf.pipeline.run_folder import RunError, read_run, run_embeddings
-from relrep_hf.utils.vector_formats import open_store
-from relrep_hf.utils.vector_stores import DEFAULT_CHUNK_ROWS, VectorStoreError, rewrite_store
+from relrep_hf.translation.translator import translation_map
 
 __all__ = [
     "anchor_path_map",
     "evaluate_migration",
-    "migrate",
     "migrate_run_vectors",
-    "migrate_store",
     "run_anchor_path",
     "run_migration_map",
 ]
-
-
-def migrate(
-    vectors: Tensor | np.ndarray,
-    source: RelativeProjector,
-    target: RelativeProjector,
-    *,
-    ridge: float = 0.0,
-) -> Tensor:
-    """Old-encoder ``vectors [N, d_source]`` in the new encoder's space ``[N, d_target]``.
-
-    ``source`` and ``target`` are the two encoders' projectors of one anchor set (the target's
-    anchors must span its space: as many anchors as its dimensions, or more). ``ridge``
-    regularises the inversion (`relrep_hf.evaluation.inverse.relative_inverse`).
-
-    Example:
-        >>> new = migrate(old, RelativeProjector.from_pretrained("run/projectors/minilm"),
-        ...               RelativeProjector.from_pretrained("run/projectors/e5"))  # doctest: +SKIP
-    """
-    x = torch.as_tensor(np.asarray(vectors) if not isinstance(vectors, Tensor) else vectors)
-    with torch.no_grad():
-        return translation_map(source, target, ridge=ridge)(x.to(source.weight.dtype))
 
 
 def _projector(run_dir: Path, run: dict[str, Any], name: str) -> RelativeProjector:
@@ -161,69 +130,6 @@ def anchor_path_map(run_dir: str | os.PathLike, source: str, target: str) -> Mig
     affine = translation_map(_projector(run_dir, run, source), _projector(run_dir, run, target))
     info = {"source": source, "target": target, "chosen": "anchors", "rows": len(run["train_rows"])}
     return MigrationMap(affine.weight, affine.bias, info)
-
-
-def affine_chunks(migration_map: MigrationMap | Any, dtype: np.dtype) -> Any:
-    """``chunk [n, d_old] -> [n, d_new]``: one fused ``addmm`` per chunk, computed in float32
-    (float64 for float64 vectors) and returned as NumPy."""
-    compute = torch.float64 if np.dtype(dtype) == np.float64 else torch.float32
-    weight = migration_map.weight.detach().cpu().to(compute).contiguous()  # [d_old, d_new]
-    bias = migration_map.bias.detach().cpu().to(compute)  # [d_new]
-
-    def apply(chunk: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        rows = torch.from_numpy(chunk if chunk.flags.writeable else np.array(chunk))
-        rows = rows.to(compute)  # [n, d_old]
-        if out is not None and out.dtype == np.dtype(str(compute).split(".")[1]):
-            torch.addmm(bias, rows, weight, out=torch.from_numpy(out))  # in place: one pass
-            return out
-        result = torch.addmm(bias, rows, weight).numpy()  # [n, d_new]
-        if out is not None:
-            out[...] = result
-            return out
-        return result
-
-    return apply
-
-
-def migrate_store(
-    migration_map: MigrationMap | str | os.PathLike,
-    vectors: str | os.PathLike,
-    out: str | os.PathLike,
-    *,
-    column: str | None = None,
-    table: str | None = None,
-    chunk_rows: int = DEFAULT_CHUNK_ROWS,
-    overwrite: bool = False,
-    show_progress: bool | None = None,
-) -> Path:
-    """Stream the stored old-encoder ``vectors`` through ``migration_map`` into a new store
-    ``out`` of the same kind, every other column carried over.
-
-    ``migration_map``: a `MigrationMap` (or any module with ``weight [d_old, d_new]`` and
-    ``bias``), or the folder or Hub id of a saved one. ``vectors``: a .npy, .safetensors,
-    .parquet or FAISS file, a datasets folder or a LanceDB database folder (``column``,
-    ``table``: see `relrep_hf.utils.vector_formats.open_store`). The new store is written
-    aside and renamed into place when complete; ``out`` must not exist unless ``overwrite``.
-    """
-    if not isinstance(migration_map, torch.nn.Module):
-        migration_map = MigrationMap.from_pretrained(migration_map)
-    store = open_store(vectors, column=column, table=table)
-    d_old, d_new = migration_map.weight.shape
-    if store.dim != d_old:
-        raise VectorStoreError(
-            f"{store.describe()}: the map takes {d_old}-d vectors of the old encoder, the store "
-            f"holds {store.dim}-d ones. Give the vectors of the map's source encoder."
-        )
-    transform = affine_chunks(migration_map, store.dtype)
-    return rewrite_store(
-        store,
-        out,
-        transform,
-        d_new,
-        chunk_rows=chunk_rows,
-        overwrite=overwrite,
-        show_progress=show_progress,
-    )
 
 
 def evaluate_migration(

@@ -12,10 +12,11 @@ import torch
 
 from relrep_hf.cli import main
 from relrep_hf.evaluation.language_pairs import AFFINE
-from relrep_hf.functional.migration_maps import CANDIDATES
-from relrep_hf.models.migration_map import MigrationMap
+from relrep_hf.migration import migrate
+from relrep_hf.migration.candidates import CANDIDATES
+from relrep_hf.migration.map import MigrationMap
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
-from relrep_hf.pipeline.migration import evaluate_migration, migrate, migrate_run_vectors
+from relrep_hf.pipeline.migration import evaluate_migration, migrate_run_vectors
 from relrep_hf.pipeline.run_folder import RunError, read_run, run_embeddings
 
 USE = "py:relrep_hf.encoding.packaged_encoders:use_multilingual"

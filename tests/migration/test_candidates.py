@@ -1,5 +1,5 @@
 """The migration map's candidates and their choice by cross-validated recall
-(`relrep_hf.functional.migration_maps`), `relrep_hf.fit_migration`, and the map as an artifact:
+(`relrep_hf.migration.candidates`), `relrep_hf.fit_migration`, and the map as an artifact:
 saved as one safetensors file with a card, loaded back, pushed to and pulled from a Hub."""
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ import torch
 import relrep_hf
 from relrep_hf.functional.least_squares import AffineMap
 from relrep_hf.functional.metrics import retrieval_metrics
-from relrep_hf.functional.migration_maps import (
+from relrep_hf.migration.candidates import (
     CANDIDATES,
     fit_standardised_procrustes,
     select_migration_map,
 )
-from relrep_hf.models.migration_map import MIGRATION_MAP_FILE, MigrationMap
+from relrep_hf.migration.map import MIGRATION_MAP_FILE, MigrationMap
 from relrep_hf.utils.file_checks import ArtifactFileError
 from tests.fixtures.hub_server import LocalHub, hub_env
 

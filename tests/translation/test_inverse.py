@@ -5,14 +5,14 @@ import warnings
 import pytest
 import torch
 
-from relrep_hf.evaluation.inverse import (
+from relrep_hf.functional.statistics import Statistics
+from relrep_hf.translation.inverse import (
     IllConditionedInversionWarning,
     InversionWarning,
     UnderdeterminedInversionWarning,
     invert,
     relative_inverse,
 )
-from relrep_hf.functional.statistics import Statistics
 from tests.fixtures.translation_data import F64, D, anisotropic, generator, make_projector
 
 

@@ -1,7 +1,7 @@
 """`fit_migration`: the map that moves stored old-encoder vectors into a new encoder's space.
 
 From the user's paired rows (the same inputs embedded by both encoders) every candidate of
-`relrep_hf.functional.migration_maps` is fitted (affine least squares, ridge, Procrustes after
+`relrep_hf.migration.candidates` is fitted (affine least squares, ridge, Procrustes after
 standardisation; with the two encoders' projectors of one anchor set, also the anchor path and
 least squares shrunk toward it) and the best by cross-validated Recall@1 is returned as a
 `MigrationMap`, with every candidate's score in its ``info``.
@@ -16,16 +16,16 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from relrep_hf.evaluation.translation import translation_map
 from relrep_hf.functional.least_squares import AffineMap
-from relrep_hf.functional.migration_maps import (
+from relrep_hf.migration.candidates import (
     DEFAULT_FOLDS,
     Direction,
     PriorFit,
     select_migration_map,
 )
-from relrep_hf.models.migration_map import MigrationMap
+from relrep_hf.migration.map import MigrationMap
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
+from relrep_hf.translation.translator import translation_map
 
 __all__ = ["INVERSE_RIDGES", "anchor_path_maps", "fit_migration"]
 
@@ -109,7 +109,7 @@ def fit_migration(
             honest cross-validation; projectors built from these same rows are scored on rows
             they saw, which favours the anchor path).
         folds, seed: the cross-validation.
-        candidates: a subset of `relrep_hf.functional.migration_maps.CANDIDATES`.
+        candidates: a subset of `relrep_hf.migration.candidates.CANDIDATES`.
         direction: the retrieval the choice is scored on: ``corpus`` (new-encoder queries
             search the migrated vectors), ``queries`` (migrated vectors query the new
             encoder's) or ``both``.

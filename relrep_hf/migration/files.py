@@ -1,8 +1,8 @@
-"""The file formats of `relrep_hf.utils.vector_stores`: .npy and .safetensors, read and written
+"""The file formats of `relrep_hf.migration.stores`: .npy and .safetensors, read and written
 in chunks through memory maps whose pages are released after each chunk (so memory stays at a
 few chunks whatever the size),
 and the formats with other columns (parquet, datasets, FAISS, LanceDB) in
-`relrep_hf.utils.vector_tables`."""
+`relrep_hf.migration.tables`."""
 
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ from pathlib import Path
 
 import numpy as np
 
-from relrep_hf.utils.file_checks import ArtifactFileError, safetensors_shapes
-from relrep_hf.utils.vector_stores import (
+from relrep_hf.migration.stores import (
     DEFAULT_CHUNK_ROWS,
     Transform,
     VectorStore,
     VectorStoreError,
     store_kind,
 )
+from relrep_hf.utils.file_checks import ArtifactFileError, safetensors_shapes
 
 __all__ = ["OPENERS", "NpyStore", "SafetensorsStore", "open_store"]
 
@@ -190,7 +190,7 @@ class SafetensorsStore(_RawStore):
 
 
 def _tables():
-    from relrep_hf.utils import vector_tables
+    import relrep_hf.migration.tables as vector_tables
 
     return vector_tables
 

@@ -9,7 +9,7 @@ tensor over. The new store is written beside its final name and renamed into pla
 complete, so a killed run leaves no half-written store and an existing one untouched; an
 existing output is refused unless ``overwrite``. Every chunk is checked for NaN and infinite
 values before it is written. The formats, and `open_store` that picks one, live in
-`relrep_hf.utils.vector_formats` (.npy, .safetensors) and `relrep_hf.utils.vector_tables`.
+`relrep_hf.migration.files` (.npy, .safetensors) and `relrep_hf.migration.tables`.
 """
 
 from __future__ import annotations

@@ -7,7 +7,9 @@ import pytest
 import torch
 from torch import nn
 
-from relrep_hf.evaluation.translation import (
+from relrep_hf.functional.statistics import Statistics
+from relrep_hf.models.modeling_relative_projector import RelativeProjector
+from relrep_hf.translation.translator import (
     AffineMap,
     InversionWarning,
     LatentTranslator,
@@ -18,8 +20,6 @@ from relrep_hf.evaluation.translation import (
     translate,
     translation_map,
 )
-from relrep_hf.functional.statistics import Statistics
-from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from tests.fixtures.translation_data import (
     F64,
     D,

@@ -2,7 +2,7 @@
 
 Translation between two encoders that share one anchor set (row r of both projectors'
 anchors is the same input) is projection with the source, inversion with the target
-(`relrep_hf.evaluation.inverse`): ``translate(x) = invert(target, source(x))``. For wip/inner this
+(`relrep_hf.translation.inverse`): ``translate(x) = invert(target, source(x))``. For wip/inner this
 composite is itself an affine map, as are the two baselines fitted on a parallel support set
 (orthogonal Procrustes with scaling, affine least squares; `relrep_hf.functional.least_squares`): all are
 :class:`AffineMap` s, and :func:`evaluate_translation` scores any of them the same way.
@@ -20,15 +20,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from relrep_hf.evaluation.inverse import (
-    INVERTIBLE_SIMILARITIES,
-    IllConditionedInversionWarning,
-    InversionWarning,
-    RelativeInverse,
-    UnderdeterminedInversionWarning,
-    invert,
-    relative_inverse,
-)
 from relrep_hf.functional.least_squares import (
     AffineMap,
     LeastSquaresOperator,
@@ -40,6 +31,15 @@ from relrep_hf.functional.metrics import accuracy, normalized_mse, retrieval_met
 from relrep_hf.functional.mixing import check_same_anchor_set
 from relrep_hf.functional.statistics import Statistics
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
+from relrep_hf.translation.inverse import (
+    INVERTIBLE_SIMILARITIES,
+    IllConditionedInversionWarning,
+    InversionWarning,
+    RelativeInverse,
+    UnderdeterminedInversionWarning,
+    invert,
+    relative_inverse,
+)
 from relrep_hf.utils.validation import check_embeddings
 
 __all__ = [

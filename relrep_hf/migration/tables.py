@@ -1,7 +1,7 @@
 """Vector stores with other columns beside the vectors: parquet files, datasets folders, FAISS
 flat indexes (with their ids) and LanceDB tables. Each is read and rewritten in record batches
 of ``chunk_rows`` rows; only the vector column changes, every other column (and a FAISS index's
-ids) is carried over as it was (`relrep_hf.utils.vector_stores`)."""
+ids) is carried over as it was (`relrep_hf.migration.stores`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from relrep_hf.utils.vector_stores import (
+from relrep_hf.migration.stores import (
     DEFAULT_CHUNK_ROWS,
     Transform,
     VectorStore,

@@ -18,10 +18,10 @@ import torch
 from safetensors.numpy import load_file, save_file
 
 from relrep_hf.cli import main
-from relrep_hf.models.migration_map import MigrationMap
-from relrep_hf.pipeline.migration import migrate_store
-from relrep_hf.utils.vector_formats import open_store
-from relrep_hf.utils.vector_stores import VectorStoreError
+from relrep_hf.migration import migrate_store
+from relrep_hf.migration.files import open_store
+from relrep_hf.migration.map import MigrationMap
+from relrep_hf.migration.stores import VectorStoreError
 
 ROWS, D_OLD, D_NEW, CHUNK = 1000, 8, 5, 300  # 300 does not divide 1000: a short last chunk
 
@@ -228,7 +228,7 @@ def test_a_killed_migration_leaves_the_old_store_whole(data, tmp_path):
     np.save(tmp_path / "store.npy", many)
     migration_map.save_pretrained(tmp_path / "map")
     script = (
-        "from relrep_hf.pipeline.migration import migrate_store; "
+        "from relrep_hf.migration import migrate_store; "
         f"migrate_store({str(tmp_path / 'map')!r}, {str(tmp_path / 'store.npy')!r}, "
         f"{str(tmp_path / 'store.npy')!r}, chunk_rows=1, overwrite=True, show_progress=False); "
         "print('finished')"

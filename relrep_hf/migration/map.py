@@ -197,7 +197,7 @@ def migration_card(migration_map: MigrationMap) -> str:
     lines += [
         "",
         "```python",
-        "from relrep_hf.models.migration_map import MigrationMap",
+        "from relrep_hf.migration.map import MigrationMap",
         "",
         'migration_map = MigrationMap.from_pretrained("REPO_OR_FOLDER")',
         "new_vectors = migration_map.apply(old_vectors)  # NumPy [N, d_old] -> [N, d_new]",

@@ -1,0 +1,33 @@
+"""Migration: stored vectors of an old encoder moved into a new encoder's space, instead of
+re-embedding the corpus. One package, as a PEFT method is one folder of ``tuners/``:
+
+- `candidates`: the maps a migration can use (affine least squares, ridge, Procrustes, the
+  anchor path, least squares shrunk toward it), chosen by out-of-fold recall;
+- `fit`: `fit_migration`, the chosen map fitted on a user's paired rows;
+- `map`: `MigrationMap`, the artifact (saved, loaded, pushed);
+- `stores`, `files`, `tables`: the stores a map rewrites (.npy, .safetensors, parquet,
+  datasets, FAISS, LanceDB), written aside and swapped in whole;
+- `migrate`: `migrate_store`, a store streamed through a map in chunks, and `migrate`, the
+  anchor path alone.
+"""
+
+from relrep_hf.migration.candidates import CANDIDATES, MigrationSelection, select_migration_map
+from relrep_hf.migration.files import open_store
+from relrep_hf.migration.fit import fit_migration
+from relrep_hf.migration.map import MigrationMap
+from relrep_hf.migration.migrate import migrate, migrate_store
+from relrep_hf.migration.stores import STORE_KINDS, VectorStore, VectorStoreError
+
+__all__ = [
+    "CANDIDATES",
+    "STORE_KINDS",
+    "MigrationMap",
+    "MigrationSelection",
+    "VectorStore",
+    "VectorStoreError",
+    "fit_migration",
+    "migrate",
+    "migrate_store",
+    "open_store",
+    "select_migration_map",
+]
