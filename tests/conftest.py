@@ -26,3 +26,20 @@ def one_torch_thread():
         yield
     finally:
         torch.set_num_threads(threads)
+
+
+def _devices() -> list:
+    """``cpu`` everywhere, and ``cuda`` where a CUDA device is (skipped elsewhere, with its reason)."""
+    import torch
+
+    no_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+    return ["cpu", pytest.param("cuda", marks=no_cuda)]
+
+
+@pytest.fixture(params=_devices())
+def device(request):
+    """The device a test's tensors live on: every entry point is tested on the CPU in CI and
+    on CUDA where a GPU is, by the same test body, so the two can never drift."""
+    import torch
+
+    return torch.device(request.param)
