@@ -16,18 +16,26 @@ from relrep_hf.migration.files import open_store
 from relrep_hf.migration.fit import fit_migration
 from relrep_hf.migration.map import MigrationMap
 from relrep_hf.migration.migrate import migrate, migrate_store
-from relrep_hf.migration.stores import STORE_KINDS, VectorStore, VectorStoreError
+from relrep_hf.migration.stores import (
+    STORE_KINDS,
+    StoreKind,
+    VectorStore,
+    VectorStoreError,
+    register_store_kind,
+)
 
 __all__ = [
     "CANDIDATES",
     "STORE_KINDS",
     "MigrationMap",
     "MigrationSelection",
+    "StoreKind",
     "VectorStore",
     "VectorStoreError",
     "fit_migration",
     "migrate",
     "migrate_store",
     "open_store",
+    "register_store_kind",
     "select_migration_map",
 ]

@@ -10,21 +10,24 @@ import json
 import math
 import mmap
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 
 from relrep_hf.migration.stores import (
     DEFAULT_CHUNK_ROWS,
+    STORE_KINDS,
+    StoreKind,
     Transform,
     VectorStore,
     VectorStoreError,
+    register_store_kind,
     store_kind,
 )
 from relrep_hf.utils.file_checks import ArtifactFileError, safetensors_shapes
 
-__all__ = ["OPENERS", "NpyStore", "SafetensorsStore", "open_store"]
+__all__ = ["NpyStore", "SafetensorsStore", "open_store"]
 
 SAFETENSORS_DTYPES = {"F16": np.float16, "F32": np.float32, "F64": np.float64}
 NUMPY_TO_SAFETENSORS = {np.dtype(v): k for k, v in SAFETENSORS_DTYPES.items()}
@@ -195,25 +198,76 @@ def _tables():
     return vector_tables
 
 
-OPENERS = {
-    "npy": NpyStore,
-    "safetensors": SafetensorsStore,
-    "parquet": lambda path, **kw: _tables().ParquetStore(path, **kw),
-    "datasets": lambda path, **kw: _tables().DatasetsStore(path, **kw),
-    "faiss": lambda path, **kw: _tables().FaissStore(path, **kw),
-    "lancedb": lambda path, **kw: _tables().LanceStore(path, **kw),
-}
+def _suffix(*suffixes: str) -> Callable[[str], bool]:
+    return lambda location: Path(location).suffix in suffixes
+
+
+def _folder_with(test: Callable[[Path], bool]) -> Callable[[str], bool]:
+    return lambda location: Path(location).is_dir() and test(Path(location))
+
+
+def _is_datasets(path: Path) -> bool:
+    return (path / "dataset_info.json").is_file() or (path / "state.json").is_file()
+
+
+def _is_lancedb(path: Path) -> bool:
+    return any(p.suffix == ".lance" and p.is_dir() for p in path.iterdir())
+
+
+def _existing(opener: Callable[..., VectorStore]) -> Callable[..., VectorStore]:
+    """``opener`` of a path, with the "no such file" error before anything is read."""
+
+    def open_path(location: str | os.PathLike, **kw) -> VectorStore:
+        if not Path(location).exists():
+            raise VectorStoreError(f"{str(location)!r}: no such file or folder.")
+        return opener(Path(location), **kw)
+
+    return open_path
+
+
+def _table_store(name: str) -> Callable[..., VectorStore]:
+    return _existing(lambda path, **kw: getattr(_tables(), name)(path, **kw))
+
+
+for _kind in (
+    StoreKind("npy", _suffix(".npy"), _existing(NpyStore), "a .npy file"),
+    StoreKind(
+        "safetensors", _suffix(".safetensors"), _existing(SafetensorsStore), "a .safetensors file"
+    ),
+    StoreKind("parquet", _suffix(".parquet"), _table_store("ParquetStore"), "a .parquet file"),
+    StoreKind(
+        "faiss",
+        _suffix(".faiss", ".index"),
+        _table_store("FaissStore"),
+        "a FAISS index (.faiss/.index)",
+    ),
+    StoreKind(
+        "datasets",
+        _folder_with(_is_datasets),
+        _table_store("DatasetsStore"),
+        "a datasets folder (save_to_disk)",
+    ),
+    StoreKind(
+        "lancedb",
+        _folder_with(_is_lancedb),
+        _table_store("LanceStore"),
+        "a LanceDB database folder",
+    ),
+):
+    register_store_kind(_kind)
 
 
 def open_store(
-    path: str | os.PathLike, *, column: str | None = None, table: str | None = None
+    location: str | os.PathLike, *, column: str | None = None, table: str | None = None
 ) -> VectorStore:
-    """The store at ``path``. ``column``: the vector column of a parquet file, datasets folder
-    or LanceDB table (default: ``embedding``, ``embeddings`` or ``vector``, whichever exists);
-    for a safetensors file, the tensor's name. ``table``: the LanceDB table (default: the only
-    one)."""
-    path = Path(path)
-    if not path.exists():
-        raise VectorStoreError(f"{str(path)!r}: no such file or folder.")
-    kind = store_kind(path)
-    return OPENERS[kind](path, column=column, table=table)
+    """The store at ``location`` (a path, or the URI of a database of a registered kind).
+    ``column``: the vector column of a parquet file, datasets folder or LanceDB table (default:
+    ``embedding``, ``embeddings`` or ``vector``, whichever exists); for a safetensors file, the
+    tensor's name. ``table``: the LanceDB table (default: the only one)."""
+    try:
+        name = store_kind(location)
+    except VectorStoreError:
+        if not Path(location).exists():
+            raise VectorStoreError(f"{str(location)!r}: no such file or folder.") from None
+        raise
+    return STORE_KINDS[name].open(location, column=column, table=table)

@@ -1,8 +1,10 @@
 """Stored vectors read and rewritten in chunks: the I/O of an embedding migration at scale.
 
-`open_store` recognises a store by its path: a ``.npy`` file, a ``.safetensors`` file, a
-``.parquet`` file (an embedding column), a FAISS index (``.faiss`` / ``.index``: flat indexes),
-a ``datasets`` folder (``save_to_disk``) or a LanceDB database folder (one table of it).
+A kind of store is one `StoreKind` entry of `STORE_KINDS` (`register_store_kind`): its name,
+whether a location (a path, or a URI for a database) is one, and how to open it. The package's
+kinds: a ``.npy`` file, a ``.safetensors`` file, a ``.parquet`` file (an embedding column), a
+FAISS index (``.faiss`` / ``.index``: flat indexes), a ``datasets`` folder (``save_to_disk``)
+and a LanceDB database folder (one table of it), registered in `relrep_hf.migration.files`.
 `rewrite_store` streams a store through ``transform`` (``[n, d_in] -> [n, d_out]``, one chunk at
 a time) into a new store of the same kind, carrying every other column (ids, texts) and
 tensor over. The new store is written beside its final name and renamed into place only when
@@ -18,25 +20,29 @@ import os
 import secrets
 import shutil
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from relrep_hf.utils.io import atomic_directory, fsync_directory, fsync_file
+from relrep_hf.utils.registry import Registry
 
 __all__ = [
     "STORE_KINDS",
+    "StoreKind",
     "VectorStore",
     "VectorStoreError",
     "check_finite",
+    "register_store_kind",
     "rewrite_store",
+    "store_kind",
 ]
 
 # ``transform(chunk [n, d_in]) -> [n, d_out]``; a store may pass ``out`` ([n, d_out] of its
 # dtype, e.g. a slice of a memory-mapped output file) to be written in place and returned
 Transform = Callable[..., np.ndarray]
 DEFAULT_CHUNK_ROWS = 32768
-STORE_KINDS = ("npy", "safetensors", "parquet", "faiss", "datasets", "lancedb")
 FILE_SUFFIXES = {
     ".npy": "npy",
     ".safetensors": "safetensors",
@@ -48,6 +54,28 @@ FILE_SUFFIXES = {
 
 class VectorStoreError(ValueError):
     """A store cannot be read or written as asked; the message names it and says what to do."""
+
+
+@dataclass(frozen=True)
+class StoreKind:
+    """One kind of store: ``recognises(location)`` says whether a location (a path, or a URI)
+    names a store of this kind; ``open(location, column=, table=)`` opens it as a
+    `VectorStore`; ``help`` is the phrase errors and ``--help`` list it by."""
+
+    name: str
+    recognises: Callable[[str], bool]
+    open: Callable[..., VectorStore]
+    help: str
+
+
+# name -> kind, in the order errors list them; the package's own kinds are registered by
+# `relrep_hf.migration.files` (file and folder stores)
+STORE_KINDS: Registry[StoreKind] = Registry("store kind")
+
+
+def register_store_kind(kind: StoreKind) -> StoreKind:
+    """Add ``kind``: `open_store`, `migrate_store` and ``relrep-hf migrate`` then take it."""
+    return STORE_KINDS.register(kind)
 
 
 class VectorStore:
@@ -68,6 +96,21 @@ class VectorStore:
         ``staging`` (a new file path, or an empty folder for folder stores)."""
         raise NotImplementedError
 
+    def rewrite_into(
+        self,
+        out: str | os.PathLike,
+        transform: Transform,
+        dim: int,
+        chunk_rows: int,
+        *,
+        overwrite: bool = False,
+    ) -> Path | str:
+        """Write the transformed store aside and swap it in at ``out`` in one step, so a reader
+        never sees half of it and a killed run leaves ``out`` as it was. Files and folders are
+        written beside ``out`` and renamed (`write`); a database store overrides this with its
+        own way (a new collection or table, then an alias switch or a renaming transaction)."""
+        return rewrite_file_or_folder(self, Path(out), transform, dim, chunk_rows, overwrite)
+
     def read_all(self) -> np.ndarray:
         """Every vector, ``[rows, dim]`` (small stores: evaluation, tests)."""
         parts = list(self.chunks())
@@ -77,19 +120,14 @@ class VectorStore:
         return f"{self.kind} store {str(self.path)!r} ({self.rows} x {self.dim} {self.dtype})"
 
 
-def store_kind(path: Path) -> str:
-    """The kind of store at (or meant for) ``path``, from its suffix or its folder's files."""
-    if path.suffix in FILE_SUFFIXES:
-        return FILE_SUFFIXES[path.suffix]
-    if path.is_dir():
-        if (path / "dataset_info.json").is_file() or (path / "state.json").is_file():
-            return "datasets"
-        if any(p.suffix == ".lance" and p.is_dir() for p in path.iterdir()):
-            return "lancedb"
+def store_kind(location: str | os.PathLike) -> str:
+    """The name of the registered kind of store at (or meant for) ``location``."""
+    for kind in STORE_KINDS.values():
+        if kind.recognises(str(location)):
+            return kind.name
+    kinds = ", ".join(kind.help for kind in STORE_KINDS.values())
     raise VectorStoreError(
-        f"{str(path)!r}: not a vector store relrep_hf reads. Give a .npy, .safetensors, .parquet "
-        "or FAISS (.faiss/.index) file, a datasets folder (save_to_disk) or a LanceDB database "
-        "folder."
+        f"{str(location)!r}: not a vector store relrep_hf reads. Give one of: {kinds}."
     )
 
 
@@ -152,30 +190,38 @@ def rewrite_store(
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     overwrite: bool = False,
     show_progress: bool | None = None,
-) -> Path:
+) -> Path | str:
     """Stream ``store`` through ``transform`` into a new store of the same kind at ``out``.
 
-    Written aside first (a file beside ``out``, or a staging folder) and renamed into place
-    only once complete and durable; on any error the partial output is removed and ``out``
-    (which may be the input itself, with ``overwrite``) is left as it was. ``show_progress``:
-    a tqdm bar over rows (None: only on a terminal).
+    Written aside first and swapped in only once complete and durable
+    (`VectorStore.rewrite_into`); on any error the partial output is removed and ``out``
+    (which may be the input itself, with ``overwrite``) is left as it was. Every chunk is
+    checked for NaN and infinite values. ``show_progress``: a tqdm bar over rows (None: only on
+    a terminal).
     """
     from tqdm.auto import tqdm
 
-    out = Path(out)
     if not isinstance(chunk_rows, int) or chunk_rows < 1:
         raise ValueError(f"chunk_rows must be a positive int, got {chunk_rows!r}.")
-    _check_output(store, out, overwrite)
     disable = None if show_progress is None else not show_progress
     with tqdm(
         total=store.rows, unit="rows", desc=f"migrating {store.path.name}", disable=disable
     ) as bar:
         apply = _checked_transform(store, transform, dim, bar.update)
-        if store.path.is_dir():
-            with atomic_directory(out) as staging:
-                store.write(staging, apply, dim, chunk_rows)
-        else:
-            _write_file_aside(store, out, apply, dim, chunk_rows)
+        return store.rewrite_into(out, apply, dim, chunk_rows, overwrite=overwrite)
+
+
+def rewrite_file_or_folder(
+    store: VectorStore, out: Path, apply: Transform, dim: int, chunk_rows: int, overwrite: bool
+) -> Path:
+    """A file or folder store's `VectorStore.rewrite_into`: written beside ``out`` (a file, or
+    a staging folder) and renamed into place."""
+    _check_output(store, out, overwrite)
+    if store.path.is_dir():
+        with atomic_directory(out) as staging:
+            store.write(staging, apply, dim, chunk_rows)
+    else:
+        _write_file_aside(store, out, apply, dim, chunk_rows)
     return out
 
 
