@@ -2,7 +2,9 @@
 
 k-means and farthest-point sampling need a geometry: they run in the joint whitened
 space of the given encoders (each encoder whitened with its own support statistics,
-features concatenated), so no encoder dominates by scale.
+features concatenated), so no encoder dominates by scale. They run on the embeddings' device
+and return the mixture there; their seeds drive CPU generators, so a seed picks the same
+points on every device. Random anchors see no embeddings: their mixture is on the CPU.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from torch import Tensor
 
 from relrep_hf.functional.statistics import Statistics, whiten, whitening_matrix
 from relrep_hf.utils.defaults import check_count
-from relrep_hf.utils.validation import as_embeddings, check_embeddings
+from relrep_hf.utils.validation import as_embeddings, check_embeddings, check_same_device
 
 
 def _check_sizes(support_size: int, num_anchors: int) -> None:
@@ -48,6 +50,7 @@ def joint_whitened(support_embeddings: Tensor | Sequence[Tensor]) -> Tensor:
     if not spaces or (isinstance(spaces[0], (list, tuple)) and not spaces[0]):
         raise ValueError("No support embeddings were given.")
     spaces = [as_embeddings(space, name="support embeddings") for space in spaces]
+    check_same_device(**{f"encoder {i}'s support embeddings": x for i, x in enumerate(spaces)})
     for space in spaces:
         check_embeddings(space, name="support embeddings")
         if space.ndim != 2:
@@ -100,11 +103,12 @@ def kmeans_mixture(
     _check_sizes(support_size, num_anchors)
     _check_distinct(points, num_anchors)
     generator = torch.Generator().manual_seed(seed)
-    centroids = points[torch.randint(support_size, (1,), generator=generator)]
+    centroids = points[torch.randint(support_size, (1,), generator=generator).to(points.device)]
     for _ in range(1, num_anchors):  # k-means++
         distance = torch.cdist(points, centroids).min(dim=1).values.square()
-        chosen = torch.multinomial(distance / distance.sum(), 1, generator=generator)
-        centroids = torch.cat([centroids, points[chosen]])
+        # drawn on the CPU, where the seeded generator is (the same draw on every device)
+        chosen = torch.multinomial((distance / distance.sum()).cpu(), 1, generator=generator)
+        centroids = torch.cat([centroids, points[chosen.to(points.device)]])
     for _ in range(iterations):
         assignment = torch.cdist(points, centroids).argmin(dim=1)
         counts = torch.bincount(assignment, minlength=num_anchors)
@@ -119,8 +123,8 @@ def kmeans_mixture(
             break
         centroids = new
     assignment = torch.cdist(points, centroids).argmin(dim=1)
-    mixture = torch.zeros(num_anchors, support_size, dtype=torch.float64)
-    mixture[assignment, torch.arange(support_size)] = 1.0
+    mixture = torch.zeros(num_anchors, support_size, dtype=torch.float64, device=points.device)
+    mixture[assignment, torch.arange(support_size, device=points.device)] = 1.0
     counts = mixture.sum(dim=1, keepdim=True)
     if bool((counts == 0).any()):  # keep every row on the simplex: nearest point alone
         nearest = torch.cdist(centroids, points).argmin(dim=1)
@@ -145,6 +149,7 @@ def farthest_point_mixture(
         nxt = int(distance.argmax())
         chosen.append(nxt)
         distance = torch.minimum(distance, (points - points[nxt]).norm(dim=1))
-    mixture = torch.zeros(num_anchors, support_size)
-    mixture[torch.arange(num_anchors), torch.tensor(chosen)] = 1.0
+    mixture = torch.zeros(num_anchors, support_size, device=points.device)
+    rows = torch.arange(num_anchors, device=points.device)
+    mixture[rows, torch.tensor(chosen, device=points.device)] = 1.0
     return mixture

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from relrep_hf.utils.validation import check_embeddings, check_paired_rows
+from relrep_hf.utils.validation import check_embeddings, check_paired_rows, check_same_device
 
 __all__ = [
     "AffineMap",
@@ -51,7 +51,9 @@ class AffineMap(nn.Module):
         return self.weight.shape[1]
 
     def forward(self, x: Tensor) -> Tensor:
-        """``x [..., d_in] -> [..., d_out]``, computed in the map's dtype."""
+        """``x [..., d_in] -> [..., d_out]``, computed in the map's dtype, on its device (where
+        ``x`` must be)."""
+        check_same_device(inputs=x, affine_map=self.weight)
         check_embeddings(x, dim=self.in_features, name="inputs of the affine map")
         rows = x.reshape(-1, self.in_features).to(self.weight.dtype)  # (N, d_in)
         out = torch.addmm(self.bias, rows, self.weight)  # (N, d_out)
@@ -119,6 +121,7 @@ def least_squares_operator(
 
 
 def _parallel(source: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
+    check_same_device(source=source, target=target)
     check_paired_rows(
         source,
         target,
@@ -159,17 +162,27 @@ def fit_affine(source: Tensor, target: Tensor, *, ridge: float = 0.0) -> AffineM
     """Affine least squares ``min ||Xs W + b - Xt||^2 + ridge ||W||^2`` in float64.
 
     The bias is not penalised (both sets are centered first). With ``ridge=0`` the solve is
-    an SVD-based lstsq, so rank-deficient supports (K <= d_s) give the minimum-norm W.
+    an SVD-based lstsq, so rank-deficient supports (K <= d_s) give the minimum-norm W. That
+    solver (LAPACK ``gelsd``) is the CPU's; on another device the pseudo-inverse gives the
+    same minimum-norm W there. The map lives on the rows' device.
     """
     if ridge < 0 or not math.isfinite(ridge):
         raise ValueError(f"ridge must be a finite number >= 0, got {ridge}.")
     xs, xt = _parallel(source, target)
     mu_s, mu_t = xs.mean(dim=0), xt.mean(dim=0)
     xs, xt = xs - mu_s, xt - mu_t
-    if ridge == 0.0:
+    if ridge == 0.0 and xs.device.type == "cpu":
         weight = torch.linalg.lstsq(xs, xt, driver="gelsd").solution  # [d_s, d_t]
+    elif ridge == 0.0:  # gelsd exists on the CPU only
+        weight = pseudo_inverse_solve(xs, xt)  # [d_s, d_t]
     else:
-        gram = xs.T @ xs + ridge * torch.eye(xs.shape[1], dtype=torch.float64)
+        gram = xs.T @ xs + ridge * torch.eye(xs.shape[1], dtype=torch.float64, device=xs.device)
         weight = torch.linalg.solve(gram, xs.T @ xt)
     dtype = torch.promote_types(source.dtype, target.dtype)
     return AffineMap(weight.to(dtype), (mu_t - mu_s @ weight).to(dtype))
+
+
+def pseudo_inverse_solve(xs: Tensor, xt: Tensor) -> Tensor:
+    """The minimum-norm ``W`` of ``min ||xs W - xt||`` by the pseudo-inverse, on any device:
+    `fit_affine`'s solve where LAPACK's ``gelsd`` (CPU only) is missing."""
+    return torch.linalg.pinv(xs) @ xt

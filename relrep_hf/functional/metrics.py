@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from relrep_hf.utils.citation import CITATION
+from relrep_hf.utils.validation import check_same_device
 
 __all__ = [
     "RelativeAlignment",
@@ -71,6 +72,10 @@ def _as_matrix(values: ArrayLike, name: str) -> Tensor:
 
 
 def _as_pair(a: ArrayLike, b: ArrayLike, name_a: str, name_b: str) -> tuple[Tensor, Tensor]:
+    """Both as tensors on one device: two tensors must share theirs; an array joins the
+    tensor's."""
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        check_same_device(**{name_a: a, name_b: b})
     ta, tb = _as_matrix(a, name_a), _as_matrix(b, name_b)
     if ta.shape != tb.shape:
         raise ValueError(
@@ -78,7 +83,8 @@ def _as_pair(a: ArrayLike, b: ArrayLike, name_a: str, name_b: str) -> tuple[Tens
             "row i of both must describe the same sample with the same anchors."
         )
     dtype = torch.promote_types(ta.dtype, tb.dtype)
-    return ta.to(dtype), tb.to(device=ta.device, dtype=dtype)
+    device = a.device if isinstance(a, Tensor) else tb.device
+    return ta.to(device=device, dtype=dtype), tb.to(device=device, dtype=dtype)
 
 
 def _as_ranks(ranks: ArrayLike) -> Tensor:

@@ -45,7 +45,7 @@ def check_mixture(mixture: Tensor, kind: str) -> None:
         return
     if kind == "identity":
         if mixture.shape[0] != mixture.shape[1] or not torch.equal(
-            mixture, torch.eye(mixture.shape[0], dtype=mixture.dtype)
+            mixture, torch.eye(mixture.shape[0], dtype=mixture.dtype, device=mixture.device)
         ):
             raise ValueError("An 'identity' mixture must be the K x K identity matrix.")
         return

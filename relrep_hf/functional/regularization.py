@@ -85,7 +85,8 @@ def top_eigenpairs(matrix: Tensor, count: int) -> tuple[Tensor, Tensor]:
     """The ``count`` largest eigenvalues (decreasing) of a symmetric ``matrix [n, n]``
     and their eigenvectors ``[n, count]``. Large matrices ask LAPACK for those alone (MRRR,
     scipy's ``subset_by_index``): the same eigenpairs as a full ``eigh``, about half its time
-    at n ~ 2,000, m = 300 on a CPU."""
+    at n ~ 2,000, m = 300 on a CPU. That solver is the CPU's (scipy); on another device the
+    matrix stays there and torch's ``eigh`` solves it."""
     n = matrix.shape[0]
     count = min(count, n)
     if n < SUBSET_EIGH_MIN_SIZE or 2 * count > n or matrix.device.type != "cpu":
@@ -252,17 +253,20 @@ def cross_validated_shrinkage(
     ``EXHAUSTIVE_MAX_ROWS`` rows, and the grid is climbed on their mean score above it
     (`climb_grid`). With fewer than
     ``MIN_ROWS_TO_SELECT`` rows nothing can be scored: the grid's largest value is chosen.
+    Computed on the embeddings' device; the folds are drawn by a CPU generator and moved
+    there, so a seed splits the rows alike on every device.
     """
     n = len(fit_embeddings[0])
     if n < MIN_ROWS_TO_SELECT or folds < 2:
         return ShrinkageSelection(max(grid), "fewest rows: the grid's largest")
-    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
-    in_support = torch.zeros(n, dtype=torch.bool)
-    in_support[torch.as_tensor(support_rows)] = True
+    device = fit_embeddings[0].device
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed)).to(device)
+    in_support = torch.zeros(n, dtype=torch.bool, device=device)
+    in_support[torch.as_tensor(support_rows).to(device)] = True
     rounds = min(rounds, folds)
     scorers = []
     for fold in range(rounds):
-        held = torch.zeros(n, dtype=torch.bool)
+        held = torch.zeros(n, dtype=torch.bool, device=device)
         held[order[fold::folds]] = True
         support = (~held & in_support).nonzero().squeeze(1)
         if len(support) < 2:

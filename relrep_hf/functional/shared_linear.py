@@ -42,7 +42,7 @@ from relrep_hf.functional.statistics import (
     whitening_matrix,
 )
 from relrep_hf.utils.defaults import check_count, is_shrinkage
-from relrep_hf.utils.validation import check_embeddings
+from relrep_hf.utils.validation import check_distinct_names, check_embeddings, check_same_device
 
 Normalization = Literal["none", "encoder", "row"]
 NORMALIZATIONS: tuple[str, ...] = ("none", "encoder", "row")
@@ -322,7 +322,7 @@ def support_positions(support_rows: Tensor, fit_rows: Tensor | None) -> Tensor |
         return support_rows
     position = {int(row): i for i, row in enumerate(fit_rows)}
     found = [position.get(int(row)) for row in support_rows]
-    return None if None in found else torch.tensor(found, dtype=torch.long)
+    return None if None in found else torch.tensor(found, device=support_rows.device)
 
 
 def fit_shared_linear(
@@ -339,7 +339,13 @@ def fit_shared_linear(
     support embeddings ``[K, d_i]``. ``shrinkage="auto"`` chooses it by
     `relrep_hf.functional.regularization.cross_validated_shrinkage` (``support_positions``: the support
     rows among the fit rows); the number of anchors is capped at the rank the data supports
-    (at most K and the sum of the encoders' dimensions)."""
+    (at most K and the sum of the encoders' dimensions). Computed on the embeddings' device
+    (one for every encoder); the mixture comes back there."""
+    check_distinct_names(fit_spaces, what="training encoders")
+    check_same_device(
+        **{f"{n!r} fit embeddings": x for n, x in fit_spaces.items()},
+        **{f"{n!r} support embeddings": x for n, x in support_spaces.items()},
+    )
     names = list(fit_spaces)
     sizes = [len(support_spaces[name]) for name in names]
     check_count(num_anchors, "num_anchors", minimum=0)  # the range: check_encoders_and_size
@@ -347,7 +353,10 @@ def fit_shared_linear(
     selection: dict[str, Any] = {"method": "fixed", "chosen": shrinkage}
     if shrinkage == "auto":
         n = len(fit_spaces[names[0]])
-        positions = torch.arange(n) if support_positions is None else support_positions
+        device = fit_spaces[names[0]].device
+        positions = (
+            torch.arange(n, device=device) if support_positions is None else support_positions
+        )
         chosen = cross_validated_shrinkage(
             [fit_spaces[name] for name in names], positions, num_anchors, eps=eps
         )

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from relrep_hf.utils.validation import as_embeddings, check_embeddings
+from relrep_hf.utils.validation import as_embeddings, check_embeddings, check_same_device
 
 SimilarityName = Literal["wip", "cosine", "inner", "euclidean", "l1", "linf"]
 
@@ -129,18 +129,21 @@ def relative_projection(
     """Relative features ``[..., m]``: ``similarity`` of each row of ``embeddings [..., d]``
     to each anchor of ``anchors [m, d]`` (``mean``/``whitening`` for ``wip``). Embeddings and
     anchors may be tensors, NumPy arrays or lists of floats, of any float dtypes (computed in
-    the wider); NaN / Inf are refused."""
+    the wider), all on one device, where the features are computed; NaN / Inf are refused."""
     get_similarity(similarity)  # validates the name first
     anchors = as_embeddings(anchors, name="anchors")
+    embeddings = as_embeddings(embeddings)
+    device = check_same_device(
+        embeddings=embeddings, anchors=anchors, mean=mean, whitening=whitening
+    )
     check_embeddings(anchors, name="anchors", min_rows=1)
     if anchors.ndim != 2:
         raise ValueError(f"anchors must have shape [m, d], got {tuple(anchors.shape)}.")
-    embeddings = as_embeddings(embeddings)
     check_embeddings(embeddings, dim=anchors.shape[1], dim_hint=" (the anchors' dimension)")
     dtype = torch.promote_types(embeddings.dtype, anchors.dtype)  # float32 with float64: float64
     embeddings, anchors = embeddings.to(dtype), anchors.to(dtype)
-    mean = None if mean is None else torch.as_tensor(mean).to(dtype)
-    whitening = None if whitening is None else torch.as_tensor(whitening).to(dtype)
+    mean = None if mean is None else torch.as_tensor(mean, device=device).to(dtype)
+    whitening = None if whitening is None else torch.as_tensor(whitening, device=device).to(dtype)
     weight, bias = prepare_anchors(anchors, similarity=similarity, mean=mean, whitening=whitening)
     features = apply_prepared(embeddings, weight, bias, similarity=similarity)
     if not bool(torch.isfinite(features).all()):

@@ -6,6 +6,7 @@ so the estimator keeps only ``count``, ``mean`` and the scatter matrix
 ``sum (x - mean)(x - mean)^T`` (O(d^2) memory whatever N is) and merges partial
 results with Chan et al.'s parallel formula. Batches, dataset shards and processes
 all combine the same way, and the result does not depend on how rows were split.
+They live on the device of the rows they were estimated from (`Statistics.to` moves them).
 """
 
 from __future__ import annotations
@@ -18,7 +19,12 @@ import torch
 from torch import Tensor
 
 from relrep_hf.utils.defaults import DEFAULT_EPS, DEFAULT_SHRINKAGE, check_similarity_settings
-from relrep_hf.utils.validation import EmbeddingsLike, as_embeddings, check_embeddings
+from relrep_hf.utils.validation import (
+    EmbeddingsLike,
+    as_embeddings,
+    check_embeddings,
+    check_same_device,
+)
 
 
 @dataclass(frozen=True)
@@ -33,15 +39,24 @@ class Statistics:
     def dim(self) -> int:
         return self.mean.shape[0]
 
+    @property
+    def device(self) -> torch.device:
+        return self.mean.device
+
     @classmethod
-    def empty(cls, dim: int) -> Statistics:
-        zeros = torch.zeros(dim, dtype=torch.float64)
-        return cls(0, zeros, torch.zeros(dim, dim, dtype=torch.float64))
+    def empty(cls, dim: int, device: torch.device | str | None = None) -> Statistics:
+        """No rows yet (merging takes the other side's device: an empty one has no say)."""
+        zeros = torch.zeros(dim, dtype=torch.float64, device=device)
+        return cls(0, zeros, torch.zeros(dim, dim, dtype=torch.float64, device=device))
+
+    def to(self, device: torch.device | str) -> Statistics:
+        """These statistics on ``device`` (still float64), e.g. saved ones for a GPU's rows."""
+        return Statistics(self.count, self.mean.to(device), self.scatter.to(device))
 
     @classmethod
     def from_embeddings(cls, embeddings: EmbeddingsLike, batch_size: int = 65536) -> Statistics:
         """Statistics of ``embeddings [N, d]`` (tensor, NumPy array or list of rows), streamed
-        over row blocks of ``batch_size``."""
+        over row blocks of ``batch_size``, computed (float64) on the embeddings' device."""
         embeddings = as_embeddings(embeddings)
         check_embeddings(embeddings, name="embeddings")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -49,8 +64,11 @@ class Statistics:
         return accumulate(embeddings.split(batch_size), dim=embeddings.shape[-1])
 
     def update(self, batch: EmbeddingsLike) -> Statistics:
-        """These statistics with the rows of ``batch [n, d]`` added."""
+        """These statistics with the rows of ``batch [n, d]`` added (on the batch's device;
+        statistics with rows already must be on it too)."""
         batch = as_embeddings(batch, name="batch")
+        if self.count:
+            check_same_device(statistics=self.mean, batch=batch)
         check_embeddings(batch, dim=self.dim, name="batch")
         rows = batch.detach().reshape(-1, self.dim)
         if rows.shape[0] == 0:
@@ -59,7 +77,7 @@ class Statistics:
         batch_mean = centered.mean(dim=0)
         centered -= batch_mean
         scatter = symmetric_gram(centered)
-        merged = self.merge(Statistics(rows.shape[0], batch_mean.cpu(), scatter.cpu()))
+        merged = self.merge(Statistics(rows.shape[0], batch_mean, scatter))
         if not bool(torch.isfinite(merged.scatter).all()):
             raise ValueError(
                 f"The squares of these embeddings overflow float64 (largest |value| "
@@ -70,7 +88,8 @@ class Statistics:
         return merged
 
     def merge(self, other: Statistics) -> Statistics:
-        """Chan's parallel combination of two disjoint sets of rows."""
+        """Chan's parallel combination of two disjoint sets of rows (one device for both,
+        unless one side holds no rows)."""
         if other.dim != self.dim:
             raise ValueError(
                 f"Cannot merge statistics of dimension {self.dim} with dimension {other.dim}: "
@@ -80,6 +99,7 @@ class Statistics:
             return self
         if self.count == 0:
             return other
+        check_same_device(statistics=self.mean, other_statistics=other.mean)
         count = self.count + other.count
         delta = other.mean - self.mean
         mean = self.mean + delta * (other.count / count)
@@ -172,8 +192,8 @@ def accumulate(batches: Iterable[Tensor], dim: int | None = None) -> Statistics:
 def all_reduce(stats: Statistics) -> Statistics:
     """Merge the statistics of every process of a ``torch.distributed`` group.
 
-    Each rank contributes its own rows; every rank gets the statistics of all rows.
-    A no-op when torch.distributed is not initialised.
+    Each rank contributes its own rows; every rank gets the statistics of all rows, on the
+    device its own were on. A no-op when torch.distributed is not initialised.
     """
     if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
         return stats
@@ -184,17 +204,17 @@ def all_reduce(stats: Statistics) -> Statistics:
     )
     packed = torch.cat(
         [
-            torch.tensor([float(stats.count)], dtype=torch.float64),
+            torch.tensor([float(stats.count)], dtype=torch.float64, device=stats.device),
             stats.mean,
             stats.scatter.flatten(),
         ]
     ).to(device)
     gathered = [torch.empty_like(packed) for _ in range(world)]
     torch.distributed.all_gather(gathered, packed)
-    merged = Statistics.empty(stats.dim)
+    merged = Statistics.empty(stats.dim, stats.device)
     d = stats.dim
     for row in gathered:  # in rank order, so every rank computes the same float64 sums
-        row = row.cpu()
+        row = row.to(stats.device)
         merged = merged.merge(Statistics(int(row[0]), row[1 : d + 1], row[d + 1 :].view(d, d)))
     return merged
 
@@ -207,7 +227,7 @@ def shrunk_covariance(
     covariance = covariance.to(torch.float64)
     d = covariance.shape[-1]
     isotropic = covariance.diagonal().sum() / d
-    identity = torch.eye(d, dtype=torch.float64)
+    identity = torch.eye(d, dtype=torch.float64, device=covariance.device)
     return (1.0 - shrinkage) * covariance + (shrinkage * isotropic + eps) * identity
 
 

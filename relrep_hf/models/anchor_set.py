@@ -48,8 +48,10 @@ from relrep_hf.utils.manifest import write_manifest
 from relrep_hf.utils.publishing_hooks import publisher
 from relrep_hf.utils.validation import (
     as_embeddings,
+    check_distinct_names,
     check_embeddings,
     check_row_indices,
+    check_same_device,
     check_same_rows,
 )
 
@@ -382,6 +384,8 @@ def _checked_rows(
     """The training encoders' embeddings (row-aligned finite tables), the support rows (one per
     support input) and the fit rows, checked."""
     spaces = {n: as_embeddings(x, name=f"{n!r} fit embeddings") for n, x in fit_embeddings.items()}
+    check_distinct_names(spaces, what="training encoders")
+    check_same_device(**{f"{n!r} fit embeddings": x for n, x in spaces.items()})
     num_rows = check_same_rows(spaces, what="fit embeddings")
     support_rows = check_row_indices(support_rows, num_rows, name="support_rows")
     if fit_rows is not None:

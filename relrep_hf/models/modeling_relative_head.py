@@ -29,7 +29,12 @@ from relrep_hf.utils.hub_files import HEAD_METRICS_NAME
 from relrep_hf.utils.io import atomic_write_bytes
 from relrep_hf.utils.manifest import MANIFEST_NAME, manifest_bytes
 from relrep_hf.utils.publishing_hooks import publisher
-from relrep_hf.utils.validation import EmbeddingsLike, as_embeddings, check_finite
+from relrep_hf.utils.validation import (
+    EmbeddingsLike,
+    as_embeddings,
+    check_finite,
+    check_same_device,
+)
 
 __all__ = [
     "HEAD_METRICS_NAME",
@@ -123,9 +128,12 @@ class RelativeHeadForClassification(RelrepPreTrainedModel):
         The loss follows transformers' ``problem_type``: cross-entropy on class indices
         (``single_label_classification``, the default for integer labels), MSE for
         ``regression`` (the default when ``num_labels == 1``), and binary cross-entropy on
-        multi-hot float labels (``multi_label_classification``).
+        multi-hot float labels (``multi_label_classification``). Tensors must be on the
+        head's device (NumPy arrays and lists go there).
         """
-        relative = as_embeddings(relative, name="relative")
+        if isinstance(relative, Tensor):
+            check_same_device(relative_features=relative, head=self.classifier.weight)
+        relative = as_embeddings(relative, name="relative").to(self.classifier.weight.device)
         if relative.ndim == 0 or relative.shape[-1] != self.config.num_anchors:
             raise ValueError(
                 f"Expected relative features with {self.config.num_anchors} columns (the head's "

@@ -34,7 +34,13 @@ from relrep_hf.models.configuration_relative_projector import RelativeProjectorC
 from relrep_hf.models.modeling_utils import RelrepPreTrainedModel
 from relrep_hf.models.remote_code import write_remote_code
 from relrep_hf.utils.hub_files import artifact_kind
-from relrep_hf.utils.validation import EmbeddingsLike, as_embeddings, check_embeddings, check_finite
+from relrep_hf.utils.validation import (
+    EmbeddingsLike,
+    as_embeddings,
+    check_embeddings,
+    check_finite,
+    check_same_device,
+)
 
 if TYPE_CHECKING:
     from relrep_hf.models.anchor_set import AnchorSet
@@ -97,9 +103,13 @@ class RelativeProjector(RelrepPreTrainedModel):
         ``inner``, distances). The whitening and the fused weights are computed in float64 and
         stored in ``dtype``. Extra keyword arguments go to `RelativeProjectorConfig`
         (provenance: ``encoder_id``, ``pooling``, ``layer``, ``anchor_set_id``, ...).
+        Computed on the anchors' device (the statistics must be there too), where the projector
+        is returned.
         """
         spec = get_similarity(similarity)
         anchors = as_embeddings(anchors, name="anchors")
+        if statistics is not None:
+            check_same_device(anchors=anchors, statistics=statistics.mean)
         check_embeddings(anchors, name="anchors", min_rows=1)
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
             raise TypeError(
@@ -124,8 +134,8 @@ class RelativeProjector(RelrepPreTrainedModel):
             **config_kwargs,
         )
         if statistics is None:
-            mean = torch.zeros(d, dtype=torch.float64)
-            whitening = torch.eye(d, dtype=torch.float64)
+            mean = torch.zeros(d, dtype=torch.float64, device=anchors.device)
+            whitening = torch.eye(d, dtype=torch.float64, device=anchors.device)
         else:
             if statistics.dim != d:
                 raise ValueError(
@@ -134,11 +144,12 @@ class RelativeProjector(RelrepPreTrainedModel):
                 )
             mean = statistics.mean
             whitening = whitening_matrix(statistics, shrinkage=config.shrinkage, eps=config.eps)
-        anchors = anchors.detach().cpu().to(torch.float64)
+        anchors = anchors.detach().to(torch.float64)
         weight, bias = prepare_anchors(
             anchors, similarity=similarity, mean=mean, whitening=whitening
         )
-        projector = cls(config).to(torch.float64)  # filled in float64, cast once at the end
+        # filled in float64 on the anchors' device, cast once at the end
+        projector = cls(config).to(device=anchors.device, dtype=torch.float64)
         with torch.no_grad():
             for name, value in [
                 ("mean", mean),
@@ -166,11 +177,16 @@ class RelativeProjector(RelrepPreTrainedModel):
         Embeddings may be tensors, NumPy arrays or lists of floats. Keyword arguments go to
         `from_statistics` (dtype, provenance); the similarity, shrinkage and eps are the anchor
         set's (those its anchors were fitted with) unless given. The projector records the
-        anchor set's fingerprint.
+        anchor set's fingerprint. Computed on the support embeddings' device (the statistics
+        must be there too), where the projector is returned.
         """
         support_embeddings = as_embeddings(support_embeddings, name="support embeddings")
         if statistics is not None and not isinstance(statistics, Statistics):
-            statistics = Statistics.from_embeddings(as_embeddings(statistics))
+            statistics = as_embeddings(statistics, name="statistics embeddings")
+            check_same_device(support_embeddings=support_embeddings, statistics=statistics)
+            statistics = Statistics.from_embeddings(statistics)
+        if statistics is not None:
+            check_same_device(support_embeddings=support_embeddings, statistics=statistics.mean)
         if statistics is not None and statistics.dim != support_embeddings.shape[-1]:
             raise ValueError(
                 f"The statistics are {statistics.dim}-dimensional but the support embeddings "
@@ -227,8 +243,12 @@ class RelativeProjector(RelrepPreTrainedModel):
         The first call warns when the input's row norms contradict the statistics: unit rows
         (L2-normalised, as sentence-transformers returns them) for a projector fitted on
         unnormalised embeddings, or the reverse. Embed the way the projector was built.
+        Tensors must be on the projector's device (NumPy arrays and lists go there); the
+        features come back there.
         """
-        embeddings = as_embeddings(embeddings)
+        if isinstance(embeddings, Tensor):
+            check_same_device(embeddings=embeddings, projector=self.weight)
+        embeddings = as_embeddings(embeddings).to(self.weight.device)
         if not self._norms_checked:
             self._norms_checked = True
             self._check_norms(embeddings)

@@ -285,6 +285,15 @@ def run_labels(run: dict[str, Any]) -> tuple[Tensor, dict[int, str]] | tuple[Non
     data = run_dataset(run)
     values = list(data[column])
     feature = data.features[column]
+    kinds = sorted({type(v).__name__ for v in values})
+    if not isinstance(feature, datasets.ClassLabel) and (
+        len(kinds) > 1 or not set(kinds) <= {"str", "int", "bool"}
+    ):
+        raise RunError(
+            f"The label column {column!r} holds values of kinds {', '.join(kinds)}: labels must "
+            "be all class names (str) or all class numbers (int). Make the column one kind "
+            "(e.g. every label a string)."
+        )
     if isinstance(feature, datasets.ClassLabel):
         names = list(feature.names)
     elif values and isinstance(values[0], str):

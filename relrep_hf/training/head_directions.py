@@ -21,6 +21,7 @@ from torch import Tensor, nn
 from relrep_hf.functional.metrics import weighted_f1
 from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
 from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
+from relrep_hf.utils.validation import check_same_device
 
 __all__ = [
     "DIRECTION_CANDIDATES",
@@ -73,9 +74,10 @@ def choose_num_directions(
             f"Choosing the number of directions needs the features of 2 or more encoders, got "
             f"{len(names)}: pass {{encoder: features}} of the same labelled rows."
         )
+    check_same_device(labels=labels, **{f"{name!r} features": features[name] for name in names})
     n = len(labels)
-    generator = torch.Generator().manual_seed(seed)
-    order = torch.randperm(n, generator=generator)
+    generator = torch.Generator().manual_seed(seed)  # on the CPU: the same split on any device
+    order = torch.randperm(n, generator=generator).to(labels.device)
     held_rows = order[: max(1, round(VALIDATION_FRACTION * n))]
     fit_rows = order[len(held_rows) :]
     if len(fit_rows) == 0:
@@ -118,6 +120,7 @@ def _fit_head(
     torch.manual_seed(seed)
     kwargs = {**config.to_dict(), "num_directions": num_directions, "direction_selection": None}
     head = RelativeHeadForClassification(RelativeHeadConfig(**_config_fields(kwargs)))
+    head.to(features.device)  # trained where the features are
     decay = [p for name, p in head.named_parameters() if name.endswith("weight") and p.ndim == 2]
     rest = [
         p for name, p in head.named_parameters() if not (name.endswith("weight") and p.ndim == 2)
@@ -133,7 +136,9 @@ def _fit_head(
     generator = torch.Generator().manual_seed(seed)
     head.train()
     for _ in range(training["num_train_epochs"]):
-        for rows in torch.randperm(len(labels), generator=generator).split(batch):
+        # drawn on the CPU, where the seeded generator is: the same batches on every device
+        order = torch.randperm(len(labels), generator=generator).to(features.device)
+        for rows in order.split(batch):
             loss = nn.functional.cross_entropy(head.logits_of(features[rows]), labels[rows])
             optimizer.zero_grad()
             loss.backward()

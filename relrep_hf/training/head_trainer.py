@@ -32,7 +32,7 @@ from relrep_hf.models.modeling_relative_head import (
 )
 from relrep_hf.training.head_arguments import HeadTrainingArguments
 from relrep_hf.training.head_directions import choose_num_directions
-from relrep_hf.utils.validation import as_embeddings, check_embeddings
+from relrep_hf.utils.validation import as_embeddings, check_distinct_names, check_embeddings
 
 __all__ = ["HeadTrainOutput", "HeadTrainer", "HeadTrainingArguments", "train_in_memory"]
 
@@ -56,9 +56,14 @@ class HeadTrainer:
             features of the same rows, ``{encoder: [N, m]}``: one head across them (rows
             stacked), reading the number of leading features chosen by leave-one-encoder-out
             transfer among them (``args.choose_directions``) when its config leaves it unset.
-        train_labels: class indices ``[N]`` (float ``[N, C]`` for multi-label heads).
+        train_labels: class indices ``[N]`` (or a column ``[N, 1]``; float ``[N, C]`` for
+            multi-label heads).
         eval_relative, eval_labels: evaluation features (one tensor or ``{encoder: [N, m]}``)
             and labels (optional).
+
+    Features may be on any device (each encoder's on its own): they are held on the CPU as
+    float32, and `transformers.Trainer` moves each batch to its own device (``args.device``:
+    the GPU when there is one), where the head is trained.
 
     Example:
         >>> import torch
@@ -112,6 +117,7 @@ class HeadTrainer:
                 f"{split}_relative is an empty mapping: pass {{encoder: [N, m] features}} of one "
                 f"or more encoders."
             )
+        check_distinct_names(relative, what=f"encoders of {split}_relative")
         features, ids = {}, None
         for name, values in relative.items():
             features[str(name)], ids = self._as_tensors(
@@ -123,6 +129,7 @@ class HeadTrainer:
         self, relative: Any, labels: Any, split: str, name: str | None = None
     ) -> tuple[Tensor, Tensor]:
         name = name or f"{split}_relative"
+        # held on the CPU: the Trainer moves each batch to its device (class docstring)
         relative = as_embeddings(relative, name=name).detach().to("cpu", torch.float32)
         m = self.model.config.num_anchors
         check_embeddings(
@@ -131,6 +138,14 @@ class HeadTrainer:
         if relative.ndim != 2:
             raise ValueError(f"{name} must have shape [N, {m}], got {tuple(relative.shape)}.")
         labels = self._label_ids(labels, split)
+        if labels.ndim == 2 and labels.shape[1] == 1 and not labels.is_floating_point():
+            labels = labels[:, 0]  # a column of class indices
+        if labels.ndim != 1 and not labels.is_floating_point():
+            raise ValueError(
+                f"{split}_labels must be class indices of shape [N] (or [N, 1]), got shape "
+                f"{tuple(labels.shape)} of dtype {labels.dtype}. Multi-hot labels are floats "
+                "[N, num_labels]."
+            )
         if labels.shape[0] != relative.shape[0]:
             raise ValueError(
                 f"{split}_labels has {labels.shape[0]} rows but {name} has {relative.shape[0]}: "
@@ -264,10 +279,12 @@ class HeadTrainer:
 
     @torch.no_grad()
     def predict_logits(self, relative: Tensor | np.ndarray) -> Tensor:
-        """The head's logits ``[N, C]`` (CPU, float32) for features ``[N, m]``, in eval mode."""
-        relative = as_embeddings(relative, name="relative").to(torch.float32)
-        predictions = self._trainer().predict(_Features(relative)).predictions
-        return torch.from_numpy(np.asarray(predictions)).float()
+        """The head's logits ``[N, C]`` (float32) for features ``[N, m]``, in eval mode, on the
+        features' device (the Trainer computes them on its own)."""
+        relative = as_embeddings(relative, name="relative")
+        features = relative.detach().to("cpu", torch.float32)
+        predictions = self._trainer().predict(_Features(features)).predictions
+        return torch.from_numpy(np.asarray(predictions)).float().to(relative.device)
 
     def evaluate(
         self, relative: Tensor | np.ndarray | None = None, labels: Any = None, prefix: str = "eval"

@@ -32,7 +32,7 @@ from relrep_hf.functional.least_squares import (
 )
 from relrep_hf.functional.statistics import Statistics, symmetric_power
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
-from relrep_hf.utils.validation import check_embeddings
+from relrep_hf.utils.validation import check_embeddings, check_same_device
 
 __all__ = [
     "INVERTIBLE_SIMILARITIES",
@@ -117,7 +117,9 @@ class RelativeInverse(nn.Module):
         return self.rank == self.hidden_size and self.ridge == 0.0
 
     def forward(self, relative: Tensor) -> Tensor:
-        """Absolute embeddings ``[..., d]`` of relative features ``[..., m]``."""
+        """Absolute embeddings ``[..., d]`` of relative features ``[..., m]`` (on the
+        inverse's device: its projector's)."""
+        check_same_device(relative_features=relative, inverse=self.weight)
         check_embeddings(
             relative,
             dim=self.num_anchors,

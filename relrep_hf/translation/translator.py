@@ -40,7 +40,7 @@ from relrep_hf.translation.inverse import (
     invert,
     relative_inverse,
 )
-from relrep_hf.utils.validation import check_embeddings
+from relrep_hf.utils.validation import check_embeddings, check_same_device
 
 __all__ = [
     "INVERTIBLE_SIMILARITIES",
@@ -74,9 +74,11 @@ def translate(
     """Source embeddings ``x [..., d_s]`` mapped into the target space ``[..., d_t]``.
 
     ``target(inverse)(source(x))``: project onto the shared anchors with the source
-    projector, invert with the target's. ``target`` may be a prebuilt inverse.
+    projector, invert with the target's. ``target`` may be a prebuilt inverse. ``x`` and both
+    projectors must be on one device, where the result is computed.
     """
     check_same_anchor_set(source, target, names=("source projector", "target"))
+    check_same_device(embeddings=x, source_projector=source.weight, target=target.weight)
     if isinstance(target, RelativeProjector):
         target = relative_inverse(target, ridge=ridge, target_norm=target_norm)
     return target(source(x))
@@ -86,8 +88,9 @@ def translation_map(
     source: RelativeProjector, target: RelativeProjector | RelativeInverse, *, ridge: float = 0.0
 ) -> AffineMap:
     """:func:`translate` for ``wip``/``inner`` fused into one ``[d_s, d_t]`` affine map:
-    ``x -> x (W_src W_inv) + (b_src W_inv + b_inv)``."""
+    ``x -> x (W_src W_inv) + (b_src W_inv + b_inv)``, on the projectors' (one) device."""
     check_same_anchor_set(source, target, names=("source projector", "target"))
+    check_same_device(source_projector=source.weight, target=target.weight)
     if isinstance(target, RelativeProjector):
         target = relative_inverse(target, ridge=ridge)
     return AffineMap(source.weight, source.bias).then(target.as_affine_map())
@@ -110,6 +113,7 @@ class LatentTranslator(nn.Module):
     ):
         super().__init__()
         check_same_anchor_set(source, target, names=("source projector", "target"))
+        check_same_device(source_projector=source.weight, target=target.weight)
         if isinstance(target, RelativeProjector):
             target = relative_inverse(target, ridge=ridge, target_norm=target_norm)
         self.source = source
@@ -156,7 +160,9 @@ def evaluate_translation(
     true target rows; with ``target_head`` (a callable giving logits ``[n, classes]``, trained
     on the target's absolute embeddings) and ``labels`` (class indices into those logits),
     also ``head_accuracy`` on the translated rows and ``head_accuracy_target`` on the true ones.
+    Both tables on one device, where the scores are computed.
     """
+    check_same_device(translated=translated, target=target)
     check_embeddings(translated, name="translated", min_rows=2)
     check_embeddings(target, name="target", min_rows=2)
     if translated.shape != target.shape or translated.ndim != 2:

@@ -163,3 +163,43 @@ def check_paired_rows(first: Tensor, second: Tensor, *, names: tuple[str, str], 
     check_embeddings(second, name=names[1], min_rows=2)
     if first.ndim != 2 or second.ndim != 2 or first.shape[0] != second.shape[0]:
         raise ValueError(f"Need {need}, got {tuple(first.shape)} and {tuple(second.shape)}.")
+
+
+class DeviceMismatchError(ValueError):
+    """Tensors that one computation combines live on different devices."""
+
+
+def check_same_device(**tensors: Tensor | None) -> torch.device | None:
+    """The one device of ``tensors`` (``None`` values skipped; ``None`` when none is given).
+
+    Every entry point computes where its inputs are, so they must all be on one device:
+    otherwise a `DeviceMismatchError` names each input's device and how to fix it, instead of
+    torch's "Expected all tensors to be on the same device" from deep inside the math. Called
+    before any value is read (so a tensor on another device is never touched). Names are
+    keyword names with ``_`` read as a space (``support_embeddings=x``).
+    """
+    devices = {name: t.device for name, t in tensors.items() if isinstance(t, Tensor)}
+    if len(set(devices.values())) <= 1:
+        return next(iter(devices.values()), None)
+    listed = ", ".join(f"{name.replace('_', ' ')} on {device}" for name, device in devices.items())
+    first, second = list(dict.fromkeys(devices.values()))[:2]
+    raise DeviceMismatchError(
+        f"Tensors on different devices: {listed}. Every input of one call must be on one "
+        f"device (computations run where the inputs are): move them with .to({str(first)!r}) "
+        f"or .to({str(second)!r}) first."
+    )
+
+
+def check_distinct_names(mapping: Any, *, what: str = "encoders") -> None:
+    """Refuse ``{encoder: tensor}`` keys that are the same once written as text (``1`` and
+    ``"1"``): names are stored and compared as strings, so one encoder would silently replace
+    the other."""
+    seen: dict[str, Any] = {}
+    for key in mapping:
+        if str(key) in seen:
+            raise ValueError(
+                f"The {what} {seen[str(key)]!r} and {key!r} have the same name once written as "
+                f"text ({str(key)!r}): one would silently replace the other. Give every encoder "
+                "a distinct name (e.g. all str)."
+            )
+        seen[str(key)] = key

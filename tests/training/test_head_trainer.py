@@ -145,3 +145,19 @@ def test_train_in_memory_is_the_trainer_with_nothing_written(tmp_path, monkeypat
     assert returned is quiet and not quiet.training
     assert all(torch.equal(quiet.state_dict()[k], v) for k, v in head.state_dict().items())
     assert not any(tmp_path.iterdir())  # neither run wrote a file
+
+
+def test_a_column_of_class_indices_trains_as_its_flat_labels():
+    """Labels ``[N, 1]`` (a column, as a DataFrame or a reshape gives them) are the labels
+    ``[N]``: the same head, with the directions chosen across two encoders (issue #37: this
+    failed inside the choice with torch's "repeat dims" error)."""
+    x, y = toy_problem(120)
+    features = {"a": x, "b": x + 0.01}
+    heads = []
+    for labels in (y, y[:, None]):
+        torch.manual_seed(123)
+        head = RelativeHeadForClassification(RelativeHeadConfig(num_anchors=12, num_labels=3))
+        heads.append(train_in_memory(head, features, labels, num_train_epochs=1, seed=0))
+    flat, column = (h.state_dict() for h in heads)
+    assert heads[1].config.num_directions is not None
+    assert all(torch.equal(column[k], v) for k, v in flat.items())
