@@ -82,7 +82,7 @@ def fingerprint(
     shape and bytes), the support inputs in order, the mixing kind and the similarity
     settings. Two anchor sets with the same fingerprint give the same features."""
     digest = hashlib.sha256()
-    tensor = mixture.detach().cpu().contiguous()
+    tensor = mixture.detach().cpu().contiguous()  # its bytes, read on the CPU whatever the device
     digest.update(f"{tensor.dtype}{tuple(tensor.shape)}{mixing}".encode())
     digest.update(tensor.view(torch.uint8).numpy().tobytes())
     digest.update(json.dumps(list(support), sort_keys=True, ensure_ascii=False).encode())

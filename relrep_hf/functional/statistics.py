@@ -135,7 +135,7 @@ class Statistics:
     def to_dict(self) -> dict[str, Tensor]:
         """Tensors for safetensors (the count as a 0-d int64 tensor)."""
         return {
-            "count": torch.tensor(self.count, dtype=torch.int64),
+            "count": torch.tensor(self.count, dtype=torch.int64, device=self.device),
             "mean": self.mean.contiguous(),
             "scatter": self.scatter.contiguous(),
         }
