@@ -4,7 +4,12 @@ import numpy as np
 import pytest
 import torch
 
-from relrep_hf.utils.validation import as_embeddings
+from relrep_hf.utils.validation import (
+    DeviceMismatchError,
+    as_embeddings,
+    check_distinct_names,
+    check_same_device,
+)
 
 
 def test_numpy_is_shared_and_keeps_its_dtype():
@@ -43,3 +48,18 @@ def test_a_tensor_is_returned_as_it_is():
 def test_what_cannot_be_embeddings_is_named(value, error, match):
     with pytest.raises(error, match=match):
         as_embeddings(value)
+
+
+def test_check_same_device_returns_the_one_device_and_names_each_otherwise():
+    cpu, meta = torch.zeros(2), torch.empty(2, device="meta")
+    assert check_same_device(a=cpu, b=cpu, c=None) == torch.device("cpu")
+    assert check_same_device(a=None) is None and check_same_device() is None
+    with pytest.raises(DeviceMismatchError, match=r"support embeddings on cpu, mean on meta\."):
+        check_same_device(support_embeddings=cpu, mean=meta)
+    assert issubclass(DeviceMismatchError, ValueError)
+
+
+def test_check_distinct_names_refuses_names_equal_as_text():
+    check_distinct_names({"a": 1, "b": 2, 3: 4})
+    with pytest.raises(ValueError, match=r"1 and '1' have the same name"):
+        check_distinct_names({1: None, "1": None})
