@@ -39,6 +39,10 @@ from relrep_hf.functional.regularization import top_eigenpairs
 from relrep_hf.functional.statistics import blocked_gram, symmetric_gram
 from relrep_hf.training.head_directions import choose_num_directions
 from relrep_hf.training.head_trainer import train_in_memory
+from relrep_hf.training.shared_linear_trainer import (
+    SharedLinearTuningArguments,
+    fine_tune_shared_linear,
+)
 from relrep_hf.translation.translator import (
     LatentTranslator,
     evaluate_translation,
@@ -165,6 +169,20 @@ def test_param_trainer(device, tmp_path):
         assert_same(anchor_set.mixture, expected.mixture, rtol=1e-5, atol=1e-6)
     support = spaces["e2"][[ref["index"] for ref in anchor_set.support]]
     projector = RelativeProjector.from_anchor_set(anchor_set, support, spaces["e2"])
+    assert_on(device, projector(spaces["e2"]))
+
+
+def test_shared_linear_fine_tuning(device):
+    spaces = on(device)
+    training = {"e0": spaces["e0"], "e1": spaces["e1"]}
+    closed_form = AnchorSet.shared_linear(SUPPORT, training, 5, support_rows=range(24))
+    args = SharedLinearTuningArguments(num_train_epochs=1, train_batch_size=64)
+    tuned = fine_tune_shared_linear(closed_form, training, support_rows=range(24), args=args)
+    expected = fine_tune_shared_linear(anchor_set_of("shared_linear", on(torch.device("cpu"))),
+                                       {n: SPACES[n].double() for n in ("e0", "e1")},
+                                       support_rows=range(24), args=args)  # fmt: skip
+    assert_same(tuned.mixture, expected.mixture, rtol=1e-4, atol=1e-5)  # the trainer's device
+    projector = RelativeProjector.from_anchor_set(tuned, spaces["e2"][:24], spaces["e2"])
     assert_on(device, projector(spaces["e2"]))
 
 
