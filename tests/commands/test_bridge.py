@@ -1,0 +1,109 @@
+"""``relrep-hf bridge`` end to end on a small run folder: the new encoder is a tiny BERT
+sentence-transformers model (16-d); the old one, whose vectors are the index, is that model
+followed by a fixed affine ``Dense`` (24-d), so a good bridge gives the old vectors back. The run
+embeds the bundled sentences with both (precomputed files), is fitted, and the command appends
+the map it fits (new -> old) to the new model's folder."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from sentence_transformers import SentenceTransformer
+from sentence_transformers.base.modules import Dense
+
+from relrep_hf.cli import main
+from relrep_hf.encoding.corpora import load_sentences
+from relrep_hf.migration.bridge import Bridge
+from relrep_hf.migration.map import MigrationMap
+from tests.migration.test_bridge import NEW_DIM, OLD_DIM, tiny_sentence_transformer
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+ROWS, TEST = 160, 30
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """The run folder (fitted), the new model's folder and both models."""
+    root = tmp_path_factory.mktemp("bridge-run")
+    new = tiny_sentence_transformer(root / "bert", NEW_DIM, seed=1)
+    new.save(str(root / "new-model"))
+    torch.manual_seed(2)
+    dense = Dense(NEW_DIM, OLD_DIM, activation_function=None)
+    old = SentenceTransformer(modules=[*new, dense], device="cpu")
+    other = tiny_sentence_transformer(root / "other", 12, seed=3)  # the run holds one out
+    texts = list(load_sentences(ROWS)["text"])
+    argv = ["--quiet", "embed", str(root / "run"), "--limit", str(ROWS), "--test-size", str(TEST)]
+    for name, model in (("old", old), ("new", new), ("other", other)):
+        np.save(root / f"{name}.npy", model.encode(texts))
+        argv += ["--embeddings", f"{name}={root / f'{name}.npy'}"]
+    assert main(argv) == 0
+    assert main(["--quiet", "fit", str(root / "run"), "--num-anchors", "8"]) == 0
+    return {"root": root, "run": root / "run", "new": new, "old": old, "texts": texts}
+
+
+def bridged_map(folder) -> MigrationMap:
+    modules = json.loads((folder / "modules.json").read_text())
+    assert modules[-1]["type"] == "relrep_hf.migration.bridge.Bridge"
+    return MigrationMap.from_pretrained(folder / modules[-1]["path"])
+
+
+def test_bridge_from_a_run_gives_the_old_vectors_back(setup, capsys):
+    out = setup["root"] / "bridged"
+    argv = ["--quiet", "bridge", str(setup["run"]), "--source", "old", "--target", "new"]
+    assert main([*argv, "--model", str(setup["root"] / "new-model"), "--out", str(out)]) == 0
+    assert "trust_remote_code=True" in capsys.readouterr().out
+    bridge_map = bridged_map(out)
+    assert (bridge_map.info["source"], bridge_map.info["target"]) == ("new", "old")
+    assert bridge_map.info["direction"] == "queries"
+
+    model = SentenceTransformer(str(out), trust_remote_code=True, device="cpu")
+    assert isinstance(model[-1], Bridge) and model.get_embedding_dimension() == OLD_DIM
+    queries = setup["texts"][-TEST:]  # the run's test rows: not among the fitted rows
+    bridged = model.encode(queries, convert_to_tensor=True)
+    new = setup["new"].encode(queries, convert_to_tensor=True)
+    torch.testing.assert_close(bridged, bridge_map(new), atol=1e-5, rtol=0)
+    # the old encoder is an affine function of the new one: the bridge recovers its vectors
+    old = setup["old"].encode(queries, convert_to_tensor=True)
+    assert torch.nn.functional.cosine_similarity(bridged, old).min() > 0.99
+
+
+def test_bridge_from_a_saved_map(setup, tmp_path):
+    bridge_map = MigrationMap(torch.randn(NEW_DIM, OLD_DIM), torch.zeros(OLD_DIM))
+    bridge_map.save_pretrained(tmp_path / "map")
+    argv = ["--quiet", "bridge", "--map", str(tmp_path / "map")]
+    argv += ["--model", str(setup["root"] / "new-model"), "--out", str(tmp_path / "out")]
+    assert main(argv) == 0
+    torch.testing.assert_close(bridged_map(tmp_path / "out").weight, bridge_map.weight)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--map", "MAP", "--source", "old"], "not both"),
+        ([], "or --map MAP"),
+        (["--map", "MAP", "--out-is-model"], "is the --model folder itself"),
+        (["--map", "MAP", "--out-has-files"], "no sentence-transformers model"),
+    ],
+)
+def test_bad_invocations_are_refused(setup, tmp_path, capsys, extra, message):
+    model = setup["root"] / "new-model"
+    out = tmp_path / "out"
+    if "--out-is-model" in extra:
+        out = model
+    if "--out-has-files" in extra:
+        out.mkdir()
+        (out / "notes.txt").write_text("keep me")
+    MigrationMap(torch.ones(NEW_DIM, OLD_DIM), torch.zeros(OLD_DIM)).save_pretrained(
+        tmp_path / "map"
+    )
+    flags = [
+        str(tmp_path / "map") if f == "MAP" else f for f in extra if not f.startswith("--out-")
+    ]
+    assert main(["bridge", *flags, "--model", str(model), "--out", str(out)]) == 2
+    assert message in " ".join(capsys.readouterr().err.split())
+    if "--out-has-files" in extra:
+        assert [p.name for p in out.iterdir()] == ["notes.txt"]
