@@ -149,11 +149,11 @@ class Bridge(Module):
             revision=revision,
             local_files_only=local_files_only,
         )
-        where = f"{model_name_or_path!r}" + (f" (subfolder {subfolder!r})" if subfolder else "")
+        source = f"{model_name_or_path}/{subfolder}" if subfolder else str(model_name_or_path)
         verify_folder(
-            folder, required=(BRIDGE_CONFIG_FILE, MIGRATION_MAP_FILE), what="bridge", source=where
+            folder, required=(BRIDGE_CONFIG_FILE, MIGRATION_MAP_FILE), what="bridge", source=source
         )
-        return cls(MigrationMap.from_pretrained(folder), **_read_config(Path(folder), where))
+        return cls(MigrationMap.from_pretrained(folder), **_read_config(Path(folder), source))
 
 
 def bridge_embeddings(migration_map: MigrationMap, embeddings: Tensor) -> Tensor:
@@ -183,8 +183,9 @@ def bridge_embeddings(migration_map: MigrationMap, embeddings: Tensor) -> Tensor
     return out.reshape(*embeddings.shape[:-1], migration_map.out_features)
 
 
-def _read_config(folder: Path, where: str) -> dict[str, Any]:
+def _read_config(folder: Path, source: str) -> dict[str, Any]:
     """``bridge.json``, with its keys checked against `Bridge.config_keys`."""
+    where = repr(source)
     try:
         config = json.loads((folder / BRIDGE_CONFIG_FILE).read_text())
     except (OSError, ValueError) as error:

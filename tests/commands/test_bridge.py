@@ -7,6 +7,7 @@ the map it fits (new -> old) to the new model's folder."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +23,7 @@ from tests.migration.test_bridge import NEW_DIM, OLD_DIM, tiny_sentence_transfor
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
+REPO = Path(__file__).resolve().parents[2]
 ROWS, TEST = 160, 30
 
 
@@ -107,3 +109,46 @@ def test_bad_invocations_are_refused(setup, tmp_path, capsys, extra, message):
     assert message in " ".join(capsys.readouterr().err.split())
     if "--out-has-files" in extra:
         assert [p.name for p in out.iterdir()] == ["notes.txt"]
+
+
+PUSH_AND_PULL = r"""
+import sys
+from pathlib import Path
+import numpy as np
+from sentence_transformers import SentenceTransformer
+from relrep_hf.cli import main
+
+map_folder, model, out, texts_file = sys.argv[1:5]
+argv = ["--quiet", "bridge", "--map", map_folder, "--model", model, "--out", out]
+assert main([*argv, "--push-to-hub", "tester/new-bridged"]) == 0
+pulled = SentenceTransformer("tester/new-bridged", trust_remote_code=True, device="cpu")
+np.save(Path(out).parent / "pulled.npy", pulled.encode(Path(texts_file).read_text().splitlines()))
+print("pulled ok")
+"""
+
+
+@pytest.mark.slow
+def test_push_to_hub_and_pull(setup, tmp_path):
+    """The bridged model pushed by the command and loaded back from the Hub (the local server:
+    a client interpreter, since huggingface_hub reads ``HF_ENDPOINT`` at import)."""
+    from tests.fixtures.hub_server import LocalHub, hub_env, run_client
+
+    bridge_map = MigrationMap(torch.randn(NEW_DIM, OLD_DIM), torch.randn(OLD_DIM))
+    bridge_map.save_pretrained(tmp_path / "map")
+    queries = setup["texts"][:8]
+    (tmp_path / "texts.txt").write_text("\n".join(queries))
+    with LocalHub() as hub:
+        env = hub_env(hub, tmp_path / "client", PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+        env |= {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error"}
+        args = [
+            tmp_path / "map",
+            setup["root"] / "new-model",
+            tmp_path / "out",
+            tmp_path / "texts.txt",
+        ]
+        assert "pulled ok" in run_client(PUSH_AND_PULL, env, *args, timeout=600, cwd=tmp_path)
+        files = set(hub.server.repo("tester/new-bridged").resolve("main").files)
+    assert {"modules.json", "2_Bridge/bridge.json", "2_Bridge/manifest.json"} <= files
+    expected = bridge_map(setup["new"].encode(queries, convert_to_tensor=True))
+    pulled = torch.from_numpy(np.load(tmp_path / "pulled.npy"))
+    torch.testing.assert_close(pulled, expected, atol=1e-5, rtol=0)
