@@ -65,30 +65,25 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from relrep_hf.migration.bridge import BridgeError, append_bridge, check_bridge_out
-
-    _check_sources(args)
-    model_folder = Path(args.model)
-    if model_folder.is_dir() and model_folder.resolve() == args.out.resolve():
-        raise BridgeError(
-            f"--out {args.out} is the --model folder itself: the new model would be replaced by "
-            "the bridged one. Save the bridged model to another folder."
-        )
-    check_bridge_out(args.out)
-    migration_map = _bridge_map(args)
     from sentence_transformers import SentenceTransformer
 
+    from relrep_hf.migration.bridge import append_bridge, save_bridged_model
+
+    _check_sources(args)
+    _check_out(args)
     model = SentenceTransformer(
         args.model, device="cpu", trust_remote_code=args.trust_remote_code, token=args.token
     )
+    if args.map_path is None:  # before the fit: a wrong model fails fast
+        _check_model_gives_run_rows(model, args.model, args.run_dir, args.target)
+    migration_map = _bridge_map(args)
     append_bridge(model, migration_map)
-    from relrep_hf.migration.bridge import save_bridged_model
-
     save_bridged_model(model, args.out)
     chosen = migration_map.info.get("chosen")
     print(
-        f"Saved {args.model} with a bridge into {migration_map.info.get('target') or 'the old'} "
-        f"space ({migration_map.in_features}-d -> {migration_map.out_features}-d, {chosen}) to "
+        f"Saved {args.model} with a bridge into the space of "
+        f"{migration_map.info.get('target') or 'the old encoder'} "
+        f"({migration_map.in_features}-d -> {migration_map.out_features}-d, {chosen}) to "
         f"{args.out}; load it with SentenceTransformer({str(args.out)!r}, trust_remote_code=True)"
     )
     if args.push_to_hub:
@@ -102,6 +97,19 @@ def run(args: argparse.Namespace) -> None:
             revision=args.revision,
         )
         print(f"{args.push_to_hub}: {commit}")
+
+
+def _check_out(args: argparse.Namespace) -> None:
+    """--out: not the --model folder, and nothing but a sentence-transformers model in it."""
+    from relrep_hf.migration.bridge import BridgeError, check_bridge_out
+
+    model_folder = Path(args.model)
+    if model_folder.is_dir() and model_folder.resolve() == args.out.resolve():
+        raise BridgeError(
+            f"--out {args.out} is the --model folder itself: the new model would be replaced by "
+            "the bridged one. Save the bridged model to another folder."
+        )
+    check_bridge_out(args.out)
 
 
 def _check_sources(args: argparse.Namespace) -> None:
@@ -135,3 +143,37 @@ def _bridge_map(args: argparse.Namespace):
 
     # new -> old, scored as the bridge is used: mapped new-model queries search the old rows
     return run_migration_map(args.run_dir, args.target, args.source, direction="queries")
+
+
+CHECK_ROWS = 8  # training rows re-embedded by --model to check it is the run's --target
+CHECK_TOLERANCE = 1e-3  # relative: float32 encoders differ by ~1e-6 with the batch's padding
+
+
+def _check_model_gives_run_rows(model, name: str, run_dir: Path, target: str) -> None:
+    """Refuse a --model whose ``encode`` is not the space the run's --target rows are in (another
+    model, pooling or a ``Normalize`` more or less): the map would be fitted on other vectors
+    than the ones the bridge receives."""
+    from relrep_hf.migration.bridge import BridgeError
+    from relrep_hf.pipeline.run_folder import RunError, read_run, run_dataset, run_embeddings
+
+    run = read_run(run_dir, fitted=True)
+    entry = next((e for e in run["encoders"] if e["name"] == target), None)
+    if entry is None:
+        names = [e["name"] for e in run["encoders"]]
+        raise RunError(f"Unknown encoder {target!r}; the run's encoders are {names}.")
+    rows = run["train_rows"][:CHECK_ROWS]
+    texts = run_dataset(run)[entry.get("column") or run["dataset"]["column"]]
+    stored = run_embeddings(run_dir, run)[target][rows].double()  # [r, d]
+    encoded = model.encode([texts[i] for i in rows], convert_to_tensor=True).cpu().double()
+    if encoded.shape != stored.shape:
+        difference = float("inf")
+    else:
+        difference = float((encoded - stored).norm() / stored.norm().clamp_min(1e-12))
+    if not difference <= CHECK_TOLERANCE:
+        raise BridgeError(
+            f"The encode of --model {name} does not give the run's {target!r} rows (relative difference "
+            f"{difference:.3g} on {len(rows)} training rows, {tuple(encoded.shape)} against "
+            f"{tuple(stored.shape)}): the bridge would receive other vectors than the map was "
+            f"fitted on. Give --model the sentence-transformers model that embedded {target!r}, "
+            "with the same modules (pooling, Normalize), or fit the map yourself and pass --map."
+        )

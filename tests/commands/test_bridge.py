@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 from sentence_transformers import SentenceTransformer
-from sentence_transformers.base.modules import Dense
+from sentence_transformers.base.modules import Dense, Normalize
 
 from relrep_hf.cli import main
 from relrep_hf.encoding.corpora import load_sentences
@@ -33,6 +33,8 @@ def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("bridge-run")
     new = tiny_sentence_transformer(root / "bert", NEW_DIM, seed=1)
     new.save(str(root / "new-model"))
+    # the same encoder with a Normalize more: not the space of the run's rows
+    SentenceTransformer(modules=[*new, Normalize()], device="cpu").save(str(root / "normalized"))
     torch.manual_seed(2)
     dense = Dense(NEW_DIM, OLD_DIM, activation_function=None)
     old = SentenceTransformer(modules=[*new, dense], device="cpu")
@@ -73,6 +75,15 @@ def test_bridge_from_a_run_gives_the_old_vectors_back(setup, capsys):
     assert torch.nn.functional.cosine_similarity(bridged, old).min() > 0.99
 
 
+def test_a_model_that_does_not_give_the_run_rows_is_refused(setup, tmp_path, capsys):
+    argv = ["bridge", str(setup["run"]), "--source", "old", "--target", "new"]
+    argv += ["--model", str(setup["root"] / "normalized"), "--out", str(tmp_path / "out")]
+    assert main(argv) == 2
+    error = " ".join(capsys.readouterr().err.split())
+    assert "normalized does not give the run's 'new' rows (relative difference" in error
+    assert not (tmp_path / "out").exists()
+
+
 def test_bridge_from_a_saved_map(setup, tmp_path):
     bridge_map = MigrationMap(torch.randn(NEW_DIM, OLD_DIM), torch.zeros(OLD_DIM))
     bridge_map.save_pretrained(tmp_path / "map")
@@ -89,6 +100,8 @@ def test_bridge_from_a_saved_map(setup, tmp_path):
         ([], "or --map MAP"),
         (["--map", "MAP", "--out-is-model"], "is the --model folder itself"),
         (["--map", "MAP", "--out-has-files"], "no sentence-transformers model"),
+        (["RUN", "--source", "old", "--target", "nope"], "Unknown encoder 'nope'"),
+        (["RUN", "--source", "old"], "needs the run folder, --source"),
     ],
 )
 def test_bad_invocations_are_refused(setup, tmp_path, capsys, extra, message):
@@ -102,9 +115,8 @@ def test_bad_invocations_are_refused(setup, tmp_path, capsys, extra, message):
     MigrationMap(torch.ones(NEW_DIM, OLD_DIM), torch.zeros(OLD_DIM)).save_pretrained(
         tmp_path / "map"
     )
-    flags = [
-        str(tmp_path / "map") if f == "MAP" else f for f in extra if not f.startswith("--out-")
-    ]
+    paths = {"MAP": str(tmp_path / "map"), "RUN": str(setup["run"])}
+    flags = [paths.get(f, f) for f in extra if not f.startswith("--out-")]
     assert main(["bridge", *flags, "--model", str(model), "--out", str(out)]) == 2
     assert message in " ".join(capsys.readouterr().err.split())
     if "--out-has-files" in extra:
