@@ -230,7 +230,10 @@ def append_bridge(
         )
     parameter = next(model.parameters(), None)
     dtype = parameter.dtype if parameter is not None else migration_map.weight.dtype
-    model.append(Bridge(migration_map).to(model.device, dtype))
+    weight, bias = (
+        t.detach().to(model.device, dtype) for t in (migration_map.weight, migration_map.bias)
+    )
+    model.append(Bridge(MigrationMap(weight, bias, migration_map.info)))  # the caller's map kept
     return model
 
 

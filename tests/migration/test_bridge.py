@@ -120,6 +120,14 @@ def test_append_bridge_takes_a_saved_map_and_refuses_a_second_bridge(models, bri
     assert isinstance(model[-1], Bridge) and model.get_embedding_dimension() == OLD_DIM
     with pytest.raises(BridgeError, match="already has a Bridge"):
         append_bridge(model, bridge_map)
+    double = MigrationMap(bridge_map.weight.double(), bridge_map.bias.double())
+    model = append_bridge(SentenceTransformer(modules=[*models["new"]], device="cpu"), double)
+    assert model[-1].migration_map.weight.dtype == torch.float32  # stored in the model's dtype
+    assert double.weight.dtype == torch.float64  # and the caller's map left as it was
+    with pytest.raises(BridgeError, match="holds a MigrationMap, got str"):
+        Bridge("me/new-to-old")
+    with pytest.raises(BridgeError, match="safetensors only"):
+        model[-1].save(str(tmp_path / "unsafe"), safe_serialization=False)
 
 
 def test_a_map_fitted_on_another_model_is_refused(models, bridge_map):
