@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from relrep_hf.functional.metrics import retrieval_metrics
-from relrep_hf.migration.candidates import select_migration_map
+from relrep_hf.migration.candidates import Direction, select_migration_map
 from relrep_hf.migration.fit import anchor_path_maps, fit_migration
 from relrep_hf.migration.map import MigrationMap
 from relrep_hf.migration.migrate import migrate
@@ -99,11 +99,17 @@ def run_anchor_path(
 
 
 def run_migration_map(
-    run_dir: str | os.PathLike, source: str, target: str, *, seed: int = 0
+    run_dir: str | os.PathLike,
+    source: str,
+    target: str,
+    *,
+    seed: int = 0,
+    direction: Direction = "corpus",
 ) -> MigrationMap:
     """`relrep_hf.fit_migration` on a fitted run's training rows of ``source`` and ``target``,
     with the run's anchor path (`run_anchor_path`) among the candidates, and the pairwise map
-    shrunk toward it."""
+    shrunk toward it; ``direction`` is the retrieval it is chosen on (``queries`` for a bridge,
+    whose mapped queries search ``target``'s vectors)."""
     run_dir = Path(run_dir)
     run = read_run(run_dir, fitted=True)
     spaces = run_embeddings(run_dir, run)
@@ -120,6 +126,7 @@ def run_migration_map(
             source_name=source,
             target_name=target,
             seed=seed,
+            direction=direction,
         )
 
 
