@@ -18,12 +18,18 @@ from relrep_hf.publishing import hub as _publishing  # noqa: F401  registers the
 from relrep_hf.utils.lazy_imports import lazy_attributes
 
 if TYPE_CHECKING:
+    from relrep_hf.encoding.encoder_kinds import (
+        EncoderKind,
+        register_encoder_kind,
+        unregister_encoder_kind,
+    )
     from relrep_hf.encoding.extraction import embeddings_tensor, extract_embeddings
     from relrep_hf.functional.similarities import SIMILARITIES, relative_projection
     from relrep_hf.functional.statistics import Statistics, whitening_matrix
     from relrep_hf.migration.fit import fit_migration
     from relrep_hf.migration.map import MigrationMap
     from relrep_hf.migration.migrate import migrate_store
+    from relrep_hf.migration.stores import StoreKind, register_store_kind
     from relrep_hf.models.anchor_set import AnchorSet
     from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
     from relrep_hf.models.configuration_relative_projector import RelativeProjectorConfig
@@ -43,7 +49,13 @@ if TYPE_CHECKING:
         ParamTrainingArguments,
         SharedLinearArguments,
     )
-    from relrep_hf.training.anchor_methods import ANCHOR_METHODS, AnchorMethod
+    from relrep_hf.training.anchor_methods import (
+        ANCHOR_METHODS,
+        AnchorMethod,
+        FitData,
+        register_anchor_method,
+        unregister_anchor_method,
+    )
     from relrep_hf.training.head_trainer import HeadTrainer, HeadTrainingArguments, HeadTrainOutput
     from relrep_hf.training.param_trainer import ParamTrainer
     from relrep_hf.translation.translator import LatentTranslator, relative_inverse, translate
@@ -73,6 +85,14 @@ _LAZY = {
     "SharedLinearArguments": "relrep_hf.training.anchor_arguments",
     "ANCHOR_METHODS": "relrep_hf.training.anchor_methods",
     "AnchorMethod": "relrep_hf.training.anchor_methods",
+    "FitData": "relrep_hf.training.anchor_methods",
+    "register_anchor_method": "relrep_hf.training.anchor_methods",
+    "unregister_anchor_method": "relrep_hf.training.anchor_methods",
+    "EncoderKind": "relrep_hf.encoding.encoder_kinds",
+    "register_encoder_kind": "relrep_hf.encoding.encoder_kinds",
+    "unregister_encoder_kind": "relrep_hf.encoding.encoder_kinds",
+    "StoreKind": "relrep_hf.migration.stores",
+    "register_store_kind": "relrep_hf.migration.stores",
     "ParamTrainer": "relrep_hf.training.param_trainer",
     "SIMILARITIES": "relrep_hf.functional.similarities",
     "relative_projection": "relrep_hf.functional.similarities",
@@ -91,7 +111,9 @@ __all__ = [
     "SIMILARITIES",
     "AnchorMethod",
     "AnchorSet",
+    "EncoderKind",
     "FitArguments",
+    "FitData",
     "HeadTrainOutput",
     "HeadTrainer",
     "HeadTrainingArguments",
@@ -109,15 +131,21 @@ __all__ = [
     "RelativeWrapperWithHead",
     "SharedLinearArguments",
     "Statistics",
+    "StoreKind",
     "check_head_matches_projector",
     "embeddings_tensor",
     "extract_embeddings",
     "fit_migration",
     "migrate_store",
     "push_artifact",
+    "register_anchor_method",
+    "register_encoder_kind",
+    "register_store_kind",
     "relative_inverse",
     "relative_projection",
     "translate",
+    "unregister_anchor_method",
+    "unregister_encoder_kind",
     "whitening_matrix",
 ]
 
