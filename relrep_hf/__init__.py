@@ -31,7 +31,10 @@ if TYPE_CHECKING:
     from relrep_hf.migration.migrate import migrate_store
     from relrep_hf.migration.stores import StoreKind, register_store_kind
     from relrep_hf.models.anchor_set import AnchorSet
-    from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
+    from relrep_hf.models.configuration_relative_head import (
+        SWAPPABLE_HEAD_LAYERS,
+        RelativeHeadConfig,
+    )
     from relrep_hf.models.configuration_relative_projector import RelativeProjectorConfig
     from relrep_hf.models.modeling_relative_head import (
         RelativeHeadForClassification,
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
         RelativeWrapperOutput,
         RelativeWrapperWithHead,
     )
+    from relrep_hf.models.sentence_transformers_module import RelativeProjection
     from relrep_hf.publishing.hub import HubError, push_artifact
     from relrep_hf.training.anchor_arguments import (
         FitArguments,
@@ -56,8 +60,18 @@ if TYPE_CHECKING:
         register_anchor_method,
         unregister_anchor_method,
     )
-    from relrep_hf.training.head_trainer import HeadTrainer, HeadTrainingArguments, HeadTrainOutput
+    from relrep_hf.training.head_directions import choose_num_directions
+    from relrep_hf.training.head_trainer import (
+        HeadTrainer,
+        HeadTrainingArguments,
+        HeadTrainOutput,
+        train_in_memory,
+    )
     from relrep_hf.training.param_trainer import ParamTrainer
+    from relrep_hf.training.shared_linear_trainer import (
+        SharedLinearTuningArguments,
+        fine_tune_shared_linear,
+    )
     from relrep_hf.translation.translator import LatentTranslator, relative_inverse, translate
 
 __version__ = "0.1.0"
@@ -104,11 +118,18 @@ _LAZY = {
     "MigrationMap": "relrep_hf.migration.map",
     "fit_migration": "relrep_hf.migration.fit",
     "migrate_store": "relrep_hf.migration.migrate",
+    "SWAPPABLE_HEAD_LAYERS": "relrep_hf.models.configuration_relative_head",
+    "RelativeProjection": "relrep_hf.models.sentence_transformers_module",
+    "train_in_memory": "relrep_hf.training.head_trainer",
+    "choose_num_directions": "relrep_hf.training.head_directions",
+    "fine_tune_shared_linear": "relrep_hf.training.shared_linear_trainer",
+    "SharedLinearTuningArguments": "relrep_hf.training.shared_linear_trainer",
 }
 
 __all__ = [
     "ANCHOR_METHODS",
     "SIMILARITIES",
+    "SWAPPABLE_HEAD_LAYERS",
     "AnchorMethod",
     "AnchorSet",
     "EncoderKind",
@@ -124,17 +145,21 @@ __all__ = [
     "ParamTrainingArguments",
     "RelativeHeadConfig",
     "RelativeHeadForClassification",
+    "RelativeProjection",
     "RelativeProjector",
     "RelativeProjectorConfig",
     "RelativeWrapper",
     "RelativeWrapperOutput",
     "RelativeWrapperWithHead",
     "SharedLinearArguments",
+    "SharedLinearTuningArguments",
     "Statistics",
     "StoreKind",
     "check_head_matches_projector",
+    "choose_num_directions",
     "embeddings_tensor",
     "extract_embeddings",
+    "fine_tune_shared_linear",
     "fit_migration",
     "migrate_store",
     "push_artifact",
@@ -143,6 +168,7 @@ __all__ = [
     "register_store_kind",
     "relative_inverse",
     "relative_projection",
+    "train_in_memory",
     "translate",
     "unregister_anchor_method",
     "unregister_encoder_kind",

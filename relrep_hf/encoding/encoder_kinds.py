@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from relrep_hf.utils.defaults import DEFAULT_EMBED_BATCH_SIZE
 from relrep_hf.utils.registry import Registry
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ class EmbedRequest:
 
     data: datasets.Dataset
     cache_dir: Path
-    batch_size: int
+    batch_size: int = DEFAULT_EMBED_BATCH_SIZE
     show_progress: bool | None = None
 
 
