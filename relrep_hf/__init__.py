@@ -18,14 +18,23 @@ from relrep_hf.publishing import hub as _publishing  # noqa: F401  registers the
 from relrep_hf.utils.lazy_imports import lazy_attributes
 
 if TYPE_CHECKING:
+    from relrep_hf.encoding.encoder_kinds import (
+        EncoderKind,
+        register_encoder_kind,
+        unregister_encoder_kind,
+    )
     from relrep_hf.encoding.extraction import embeddings_tensor, extract_embeddings
     from relrep_hf.functional.similarities import SIMILARITIES, relative_projection
     from relrep_hf.functional.statistics import Statistics, whitening_matrix
     from relrep_hf.migration.fit import fit_migration
     from relrep_hf.migration.map import MigrationMap
     from relrep_hf.migration.migrate import migrate_store
+    from relrep_hf.migration.stores import StoreKind, register_store_kind
     from relrep_hf.models.anchor_set import AnchorSet
-    from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
+    from relrep_hf.models.configuration_relative_head import (
+        SWAPPABLE_HEAD_LAYERS,
+        RelativeHeadConfig,
+    )
     from relrep_hf.models.configuration_relative_projector import RelativeProjectorConfig
     from relrep_hf.models.modeling_relative_head import (
         RelativeHeadForClassification,
@@ -37,15 +46,32 @@ if TYPE_CHECKING:
         RelativeWrapperOutput,
         RelativeWrapperWithHead,
     )
+    from relrep_hf.models.sentence_transformers_module import RelativeProjection
     from relrep_hf.publishing.hub import HubError, push_artifact
     from relrep_hf.training.anchor_arguments import (
         FitArguments,
         ParamTrainingArguments,
         SharedLinearArguments,
     )
-    from relrep_hf.training.anchor_methods import ANCHOR_METHODS, AnchorMethod
-    from relrep_hf.training.head_trainer import HeadTrainer, HeadTrainingArguments, HeadTrainOutput
+    from relrep_hf.training.anchor_methods import (
+        ANCHOR_METHODS,
+        AnchorMethod,
+        FitData,
+        register_anchor_method,
+        unregister_anchor_method,
+    )
+    from relrep_hf.training.head_directions import choose_num_directions
+    from relrep_hf.training.head_trainer import (
+        HeadTrainer,
+        HeadTrainingArguments,
+        HeadTrainOutput,
+        train_in_memory,
+    )
     from relrep_hf.training.param_trainer import ParamTrainer
+    from relrep_hf.training.shared_linear_trainer import (
+        SharedLinearTuningArguments,
+        fine_tune_shared_linear,
+    )
     from relrep_hf.translation.translator import LatentTranslator, relative_inverse, translate
 
 __version__ = "0.1.0"
@@ -73,6 +99,14 @@ _LAZY = {
     "SharedLinearArguments": "relrep_hf.training.anchor_arguments",
     "ANCHOR_METHODS": "relrep_hf.training.anchor_methods",
     "AnchorMethod": "relrep_hf.training.anchor_methods",
+    "FitData": "relrep_hf.training.anchor_methods",
+    "register_anchor_method": "relrep_hf.training.anchor_methods",
+    "unregister_anchor_method": "relrep_hf.training.anchor_methods",
+    "EncoderKind": "relrep_hf.encoding.encoder_kinds",
+    "register_encoder_kind": "relrep_hf.encoding.encoder_kinds",
+    "unregister_encoder_kind": "relrep_hf.encoding.encoder_kinds",
+    "StoreKind": "relrep_hf.migration.stores",
+    "register_store_kind": "relrep_hf.migration.stores",
     "ParamTrainer": "relrep_hf.training.param_trainer",
     "SIMILARITIES": "relrep_hf.functional.similarities",
     "relative_projection": "relrep_hf.functional.similarities",
@@ -84,14 +118,23 @@ _LAZY = {
     "MigrationMap": "relrep_hf.migration.map",
     "fit_migration": "relrep_hf.migration.fit",
     "migrate_store": "relrep_hf.migration.migrate",
+    "SWAPPABLE_HEAD_LAYERS": "relrep_hf.models.configuration_relative_head",
+    "RelativeProjection": "relrep_hf.models.sentence_transformers_module",
+    "train_in_memory": "relrep_hf.training.head_trainer",
+    "choose_num_directions": "relrep_hf.training.head_directions",
+    "fine_tune_shared_linear": "relrep_hf.training.shared_linear_trainer",
+    "SharedLinearTuningArguments": "relrep_hf.training.shared_linear_trainer",
 }
 
 __all__ = [
     "ANCHOR_METHODS",
     "SIMILARITIES",
+    "SWAPPABLE_HEAD_LAYERS",
     "AnchorMethod",
     "AnchorSet",
+    "EncoderKind",
     "FitArguments",
+    "FitData",
     "HeadTrainOutput",
     "HeadTrainer",
     "HeadTrainingArguments",
@@ -102,22 +145,33 @@ __all__ = [
     "ParamTrainingArguments",
     "RelativeHeadConfig",
     "RelativeHeadForClassification",
+    "RelativeProjection",
     "RelativeProjector",
     "RelativeProjectorConfig",
     "RelativeWrapper",
     "RelativeWrapperOutput",
     "RelativeWrapperWithHead",
     "SharedLinearArguments",
+    "SharedLinearTuningArguments",
     "Statistics",
+    "StoreKind",
     "check_head_matches_projector",
+    "choose_num_directions",
     "embeddings_tensor",
     "extract_embeddings",
+    "fine_tune_shared_linear",
     "fit_migration",
     "migrate_store",
     "push_artifact",
+    "register_anchor_method",
+    "register_encoder_kind",
+    "register_store_kind",
     "relative_inverse",
     "relative_projection",
+    "train_in_memory",
     "translate",
+    "unregister_anchor_method",
+    "unregister_encoder_kind",
     "whitening_matrix",
 ]
 

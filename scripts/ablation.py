@@ -50,12 +50,17 @@ from typing import Any
 import datasets
 import torch
 
-from relrep_hf.encoding.corpora import load_sentences
-from relrep_hf.encoding.extraction import embeddings_tensor, extract_embeddings
-from relrep_hf.evaluation.plots import new_figure, save
-from relrep_hf.evaluation.zero_shot import EncoderData, Method, ZeroShotStitching
-from relrep_hf.functional.metrics import accuracy, normalized_mse, retrieval_metrics, rr_std
-from relrep_hf.functional.tables import format_table, summarize_seeds
+from relrep_hf import embeddings_tensor, extract_embeddings
+from relrep_hf.encoding import load_sentences
+from relrep_hf.evaluation import EncoderData, Method, ZeroShotStitching, new_figure, save
+from relrep_hf.functional import (
+    accuracy,
+    format_table,
+    normalized_mse,
+    retrieval_metrics,
+    rr_std,
+    summarize_seeds,
+)
 from scripts.common import experiment_parser, param_arguments, parse, smoke_tokenizer, write_results
 
 SWEEP = (

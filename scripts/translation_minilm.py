@@ -30,17 +30,10 @@ from sklearn.linear_model import LogisticRegression
 from torch import Tensor
 from transformers import AutoModel, AutoTokenizer
 
+from relrep_hf import RelativeProjector, Statistics, relative_inverse
 from relrep_hf.encoding import max_input_length, pool, tokenize
-from relrep_hf.functional.statistics import Statistics
-from relrep_hf.functional.tables import markdown_table
-from relrep_hf.models.modeling_relative_projector import RelativeProjector
-from relrep_hf.translation.translator import (
-    InversionWarning,
-    evaluate_translation,
-    fit_affine,
-    fit_procrustes,
-    relative_inverse,
-)
+from relrep_hf.functional import fit_affine, fit_procrustes, markdown_table
+from relrep_hf.translation import InversionWarning, evaluate_translation
 
 SOURCE_VIEW = ("mean", 3)  # (pooling, hidden_states index)
 TARGET_VIEW = ("cls", 6)
@@ -49,7 +42,7 @@ TARGET_VIEW = ("cls", 6)
 def load_labelled_sentences(n: int) -> tuple[list[str], list[int]]:
     """The first ``n`` packaged sentences (shuffled file, all topics) and their label ids."""
     try:
-        from relrep_hf.encoding.corpora import load_sentences
+        from relrep_hf.encoding import load_sentences
     except ImportError:  # corpora not available: read the packaged file directly
         path = resources.files("relrep_hf").joinpath("data", "sentences.jsonl")
         records = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line]

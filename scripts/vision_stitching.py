@@ -66,7 +66,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from relrep_hf.encoding import encode_in_order, pool_model_output
-from relrep_hf.evaluation.zero_shot import EncoderData
+from relrep_hf.evaluation import EncoderData
 from scripts.common import experiment_parser, parse, stitching_experiment
 
 CIFAR100 = "uoft-cs/cifar100"  # one config ("cifar100"), splits train and test

@@ -1,16 +1,19 @@
 """The house rule: relrep_hf's imports only point down its layers, and never in a circle.
 
-Each module of the package is listed once, in its layer (bottom up). A module may import from
-its own layer or any layer below; an import from a higher layer, a module missing from the list,
-or a circle of imports (within a layer) fails this test. Every import counts: those inside
-functions and under ``TYPE_CHECKING`` too, since each is a dependency a reader must follow.
-docs/architecture.md describes the same layers. Sizes are kept readable too: no module over
-`MAX_LINES` lines, no function (method or nested function) over `MAX_FUNCTION_LINES`.
+Each folder of the package (and each module at its top) is listed once, in its layer (bottom
+up). A module may import from its own layer or any layer below; an import from a higher layer, a
+folder or top-level module missing from the list, or a circle of imports (within a layer) fails
+this test. Every import counts: those inside functions and under ``TYPE_CHECKING`` too, since
+each is a dependency a reader must follow. docs/architecture.md is the module map of the same
+layers: each module named by its path in its layer's section, and each path named there a
+module. Sizes are kept readable too: no module over `MAX_LINES` lines, no function (method or
+nested function) over `MAX_FUNCTION_LINES`.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -216,12 +219,74 @@ def test_the_rule_can_fail(tmp_path):
     assert _imports(source, {"cli", "publishing.hub"}) == {"cli", "publishing.hub", "__init__"}
 
 
-def test_architecture_doc_names_every_module_in_its_layer():
-    """docs/architecture.md has a section per layer, top down, naming each of its modules."""
-    text = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
-    sections = text.split("\n## ")[1:]
-    assert len(sections) == len(LAYERS), "one section per layer"
-    for section, (name, modules) in zip(sections, reversed(LAYERS.items()), strict=True):
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
+DOC_PATH = re.compile(r"`([\w/]+\.py)`")
+OUTSIDE = ("benchmarks/", "scripts/", "tests/")  # paths a section names above the package
+
+
+def _module_paths() -> list[str]:
+    """Every module of the package by its path under relrep_hf/, but a layer folder's own
+    ``__init__.py`` (the folder is the layer's unit; its public names are in the public API)."""
+    paths = [p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py")]
+    return sorted(p for p in paths if not re.fullmatch(r"\w+/__init__\.py", p))
+
+
+def _layer_sections(text: str) -> list[str]:
+    """The numbered sections (``## 7. Entry points``, ...), top down."""
+    return [s for s in text.split("\n## ")[1:] if re.match(r"\d+\. ", s)]
+
+
+def _map_problems(text: str, modules: list[str]) -> list[str]:
+    """What a module map (``text``) gets wrong: each of ``modules`` (paths under relrep_hf/)
+    must be named, as `path.py`, in its layer's section, and each path named there must be a
+    module."""
+    layer, problems = _layer_of(), []
+    sections = _layer_sections(text)[::-1]  # bottom up, as LAYERS
+    for module in modules:
+        number = layer.get(module.split("/")[0].removesuffix(".py"))
+        if number is None or number >= len(sections) or f"`{module}`" not in sections[number]:
+            problems.append(f"{module} is not named in its layer's section")
+    named = {
+        path
+        for section in sections
+        for path in DOC_PATH.findall(section)
+        if not path.startswith(OUTSIDE)
+    }
+    problems += [f"{path} is named but is no module" for path in sorted(named - set(modules))]
+    return problems
+
+
+def test_architecture_doc_is_the_module_map():
+    """docs/architecture.md has a section per layer, top down, naming each of its modules by its
+    path, and no module that is gone."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    sections = _layer_sections(text)
+    assert len(sections) == len(LAYERS), "one numbered section per layer"
+    for section, name in zip(sections, reversed(LAYERS), strict=True):
         assert name.split(",")[0].lower() in section.splitlines()[0].lower(), section[:40]
-        missing = [m for m in modules if f"`{m}`" not in section and f"`{m}/`" not in section]
-        assert not missing, f"docs/architecture.md's {name!r} section lacks {missing}"
+    assert _map_problems(text, _module_paths()) == []
+
+
+def test_the_module_map_rule_can_fail():
+    """A module the map forgets, one it names in the wrong layer, and one that is gone."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    modules = _module_paths()
+    forgotten = text.replace("`utils/citation.py`", "`utils/citation`")
+    assert _map_problems(forgotten, modules) == [
+        "utils/citation.py is not named in its layer's section"
+    ]
+    gone = [m for m in modules if m != "utils/registry.py"]
+    assert _map_problems(text, gone) == ["utils/registry.py is named but is no module"]
+    moved = text.replace("- `utils/citation.py`", "- `utils/x.py`").replace(
+        "- `cli.py`", "- `cli.py`, `utils/citation.py`"
+    )
+    assert "utils/citation.py is not named in its layer's section" in _map_problems(moved, modules)
+
+
+def test_each_folder_has_its_tests_folder():
+    """The tests mirror the package by folder (docs/architecture.md): `tests/X/` holds the
+    tests of `relrep_hf/X/`."""
+    tests = PACKAGE.parent / "tests"
+    folders = [p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()]
+    missing = [f for f in sorted(folders) if not list((tests / f).glob("test_*.py"))]
+    assert missing == [], f"no tests/X/test_*.py for these folders of relrep_hf/: {missing}"

@@ -35,6 +35,7 @@ from tokenizers.models import WordLevel
 from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
 from relrep_hf import (
+    ANCHOR_METHODS,
     AnchorSet,
     HeadTrainer,
     HeadTrainingArguments,
@@ -46,6 +47,7 @@ from relrep_hf import (
     RelativeProjectorConfig,
     RelativeWrapper,
     Statistics,
+    register_anchor_method,
     relative_projection,
     translate,
     whitening_matrix,
@@ -818,6 +820,8 @@ BAD_INPUTS = [
              lambda s: register_encoder_kind(ENCODER_KINDS["gguf"])),
     BadInput("an encoder kind no entry registers", "`encoder_kind`",
              lambda s: encoder_kind("toy")),
+    BadInput("an anchor method registered twice", "`register_anchor_method`",
+             lambda s: register_anchor_method(ANCHOR_METHODS["param"])),
 ]  # fmt: skip
 
 

@@ -22,7 +22,7 @@ def model_path() -> str:
 
 def sentences(count: int) -> list[str]:
     """Real English sentences of mixed length: the packaged corpus."""
-    from relrep_hf.encoding.corpora import load_sentences
+    from relrep_hf.encoding import load_sentences
 
     return list(load_sentences(count)["text"])
 

@@ -29,8 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.common import row
-from relrep_hf import ParamTrainer, ParamTrainingArguments
-from relrep_hf.functional.statistics import Statistics, whitening_matrix
+from relrep_hf import ParamTrainer, ParamTrainingArguments, Statistics, whitening_matrix
 
 
 def random_spaces(n: int, d: int, encoders: int) -> dict[str, torch.Tensor]:

@@ -25,7 +25,7 @@ def needs(quick: bool) -> dict[str, tuple[str, ...]]:
 def run(quick: bool = False) -> list[dict]:
     from sentence_transformers import SentenceTransformer
 
-    from relrep_hf.models.sentence_transformers_module import RelativeProjection
+    from relrep_hf import RelativeProjection
 
     count = 256 if quick else 1024
     repeats, warmup = (3, 1) if quick else (7, 1)

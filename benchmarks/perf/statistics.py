@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from benchmarks.common import interleaved_medians, peak_memory, row
-from relrep_hf.functional.statistics import Statistics
+from relrep_hf import Statistics
 
 CHUNK = 8192
 

@@ -29,7 +29,7 @@ from benchmarks.spaces.real_encoders import (
 
 GROUPS = ("verses", "minilm")
 LANGUAGE = {"use-m3": "de", "e5-small": "fr"}  # the others read English
-_EMBED = {"use-m3": "use_multilingual", "e5-small": "e5_small"}
+_EMBED = {"use-m3": "use_multilingual", "e5-small": "e5_small"}  # names of relrep_hf.encoding
 
 
 @dataclass(frozen=True)
@@ -43,25 +43,25 @@ class LabelledSpaces:
 
 
 def _verses(rows: int, language: str) -> list[str]:
-    from relrep_hf.encoding.parallel_corpus import load_parallel_verses
+    from relrep_hf.encoding import load_parallel_verses
 
     return list(load_parallel_verses([language], limit=rows, seed=0)[language])
 
 
 def verse_labels(rows: int) -> torch.Tensor:
     """The topic ids of the first ``rows`` shuffled verses (seed 0, as every space's rows)."""
-    from relrep_hf.encoding.parallel_corpus import load_parallel_verses
+    from relrep_hf.encoding import load_parallel_verses
 
     return torch.tensor(load_parallel_verses(["en"], limit=rows, seed=0)["label"])
 
 
 def _foreign_space(name: str, rows: int, language: str) -> torch.Tensor:
     """``name`` on the verses in ``language``, embedded on first use, then read."""
-    from relrep_hf.encoding import packaged_encoders
+    import relrep_hf.encoding
 
     path = bench_cache() / f"verses-{language}-{rows}-{name.replace(':', '-')}.npy"
     if not path.is_file():
-        function = getattr(packaged_encoders, _EMBED[name])
+        function = getattr(relrep_hf.encoding, _EMBED[name])
         texts = _verses(rows, language)
         start = time.perf_counter()
         array = np.concatenate([function(texts[i : i + 256]) for i in range(0, rows, 256)])

@@ -39,7 +39,7 @@ def bench_cache() -> Path:
 
 
 def verses(rows: int) -> list[str]:
-    from relrep_hf.encoding.parallel_corpus import load_parallel_verses
+    from relrep_hf.encoding import load_parallel_verses
 
     return list(load_parallel_verses(["en"], limit=rows, seed=0)["en"])
 
@@ -50,8 +50,8 @@ def _transformer(spec: str, poolings: tuple[str, ...]) -> Callable[[list[str]], 
     def embed(texts: list[str]) -> list[np.ndarray]:
         import datasets
 
-        from relrep_hf.encoding.encoders import EncoderSpec, load_encoder
-        from relrep_hf.encoding.extraction import embeddings_tensor, extract_embedding_views
+        from relrep_hf import embeddings_tensor
+        from relrep_hf.encoding import EncoderSpec, extract_embedding_views, load_encoder
 
         model, tokenizer, provenance = load_encoder(EncoderSpec.parse(spec))
         data = datasets.Dataset.from_dict({"text": texts})
@@ -71,16 +71,17 @@ def _transformer(spec: str, poolings: tuple[str, ...]) -> Callable[[list[str]], 
 
 
 def _callable(name: str) -> Callable[[list[str]], list[np.ndarray]]:
-    from relrep_hf.encoding import packaged_encoders
+    """The packaged encoder ``name`` of `relrep_hf.encoding` (``use_multilingual``, ``e5_small``)."""
+    import relrep_hf.encoding
 
-    function = getattr(packaged_encoders, name)
+    function = getattr(relrep_hf.encoding, name)
     return lambda texts: [
         np.concatenate([function(texts[i : i + 256]) for i in range(0, len(texts), 256)])
     ]
 
 
 def _sources() -> dict[tuple[str, ...], Callable[[list[str]], list[np.ndarray]]]:
-    from relrep_hf.encoding.packaged_encoders import smollm2_gguf_path
+    from relrep_hf.encoding import smollm2_gguf_path
 
     return {
         ("minilm:mean",): _transformer("minilm", ("mean",)),

@@ -33,7 +33,7 @@ import torch
 from tqdm.auto import tqdm
 
 from benchmarks.spaces.lm_text import corpus_id, training_paragraphs
-from relrep_hf.encoding.corpora import load_sentences
+from relrep_hf.encoding import load_sentences
 
 CACHE_FORMAT = 1  # bump when the training code changes what a cached model is
 CORPUS_PACKAGES = ("numpy", "huggingface_hub", "datasets", "accelerate")

@@ -37,11 +37,18 @@ from torch import Tensor
 
 from benchmarks.common import Table, row
 from benchmarks.spaces.head_spaces import GROUPS, LabelledSpaces, labelled_spaces, verse_spaces
-from relrep_hf import AnchorSet, ParamTrainer, ParamTrainingArguments, RelativeProjector, Statistics
-from relrep_hf.functional.metrics import weighted_f1
-from relrep_hf.models.configuration_relative_head import SWAPPABLE_HEAD_LAYERS, RelativeHeadConfig
-from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
-from relrep_hf.training.head_trainer import train_in_memory
+from relrep_hf import (
+    SWAPPABLE_HEAD_LAYERS,
+    AnchorSet,
+    ParamTrainer,
+    ParamTrainingArguments,
+    RelativeHeadConfig,
+    RelativeHeadForClassification,
+    RelativeProjector,
+    Statistics,
+    train_in_memory,
+)
+from relrep_hf.functional import weighted_f1
 
 KS = (500, 1000, 2000, 4000)
 QUICK_KS = (100, 250)

@@ -31,12 +31,14 @@ from torch import Tensor, nn
 
 from benchmarks.spaces.head_spaces import verse_spaces
 from benchmarks.studies.head_transfer import HELD_OUT, NUM_ANCHORS, TEST_ROWS, abs_f1, relative
-from relrep_hf import AnchorSet
-from relrep_hf.functional.metrics import weighted_f1
-from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
-from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
-from relrep_hf.training.head_arguments import HeadTrainingArguments
-from relrep_hf.training.head_directions import choose_num_directions
+from relrep_hf import (
+    AnchorSet,
+    HeadTrainingArguments,
+    RelativeHeadConfig,
+    RelativeHeadForClassification,
+    choose_num_directions,
+)
+from relrep_hf.functional import weighted_f1
 
 DEFAULTS = HeadTrainingArguments("unused")
 VARIANTS: dict[str, dict] = {

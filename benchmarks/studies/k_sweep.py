@@ -28,9 +28,7 @@ import torch
 
 from benchmarks.common import Table
 from relrep_hf import AnchorSet, RelativeProjector, Statistics
-from relrep_hf.functional.least_squares import fit_affine
-from relrep_hf.functional.metrics import retrieval_metrics
-from relrep_hf.functional.regularization import oas_shrinkage
+from relrep_hf.functional import fit_affine, oas_shrinkage, retrieval_metrics
 from relrep_hf.utils.defaults import SHRINKAGE_GRID
 
 FIXED = tuple(sorted({*SHRINKAGE_GRID, 0.15}))  # the selector's grid and the paper's 0.15

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 
 from benchmarks.spaces.real_encoders import REAL_ROWS, real_spaces
 from relrep_hf import AnchorSet, RelativeProjector, Statistics
-from relrep_hf.functional.metrics import retrieval_metrics
+from relrep_hf.functional import retrieval_metrics
 from relrep_hf.functional.regularization import CovarianceBasis, climb_grid, paired_mrr
 from relrep_hf.utils.defaults import DEFAULT_EPS, SHRINKAGE_FOLDS, SHRINKAGE_GRID, SHRINKAGE_ROUNDS
 

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 import torch
 
 from benchmarks.spaces.groups import load_group
-from relrep_hf.functional.metrics import retrieval_metrics
-from relrep_hf.functional.statistics import Statistics, whitening_matrix
+from relrep_hf import Statistics, whitening_matrix
+from relrep_hf.functional import retrieval_metrics
 
 M = 300
 # the group's spaces (float64) and rows, set by `main`

@@ -22,7 +22,7 @@ import torch
 from benchmarks.spaces.groups import load_group
 from benchmarks.studies.k_sweep import FIXED, TEST_ROWS, relative_features
 from relrep_hf import AnchorSet
-from relrep_hf.functional.metrics import retrieval_metrics
+from relrep_hf.functional import retrieval_metrics
 
 
 def _recall(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -17,9 +17,9 @@ from torch import Tensor
 from benchmarks.common import row
 from benchmarks.spaces.groups import group_needs, load_group
 from relrep_hf import ParamTrainingArguments
-from relrep_hf.encoding.encoders import EncoderSpec
-from relrep_hf.evaluation.zero_shot import ALGORITHM_1, EncoderData, ZeroShotStitching
-from relrep_hf.functional.metrics import retrieval_metrics
+from relrep_hf.encoding import EncoderSpec
+from relrep_hf.evaluation import ALGORITHM_1, EncoderData, ZeroShotStitching
+from relrep_hf.functional import retrieval_metrics
 
 SOURCES = ("minilm:mean:-1", "minilm:mean:4", "minilm:mean:2")
 HELD_OUT = "minilm:cls:-1"

@@ -27,7 +27,7 @@ import datasets
 import numpy as np
 from tqdm.auto import tqdm
 
-from relrep_hf.encoding import PROGRESS_MIN_INPUTS
+from relrep_hf.encoding.batches import PROGRESS_MIN_INPUTS
 from relrep_hf.encoding.encoders import BUNDLED_MINILM, MINILM_HUB_ID, ArraySpec, encoder_provenance
 from relrep_hf.encoding.extraction_writer import cache_root, check_column, write_embeddings
 from relrep_hf.utils.defaults import DEFAULT_EMBED_BATCH_SIZE

@@ -22,6 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from relrep_hf.utils.defaults import DEFAULT_EMBED_BATCH_SIZE
+from relrep_hf.utils.registry import Registry
+
 if TYPE_CHECKING:
     import datasets
 
@@ -43,7 +46,7 @@ logger = logging.getLogger(__name__)
 
 # name -> kind, in the order `--encoder` help lists them; the package's own kinds are
 # registered at the bottom of this module
-ENCODER_KINDS: dict[str, EncoderKind] = {}
+ENCODER_KINDS: Registry[EncoderKind] = Registry("encoder kind")
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,7 @@ class EmbedRequest:
 
     data: datasets.Dataset
     cache_dir: Path
-    batch_size: int
+    batch_size: int = DEFAULT_EMBED_BATCH_SIZE
     show_progress: bool | None = None
 
 
@@ -110,27 +113,18 @@ def encoder_kinds_help() -> str:
 
 def encoder_kind(name: str) -> EncoderKind:
     """The registered kind ``name``; a ValueError lists the registered names."""
-    if name not in ENCODER_KINDS:
-        raise ValueError(
-            f"Unknown encoder kind {name!r}. Registered: {', '.join(map(repr, ENCODER_KINDS))}."
-        )
-    return ENCODER_KINDS[name]
+    return ENCODER_KINDS.lookup(name)
 
 
-def register_encoder_kind(kind: EncoderKind) -> None:
-    """Add ``kind`` to the registry: `parse_encoder`, the pipeline and the help then take it."""
-    clash = [k.name for k in ENCODER_KINDS.values() if kind.prefix and k.prefix == kind.prefix]
-    if kind.name in ENCODER_KINDS or clash:
-        raise ValueError(
-            f"Encoder kind {kind.name!r} (prefix {kind.prefix!r}) is registered already"
-            f"{f' as {clash[0]!r}' if clash else ''}: unregister it first or pick another name."
-        )
-    ENCODER_KINDS[kind.name] = kind
+def register_encoder_kind(kind: EncoderKind) -> EncoderKind:
+    """Add ``kind`` to the registry: `parse_encoder`, the pipeline and the help then take it.
+    A ValueError if its name or its prefix is taken."""
+    return ENCODER_KINDS.register(kind, prefix=kind.prefix)
 
 
-def unregister_encoder_kind(name: str) -> None:
-    """Take kind ``name`` out of the registry."""
-    del ENCODER_KINDS[encoder_kind(name).name]
+def unregister_encoder_kind(name: str) -> EncoderKind:
+    """Take kind ``name`` out of the registry (a ValueError if it is not registered)."""
+    return ENCODER_KINDS.unregister(name)
 
 
 def parse_encoder(spec: str) -> tuple[Any, str | None]:

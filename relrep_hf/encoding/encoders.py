@@ -28,9 +28,9 @@ from huggingface_hub import try_to_load_from_cache
 from torch import nn
 from transformers import AutoImageProcessor, AutoModel, AutoTokenizer
 
-from relrep_hf.encoding import Pooling, input_modality, validate_pooling
 from relrep_hf.encoding.gguf_encoders import gguf_provenance, load_gguf_tokenizer, split_gguf_path
-from relrep_hf.encoding.pooling import default_pooling
+from relrep_hf.encoding.models import input_modality
+from relrep_hf.encoding.pooling import Pooling, default_pooling, validate_pooling
 from relrep_hf.utils.hub_files import is_commit_hash, loaded_provenance
 
 BUNDLED_MINILM = "minilm"

@@ -28,14 +28,7 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from relrep_hf.encoding import (
-    PROGRESS_MIN_INPUTS,
-    Pooling,
-    device_and_dtype,
-    input_modality,
-    max_input_length,
-    validate_pooling,
-)
+from relrep_hf.encoding.batches import PROGRESS_MIN_INPUTS, max_input_length
 from relrep_hf.encoding.encoders import encoder_provenance
 from relrep_hf.encoding.extraction_writer import (
     ExtractionRun,
@@ -43,6 +36,8 @@ from relrep_hf.encoding.extraction_writer import (
     check_column,
     extract_to_folders,
 )
+from relrep_hf.encoding.models import device_and_dtype, input_modality
+from relrep_hf.encoding.pooling import Pooling, validate_pooling
 from relrep_hf.utils.hub_files import is_commit_hash
 
 if TYPE_CHECKING:

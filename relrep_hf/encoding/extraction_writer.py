@@ -26,7 +26,8 @@ import torch
 from datasets.arrow_writer import ArrowWriter
 from torch import nn
 
-from relrep_hf.encoding import Pooling, encode_in_order, pool_model_outputs, warn_truncated
+from relrep_hf.encoding.batches import encode_in_order, warn_truncated
+from relrep_hf.encoding.pooling import Pooling, pool_model_outputs
 
 __all__ = [
     "EmbeddingsFolder",

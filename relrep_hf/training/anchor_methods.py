@@ -4,7 +4,7 @@ Like PEFT's ``tuners/<method>/``: a method is declared once, here, and the pipel
 command line, the run report and the anchor set card read it instead of branching on names.
 Every fit function takes the method's arguments (`relrep_hf.training.anchor_arguments`) and the
 training encoders' rows, and returns the anchor set and which rows it took as support. A new
-method is one more entry of `ANCHOR_METHODS` (its fit may build ``AnchorSet(mixture, support,
+method is one `register_anchor_method(AnchorMethod(...))` (its fit may build ``AnchorSet(mixture, support,
 strategy=name, mixing=kind)`` from any pure function). This module is light to import
 (``relrep-hf --help`` reads the names); torch comes with a fit.
 
@@ -25,6 +25,7 @@ from relrep_hf.training.anchor_arguments import (
     ParamTrainingArguments,
     SharedLinearArguments,
 )
+from relrep_hf.utils.registry import Registry
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -187,69 +188,19 @@ def _sampling_fit(make: str) -> Fit:
 
 _EVERY_INPUT = "every support input is an anchor (as many anchors as --support-size)"
 
-ANCHOR_METHODS: dict[str, AnchorMethod] = {
-    method.name: method
-    for method in (
-        AnchorMethod(
-            "param",
-            "PARAM-WIP",
-            "learned PARAM anchors",
-            "a learned convex mixture",
-            ParamTrainingArguments,
-            fit_param,
-            "stochastic",
-            compared_with="shared_linear",
-            tags=("whitened-inner-product",),
-        ),
-        AnchorMethod(
-            "shared_linear",
-            "Shared-Linear-WIP",
-            "shared linear anchors",
-            "a linear combination of the centred support inputs, fitted in closed form",
-            SharedLinearArguments,
-            fit_shared_linear,
-            "linear",
-            tags=("whitened-inner-product",),
-        ),
-        AnchorMethod(
-            "full_support",
-            "Full-Support-WIP",
-            "full-support anchors",
-            "one support input (every support input is an anchor)",
-            FitArguments,
-            fit_full_support,
-            "identity",
-            unused={"num_anchors": _EVERY_INPUT},
-        ),
-        AnchorMethod(
-            "random",
-            "Random-WIP",
-            "random anchors",
-            "one randomly drawn input (a one-hot mixture)",
-            FitArguments,
-            _sampling_fit("random"),
-            "one_hot",
-        ),
-        AnchorMethod(
-            "kmeans",
-            "KMeans-WIP",
-            "k-means anchors",
-            "the centroid (uniform mixture) of a k-means cluster",
-            FitArguments,
-            _sampling_fit("kmeans"),
-            "stochastic",
-        ),
-        AnchorMethod(
-            "farthest_point",
-            "FPS-WIP",
-            "farthest-point anchors",
-            "one input picked by farthest-point sampling",
-            FitArguments,
-            _sampling_fit("farthest_point"),
-            "one_hot",
-        ),
-    )
-}
+# name -> method, in the order reports list them (the paper's first)
+ANCHOR_METHODS: Registry[AnchorMethod] = Registry("anchor method")
+
+
+def register_anchor_method(method: AnchorMethod) -> AnchorMethod:
+    """Add ``method``: ``relrep-hf fit --method NAME``, the pipeline, the report and the card
+    then take it. A ValueError if its name is taken."""
+    return ANCHOR_METHODS.register(method)
+
+
+def unregister_anchor_method(name: str) -> AnchorMethod:
+    """Take method ``name`` out (a ValueError if it is not registered)."""
+    return ANCHOR_METHODS.unregister(name)
 
 
 def anchor_method(name: str) -> AnchorMethod:
@@ -257,3 +208,66 @@ def anchor_method(name: str) -> AnchorMethod:
     if name not in ANCHOR_METHODS:
         raise ValueError(f"Invalid method {name!r}. Valid: {', '.join(map(repr, ANCHOR_METHODS))}.")
     return ANCHOR_METHODS[name]
+
+
+for _method in (
+    AnchorMethod(
+        "param",
+        "PARAM-WIP",
+        "learned PARAM anchors",
+        "a learned convex mixture",
+        ParamTrainingArguments,
+        fit_param,
+        "stochastic",
+        compared_with="shared_linear",
+        tags=("whitened-inner-product",),
+    ),
+    AnchorMethod(
+        "shared_linear",
+        "Shared-Linear-WIP",
+        "shared linear anchors",
+        "a linear combination of the centred support inputs, fitted in closed form",
+        SharedLinearArguments,
+        fit_shared_linear,
+        "linear",
+        tags=("whitened-inner-product",),
+    ),
+    AnchorMethod(
+        "full_support",
+        "Full-Support-WIP",
+        "full-support anchors",
+        "one support input (every support input is an anchor)",
+        FitArguments,
+        fit_full_support,
+        "identity",
+        unused={"num_anchors": _EVERY_INPUT},
+    ),
+    AnchorMethod(
+        "random",
+        "Random-WIP",
+        "random anchors",
+        "one randomly drawn input (a one-hot mixture)",
+        FitArguments,
+        _sampling_fit("random"),
+        "one_hot",
+    ),
+    AnchorMethod(
+        "kmeans",
+        "KMeans-WIP",
+        "k-means anchors",
+        "the centroid (uniform mixture) of a k-means cluster",
+        FitArguments,
+        _sampling_fit("kmeans"),
+        "stochastic",
+    ),
+    AnchorMethod(
+        "farthest_point",
+        "FPS-WIP",
+        "farthest-point anchors",
+        "one input picked by farthest-point sampling",
+        FitArguments,
+        _sampling_fit("farthest_point"),
+        "one_hot",
+    ),
+):
+    register_anchor_method(_method)

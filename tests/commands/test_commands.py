@@ -13,11 +13,17 @@ import numpy as np
 import pytest
 import torch
 
+from relrep_hf import (
+    ANCHOR_METHODS,
+    AnchorMethod,
+    AnchorSet,
+    FitArguments,
+    FitData,
+    register_anchor_method,
+    unregister_anchor_method,
+)
 from relrep_hf.cli import build_parser, main
 from relrep_hf.commands import COMMANDS
-from relrep_hf.models.anchor_set import AnchorSet
-from relrep_hf.training.anchor_arguments import FitArguments
-from relrep_hf.training.anchor_methods import ANCHOR_METHODS, AnchorMethod, FitData
 
 ROWS = 120
 
@@ -33,7 +39,7 @@ def fit_toy(args: FitArguments, data: FitData) -> tuple[AnchorSet, torch.Tensor]
 
 @pytest.fixture
 def toy_method():
-    ANCHOR_METHODS["toy"] = AnchorMethod(
+    toy = AnchorMethod(
         "toy",
         "Toy-WIP",
         "toy anchors",
@@ -44,8 +50,18 @@ def toy_method():
         compared_with="random",
         unused={"seed": "the toy draws nothing"},
     )
-    yield ANCHOR_METHODS["toy"]
-    del ANCHOR_METHODS["toy"]
+    yield register_anchor_method(toy)
+    assert unregister_anchor_method("toy") is toy
+
+
+def test_a_method_is_registered_once_and_gone_after_its_test(toy_method):
+    with pytest.raises(ValueError, match="The anchor method 'toy' is registered already"):
+        register_anchor_method(toy_method)
+    unregister_anchor_method("toy")
+    assert "toy" not in ANCHOR_METHODS
+    with pytest.raises(ValueError, match=r"Unknown anchor method 'toy'\. Registered: 'param'"):
+        unregister_anchor_method("toy")
+    register_anchor_method(toy_method)  # for the fixture to take out
 
 
 @pytest.fixture

@@ -16,17 +16,15 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from relrep_hf import EncoderKind, register_encoder_kind, unregister_encoder_kind
 from relrep_hf.encoding.array_encoders import cached_embeddings
 from relrep_hf.encoding.encoder_kinds import (
     ENCODER_KINDS,
     ENCODER_KINDS_HELP,
     Embedded,
     EmbedRequest,
-    EncoderKind,
     encoder_kinds_help,
     parse_encoder,
-    register_encoder_kind,
-    unregister_encoder_kind,
 )
 from relrep_hf.encoding.encoders import ArraySpec, EncoderSpec
 from relrep_hf.models.anchor_set import AnchorSet
@@ -127,7 +125,7 @@ def test_a_kind_is_registered_once(toy_kind):
     with pytest.raises(ValueError, match="registered already"):
         register_encoder_kind(toy_kind)
     clash = EncoderKind("other", "another kind", parse_toy, embed_toy, prefix="toy")
-    with pytest.raises(ValueError, match="as 'toy'"):
+    with pytest.raises(ValueError, match="prefix 'toy'"):
         register_encoder_kind(clash)
 
 
