@@ -23,8 +23,8 @@ transformers' signature and reads through `resolve_artifact_folder` and `read_ve
 
 from __future__ import annotations
 
-import glob
 import os
+import shutil
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -80,9 +80,9 @@ def check_save_folder(
     entries of an artifact folder of that kind that are not the artifact's own (a user's notes),
     which the save carries over.
 
-    A missing or empty folder may be written; a folder holding an artifact of ``kind`` is
-    replaced (its own files; others are carried over). Entries matching ``keep`` (a trainer's
-    ``checkpoint-*``) do not count.
+    A missing or empty folder may be written; a folder holding an artifact of ``kind`` (or only
+    files named as its files are, such as a damaged save) is replaced (its own files; others
+    are carried over). Entries matching ``keep`` (a trainer's ``checkpoint-*``) do not count.
 
     Raises:
         NotAnArtifactFolderError: ``folder`` holds files but no artifact of ``kind`` (or it is
@@ -105,9 +105,9 @@ def check_save_folder(
     if not entries:
         return []
     found = detect_artifact_kind(target)
-    if found == kind:
-        required, optional = ARTIFACT_FILES[kind]
-        return [name for name in entries if name not in (*required, *optional)]
+    own = {name for group in ARTIFACT_FILES[kind] for name in group}
+    if found == kind or set(entries) <= own:  # the latter: a damaged save, to be saved again
+        return [name for name in entries if name not in own]
     shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
     holds = f"it holds {_ARTICLE[found]}" if found else f"it holds {shown}"
     raise NotAnArtifactFolderError(
@@ -135,11 +135,21 @@ def save_artifact(
 ) -> None:
     """Save an artifact into ``directory``: checked (`check_save_folder`), then written by
     `write_artifact` into a staging folder that replaces ``directory`` atomically and durably.
-    Entries matching ``keep`` and the user's own files beside an artifact are carried over."""
-    foreign = check_save_folder(directory, kind, what=what, keep=keep)
-    carried = (*ALWAYS_KEPT, *keep, *(glob.escape(name) for name in foreign))
-    with atomic_directory(directory, keep=carried) as staging:
+
+    The user's files beside a previous save are copied into the staging folder after the
+    manifest (they are not the artifact's, so they are not verified), before the swap: a crash
+    at any point leaves them in the old folder or the new one. Entries matching ``keep`` and a
+    trainer's ``checkpoint-*`` are moved over after the swap (`atomic_directory`'s ``keep``).
+    """
+    target = Path(directory)
+    foreign = check_save_folder(target, kind, what=what, keep=keep)
+    with atomic_directory(target, keep=(*ALWAYS_KEPT, *keep)) as staging:
         write_artifact(staging, write)
+        for name in foreign:
+            if (target / name).is_dir() and not (target / name).is_symlink():
+                shutil.copytree(target / name, staging / name, symlinks=True)
+            else:
+                shutil.copy2(target / name, staging / name, follow_symlinks=False)
 
 
 def resolve_artifact_folder(

@@ -67,6 +67,7 @@ def test_an_artifact_of_the_same_kind_is_replaced_and_the_users_files_beside_it_
     assert (tmp_path / "a" / "notes.md").read_text() == "mine"
     assert (tmp_path / "a" / "checkpoint-10").is_dir()
     assert stale.read_text() != "{}"
+    (tmp_path / "a" / "notes.md").write_text("edited later")  # not the artifact's: not verified
     type(artifact).from_pretrained(tmp_path / "a")  # the manifest verifies
 
 
@@ -88,3 +89,11 @@ def test_empty_missing_and_checkpoint_only_folders_may_be_written(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(NotAnArtifactFolderError, match="it is a file, not a folder"):
         ARTIFACTS["projector"].save_pretrained(tmp_path / "file")
+
+
+def test_a_damaged_save_may_be_saved_again(tmp_path):
+    projector = ARTIFACTS["projector"]
+    projector.save_pretrained(tmp_path / "p")
+    (tmp_path / "p" / "config.json").write_text("{not json")  # "save it again", errors say
+    projector.save_pretrained(tmp_path / "p")
+    RelativeProjector.from_pretrained(tmp_path / "p")
