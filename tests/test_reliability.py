@@ -65,6 +65,7 @@ from relrep_hf.evaluation.zero_shot import EncoderData, ZeroShotStitching
 from relrep_hf.pipeline.steps import demo_sizes, load_dataset_for_run
 from relrep_hf.translation.translator import relative_inverse
 from tests.fixtures import (
+    artifact_inputs,
     bridge_inputs,
     device_inputs,
     distributed_statistics,
@@ -159,18 +160,15 @@ def check_holds_one_version(
 ) -> int:
     """Assert ``folder`` holds exactly one of ``candidates`` (every file, byte for byte), and
     that it loads. Returns the version. The ``extra`` files that the saves do not write were
-    put beside version ``old``: they are there if the folder still holds ``old``, and gone
-    once a save completed (a save publishes exactly the files of its artifact)."""
+    put beside version ``old`` by the user: they are there whichever version the folder holds
+    (a save replaces the artifact's files and keeps the user's, issue #37)."""
     version = killable_save.version_of(references.kind, folder)
     assert version in candidates, f"found version {version}, expected one of {sorted(candidates)}"
     found = files_of(folder)
     artifact = {name: data for name, data in found.items() if name not in extra}
     assert artifact == references[version], f"{folder} mixes files of different saves"
     kept = {name: found[name] for name in extra if name in found}
-    if version == old:
-        assert kept == extra, "a file of the old folder was lost although no save completed"
-    else:
-        assert kept == {}, "a file of the old folder survived a new save"
+    assert kept == extra, f"a file of the user's was lost (version {version}, old {old})"
     if references.kind == "projector":
         loaded = RelativeProjector.from_pretrained(folder).weight
         expected = references.artifact(version).weight
@@ -829,6 +827,7 @@ BAD_INPUTS += [BadInput(*case) for case in hostile_inputs.CASES]  # issue #25
 BAD_INPUTS += [BadInput(*case) for case in migration_inputs.CASES]  # issue #31
 BAD_INPUTS += [BadInput(*case) for case in device_inputs.CASES]  # issues #38, #37
 BAD_INPUTS += [BadInput(*case) for case in bridge_inputs.CASES]  # issue #37
+BAD_INPUTS += [BadInput(*case) for case in artifact_inputs.CASES]  # issues #36, #37
 
 
 def shared_linear(s: Setup, num_anchors: int, rows: int | None = None) -> AnchorSet:

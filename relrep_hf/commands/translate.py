@@ -47,6 +47,10 @@ def run(args: argparse.Namespace) -> None:
     if args.vectors is None and args.save_map is None:
         _print_recall(args)
         return
+    if args.save_map is not None:  # refused before the fit, as the save itself would refuse it
+        from relrep_hf.utils.artifacts import check_save_folder
+
+        check_save_folder(args.save_map, "migration_map", what="migration map")
     if args.map == "anchors":
         migration_map = migration.anchor_path_map(args.run_dir, args.source, args.target)
     else:

@@ -20,19 +20,21 @@ import torch
 from torch import Tensor
 
 from relrep_hf.functional.least_squares import AffineMap
+from relrep_hf.utils.artifacts import ArtifactMixin
 from relrep_hf.utils.file_checks import ArtifactFileError, safetensors_shapes
-from relrep_hf.utils.io import atomic_directory
-from relrep_hf.utils.publishing_hooks import publisher
 
-__all__ = ["MIGRATION_MAP_FILE", "MigrationMap"]
+__all__ = ["MIGRATION_MAP_FILE", "MigrationMap", "MigrationOverflowError"]
 
 MIGRATION_MAP_FILE = "migration_map.safetensors"
-CARD_FILE = "README.md"
 FORMAT = "relrep_hf.migration_map"
 FORMAT_VERSION = "1"
 
 
-class MigrationMap(AffineMap):
+class MigrationOverflowError(ValueError):
+    """The migrated vectors are not finite in the dtype asked for (float16's range exceeded)."""
+
+
+class MigrationMap(ArtifactMixin, AffineMap):
     """``x [..., d_old] -> x @ weight + bias [..., d_new]``: old-encoder vectors in the new
     encoder's space, with what the map is (``info``: source, target, rows, the chosen candidate,
     every candidate's cross-validated Recall@1, and any evaluation against re-embedding).
@@ -40,6 +42,9 @@ class MigrationMap(AffineMap):
     Example:
         >>> new = MigrationMap.from_pretrained("me/minilm-to-e5")(old)  # doctest: +SKIP
     """
+
+    artifact_kind = "migration_map"
+    artifact_name = "migration map"
 
     def __init__(self, weight: Tensor, bias: Tensor, info: dict[str, Any] | None = None):
         if weight.ndim != 2 or bias.shape != (weight.shape[1],):
@@ -65,77 +70,82 @@ class MigrationMap(AffineMap):
     def numpy_parameters(
         self, dtype: np.dtype | type = np.float32
     ) -> tuple[np.ndarray, np.ndarray]:
-        """``(weight [d_old, d_new], bias [d_new])`` as C-contiguous NumPy arrays of ``dtype``."""
-        weight = np.ascontiguousarray(self.weight.detach().cpu().numpy(), dtype=dtype)
-        return weight, np.ascontiguousarray(self.bias.detach().cpu().numpy(), dtype=dtype)
+        """``(weight [d_old, d_new], bias [d_new])`` as C-contiguous NumPy arrays of ``dtype``
+        (read through float64: NumPy has no bfloat16, so a bfloat16 map converts too)."""
+        weight = self.weight.detach().to("cpu", torch.float64).numpy()
+        bias = self.bias.detach().to("cpu", torch.float64).numpy()
+        return np.ascontiguousarray(weight, dtype=dtype), np.ascontiguousarray(bias, dtype=dtype)
 
     def apply(self, vectors: np.ndarray) -> np.ndarray:
-        """NumPy ``[N, d_old] -> [N, d_new]``, computed and returned in the vectors' dtype."""
+        """NumPy ``[N, d_old] -> [N, d_new]``, returned in the vectors' dtype (computed in at
+        least float32: a float16 product would round each term).
+
+        Raises:
+            MigrationOverflowError: rows of the input are not finite, or their migrated values
+                do not fit the vectors' dtype (float16 above 65504): the rows are named.
+        """
         vectors = np.asarray(vectors)
         if vectors.ndim != 2 or vectors.shape[1] != self.in_features:
             raise ValueError(
                 f"The map takes [N, {self.in_features}] vectors, got shape {vectors.shape}."
             )
         dtype = vectors.dtype if vectors.dtype.kind == "f" else np.dtype(np.float32)
-        weight, bias = self.numpy_parameters(dtype)
-        out = vectors.astype(dtype, copy=False) @ weight
+        compute = np.promote_types(dtype, np.float32)
+        _check_finite_rows(vectors, "hold NaN or infinite values", "fix or drop those rows")
+        weight, bias = self.numpy_parameters(compute)
+        out = vectors.astype(compute, copy=False) @ weight
         out += bias
+        with np.errstate(over="ignore"):  # an overflow is reported below, with its rows
+            out = out.astype(dtype, copy=False)
+        _check_finite_rows(
+            out,
+            f"are not finite once migrated to {dtype.name} (the map's outputs exceed its range)",
+            "migrate float32 vectors instead (vectors.astype(np.float32))",
+        )
         return out
 
     # -------------------------------------------------------------------------- files
 
-    def save_pretrained(self, save_directory: str | os.PathLike) -> None:
-        """Write ``migration_map.safetensors`` (with ``info`` in its metadata) and the model card
-        ``README.md`` into ``save_directory``, atomically (a killed save leaves the old folder)."""
+    def _save_files(self, folder: Path, **_: Any) -> None:
+        """``migration_map.safetensors``: weight and bias, with ``info`` in its metadata (the
+        card, from `relrep_hf.publishing.cards`, and the manifest come from the base)."""
         from safetensors.torch import save_file
 
-        with atomic_directory(save_directory) as staging:
-            tensors = {"weight": self.weight.detach().cpu(), "bias": self.bias.detach().cpu()}
-            metadata = {"format": FORMAT, "version": FORMAT_VERSION, "info": json.dumps(self.info)}
-            save_file(tensors, str(staging / MIGRATION_MAP_FILE), metadata=metadata)
-            (staging / CARD_FILE).write_text(migration_card(self))
+        tensors = {"weight": self.weight.detach().cpu(), "bias": self.bias.detach().cpu()}
+        metadata = {"format": FORMAT, "version": FORMAT_VERSION, "info": json.dumps(self.info)}
+        save_file(tensors, str(folder / MIGRATION_MAP_FILE), metadata=metadata)
 
     @classmethod
-    def from_pretrained(
-        cls, path_or_repo: str | os.PathLike, *, revision: str | None = None, **hub_kwargs: Any
-    ) -> MigrationMap:
-        """Load a map from a folder that `save_pretrained` wrote, or from a Hub repo id (the
-        file is downloaded with ``huggingface_hub.hf_hub_download``; ``hub_kwargs`` go to it)."""
-        folder = Path(path_or_repo)
-        if folder.is_dir():
-            path = folder / MIGRATION_MAP_FILE
-        elif folder.is_file() and folder.name.endswith(".safetensors"):
-            path = folder
-        else:
-            from huggingface_hub import hf_hub_download
-
-            path = Path(
-                hf_hub_download(
-                    str(path_or_repo), MIGRATION_MAP_FILE, revision=revision, **hub_kwargs
-                )
-            )
-        return cls._load_file(path)
+    def from_pretrained(cls, path_or_repo_id: str | os.PathLike, **kwargs: Any) -> MigrationMap:
+        """Load a map from a folder that `save_pretrained` wrote or a Hub repo id, as every
+        artifact loads (`relrep_hf.utils.artifacts.ArtifactMixin.from_pretrained`: ``revision``,
+        ``token``, ``cache_dir``, ``local_files_only``, ``force_download``, ``verify``; the
+        manifest checked, maps saved before manifests with a warning), or a bare
+        ``migration_map.safetensors`` file (no manifest to check)."""
+        path = Path(path_or_repo_id)
+        if path.is_file() and path.name.endswith(".safetensors"):
+            return cls._load_file(path, source=str(path))
+        return super().from_pretrained(path_or_repo_id, **kwargs)
 
     @classmethod
-    def _load_file(cls, path: Path) -> MigrationMap:
+    def _load_files(cls, folder: Path, *, source: str, commit: str | None) -> MigrationMap:
+        return cls._load_file(folder / MIGRATION_MAP_FILE, source=f"{source}/{MIGRATION_MAP_FILE}")
+
+    @classmethod
+    def _load_file(cls, path: Path, *, source: str) -> MigrationMap:
         from safetensors import safe_open
 
-        if not path.is_file():
-            raise ArtifactFileError(
-                f"{str(path)!r}: no migration map here (expected {MIGRATION_MAP_FILE}, written by "
-                "MigrationMap.save_pretrained or relrep_hf.fit_migration)."
-            )
-        shapes = safetensors_shapes(path, what="migration map", source=str(path))
+        shapes = safetensors_shapes(path, what="migration map", source=source)
         if set(shapes) != {"weight", "bias"}:
             raise ArtifactFileError(
-                f"{str(path)!r} holds tensors {sorted(shapes)}, not a migration map's weight and "
+                f"{source!r} holds tensors {sorted(shapes)}, not a migration map's weight and "
                 "bias: save it again with MigrationMap.save_pretrained."
             )
         with safe_open(str(path), framework="pt") as file:
             metadata = file.metadata() or {}
             if metadata.get("format") != FORMAT:
                 raise ArtifactFileError(
-                    f"{str(path)!r} is not a relrep_hf migration map (its metadata says format "
+                    f"{source!r} is not a relrep_hf migration map (its metadata says format "
                     f"{metadata.get('format')!r}): save it again with MigrationMap.save_pretrained."
                 )
             weight, bias = file.get_tensor("weight"), file.get_tensor("bias")
@@ -143,12 +153,7 @@ class MigrationMap(AffineMap):
             info = json.loads(metadata.get("info", "{}"))
             return cls(weight, bias, info)
         except ValueError as error:
-            raise ArtifactFileError(f"{str(path)!r}: a broken migration map: {error}") from None
-
-    def push_to_hub(self, repo_id: str, **kwargs: Any) -> str:
-        """Push the saved map (file and card) to the Hub as one commit; returns the commit sha.
-        ``kwargs``: ``private``, ``token``, ``revision``, ``commit_message``, ``create_pr``."""
-        return publisher().push_folder(self.save_pretrained, repo_id, **kwargs)
+            raise ArtifactFileError(f"{source!r}: a broken migration map: {error}") from None
 
     def extra_repr(self) -> str:
         chosen = self.info.get("chosen")
@@ -157,53 +162,11 @@ class MigrationMap(AffineMap):
         )
 
 
-def migration_card(migration_map: MigrationMap) -> str:
-    """The model card: what the map moves, from which rows, and every candidate's recall."""
-    from huggingface_hub import ModelCard
-
-    info = migration_map.info
-    source, target = (
-        info.get("source") or "the old encoder",
-        info.get("target") or "the new encoder",
-    )
-    lines = [
-        "---",
-        "library_name: relrep_hf",
-        "tags:\n- relrep_hf\n- embedding-migration",
-        "---",
-        f"# Migration map: {source} -> {target}",
-        "",
-        f"One affine map from {source}'s {migration_map.in_features}-d space into {target}'s "
-        f"{migration_map.out_features}-d space, so vectors stored with the old encoder join a "
-        "corpus of the new one without re-embedding. Fitted with `relrep_hf.fit_migration` on "
-        f"{info.get('rows', '?')} paired rows; the candidate chosen by {info.get('folds', '?')}-fold "
-        f"cross-validated Recall@1: **{info.get('chosen', '?')}**.",
-        "",
-        "| candidate | cross-validated Recall@1 |",
-        "| --- | --- |",
-    ]
-    for name, recall in info.get("cv_recall", {}).items():
-        mark = " (chosen)" if name == info.get("chosen") else ""
-        lines.append(f"| {name}{mark} | {recall:.4f} |")
-    evaluation = info.get("evaluation")
-    if evaluation:
-        lines += [
-            "",
-            "Measured on held-out rows (Recall@1; the re-embedded corpus is the reference):",
-            "",
-        ]
-        lines += ["| corpus | Recall@1 |", "| --- | --- |"]
-        lines += [f"| {name} | {value:.4f} |" for name, value in evaluation.items()]
-    lines += [
-        "",
-        "```python",
-        "from relrep_hf.migration.map import MigrationMap",
-        "",
-        'migration_map = MigrationMap.from_pretrained("REPO_OR_FOLDER")',
-        "new_vectors = migration_map.apply(old_vectors)  # NumPy [N, d_old] -> [N, d_new]",
-        "```",
-        "",
-        "Or stream a whole store: `relrep-hf migrate MAP --vectors OLD_STORE --out NEW_STORE`.",
-        "",
-    ]
-    return str(ModelCard("\n".join(lines)))
+def _check_finite_rows(rows: np.ndarray, problem: str, fix: str) -> None:
+    """Raise `MigrationOverflowError` naming the rows of ``rows`` that hold a non-finite value."""
+    bad = np.flatnonzero(~np.isfinite(rows).all(axis=1))
+    if bad.size:
+        shown = ", ".join(str(i) for i in bad[:10]) + (" ..." if bad.size > 10 else "")
+        raise MigrationOverflowError(
+            f"{bad.size} of {len(rows)} rows {problem}: rows {shown}. Nothing was returned: {fix}."
+        )

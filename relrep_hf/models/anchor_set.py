@@ -11,12 +11,15 @@ and heads record it, so a head never reads the features of another anchor set.
 On disk (and on the Hub) an anchor set is three files:
 ``anchor_set.safetensors`` (the mixture), ``anchor_set.json`` (what it is and how it was
 made) and ``support.jsonl`` (the support inputs, readable with
-``datasets.load_dataset("json", data_files=...)``).
+``datasets.load_dataset("json", data_files=...)``), saved, verified and pushed by the artifact
+base (`relrep_hf.utils.artifacts`), with its card and manifest. The end of this module writes
+them, and reads them back checked against each other before any tensor is loaded (a folder
+written by someone else is untrusted input).
 """
 
 from __future__ import annotations
 
-import os
+import json
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
 from torch import Tensor
 
 from relrep_hf.functional.anchor_strategies import (
@@ -40,12 +45,9 @@ from relrep_hf.functional.shared_linear import (
 )
 from relrep_hf.functional.similarities import get_similarity
 from relrep_hf.functional.statistics import DEFAULT_EPS, DEFAULT_SHRINKAGE
-from relrep_hf.models.anchor_set_files import load_anchor_set_files, write_anchor_set_files
+from relrep_hf.utils.artifacts import ArtifactMixin
 from relrep_hf.utils.defaults import SHARED_LINEAR_SHRINKAGE, check_similarity_settings
-from relrep_hf.utils.file_checks import ArtifactFileError
-from relrep_hf.utils.io import atomic_directory
-from relrep_hf.utils.manifest import write_manifest
-from relrep_hf.utils.publishing_hooks import publisher
+from relrep_hf.utils.file_checks import ArtifactFileError, read_json_file, safetensors_shapes
 from relrep_hf.utils.validation import (
     as_embeddings,
     check_distinct_names,
@@ -55,9 +57,30 @@ from relrep_hf.utils.validation import (
     check_same_rows,
 )
 
+WEIGHTS_NAME = "anchor_set.safetensors"
+CONFIG_NAME = "anchor_set.json"
+SUPPORT_NAME = "support.jsonl"
+FORMAT_VERSION = 1
+
+_DESCRIPTION_TYPES = {
+    "format_version": int,
+    "num_anchors": int,
+    "support_size": int,
+    "strategy": str,
+    "support_reference": (dict, type(None)),
+    "encoders": list,
+    "training": dict,
+    "metrics": dict,
+    "mixing": str,
+    "similarity": str,
+    "shrinkage": (int, float),
+    "eps": (int, float),
+}
+_MAX_SUPPORT_LINE = 1 << 20  # one support input: a text or a reference, far below 1 MiB
+
 
 @dataclass
-class AnchorSet:
+class AnchorSet(ArtifactMixin):
     """A mixing matrix ``M [m, K]`` over K support inputs, and how it was made.
 
     Args:
@@ -83,6 +106,9 @@ class AnchorSet:
         >>> anchor_set.anchors(torch.eye(4, 3)).shape
         torch.Size([2, 3])
     """
+
+    artifact_kind = "anchor_set"
+    artifact_name = "anchor set"
 
     mixture: Tensor
     support: list[Any]
@@ -169,18 +195,10 @@ class AnchorSet:
                 "they come from different anchor sets."
             )
 
-    # ---- persistence -----------------------------------------------------------------------
+    # ---- files: which ones, and how they are read back (the base saves, verifies, pushes) ----
 
-    def save_pretrained(
-        self, save_directory: str | os.PathLike, *, keep: Sequence[str] = ()
-    ) -> None:
-        """Write the three files, the card and their manifest into ``save_directory``
-        atomically and durably: the folder then holds exactly these files, plus the entries of
-        the old folder that match a glob pattern of ``keep`` (a trainer's ``checkpoint-*``)."""
-        with atomic_directory(save_directory, keep=keep) as staging:
-            self._write(staging)
-
-    def _write(self, folder: Path) -> None:
+    def _save_files(self, folder: Path, **_: Any) -> None:
+        """The three files (`write_anchor_set_files`)."""
         write_anchor_set_files(
             folder,
             self.mixture,
@@ -198,61 +216,20 @@ class AnchorSet:
             },
             self.support,
         )
-        publisher().write_card(folder)  # the publishing layer's card, from the files above
-        write_manifest(folder)
 
     @classmethod
-    def from_pretrained(
-        cls,
-        path_or_repo_id: str | os.PathLike,
-        *,
-        revision: str | None = None,
-        token: str | bool | None = None,
-        cache_dir: str | os.PathLike | None = None,
-        local_files_only: bool = False,
-        force_download: bool = False,
-        verify: bool | None = None,
-    ) -> AnchorSet:
-        """Load an anchor set from a local folder or a Hub repo (at ``revision``).
-
-        Its files are checked against the manifest written at save time (``verify=False`` or
-        ``RELREP_HF_VERIFY=0`` skips that) and structurally before anything is built.
-        """
-        mixture, support, fields = load_anchor_set_files(
-            path_or_repo_id,
-            revision=revision,
-            token=token,
-            cache_dir=cache_dir,
-            local_files_only=local_files_only,
-            force_download=force_download,
-            verify=verify,
-        )
+    def _load_files(cls, folder: Path, *, source: str, commit: str | None) -> AnchorSet:
+        """The anchor set of a checked folder; a Hub one records its repo id and commit."""
+        mixture, description, support = read_anchor_set_files(folder, source)
+        fields = saved_fields(description)
+        fields["repo_id"], fields["revision"] = ("", "") if commit is None else (source, commit)
         try:
             return cls(mixture=mixture, support=support, **fields)
         except (ValueError, TypeError) as error:
             raise ArtifactFileError(
-                f"The anchor set at {str(path_or_repo_id)!r} is invalid: {error} Its files are corrupted or "
+                f"The anchor set at {source!r} is invalid: {error} Its files are corrupted or "
                 "were not written by relrep_hf: download it again or save it again."
             ) from error
-
-    def push_to_hub(
-        self,
-        repo_id: str,
-        *,
-        private: bool | None = None,
-        token: str | bool | None = None,
-        revision: str | None = None,
-        commit_message: str = "Upload anchor set with relrep_hf",
-    ) -> str:
-        """Push the anchor set as one commit (`relrep_hf.utils.publishing_hooks`); returns its sha."""
-        return publisher().push_folder(
-            self._write,
-            repo_id,
-            private=private,
-            token=token,
-            revision=revision,
-            commit_message=commit_message,
-        )
 
     # ---- baseline strategies -------------------------------------------------------------
 
@@ -398,3 +375,133 @@ def _checked_rows(
     for name, space in spaces.items():
         check_embeddings(space, name=f"{name!r} fit embeddings")
     return spaces, support_rows, fit_rows
+
+
+# ---- the files ----------------------------------------------------------------------------
+
+
+def read_anchor_set_files(folder: Path, source: str) -> tuple[Tensor, dict[str, Any], list[Any]]:
+    """The mixture, description and support inputs of an anchor set folder, each checked
+    against the others before the tensor is read."""
+    what = "anchor set"
+    tensors = safetensors_shapes(folder / WEIGHTS_NAME, what=what, source=source)
+    found = tensors.get("mixture")
+    if set(tensors) != {"mixture"} or found[0] not in ("F16", "BF16", "F32", "F64"):
+        raise ArtifactFileError(
+            f"{WEIGHTS_NAME} of the anchor set at {source!r} must hold exactly one floating-point "
+            f"tensor 'mixture', it holds {sorted(tensors)} ({found[0] if found else 'none'}). "
+            "Save the anchor set again."
+        )
+    shape = found[1]
+    if len(shape) != 2 or 0 in shape:
+        raise ArtifactFileError(
+            f"{WEIGHTS_NAME} of the anchor set at {source!r} holds a mixture of shape "
+            f"{list(shape)}, not [m, K] with m, K >= 1. Save the anchor set again."
+        )
+    description = read_json_file(folder / CONFIG_NAME, what=what, source=source)
+    problems = [] if isinstance(description, dict) else ["it is not a JSON object"]
+    for key, kind in _DESCRIPTION_TYPES.items() if not problems else ():
+        if key in description and (
+            not isinstance(description[key], kind) or isinstance(description[key], bool)
+        ):
+            problems.append(f"{key} is {type(description[key]).__name__}")
+    if not problems:
+        version = description.get("format_version", FORMAT_VERSION)
+        if version > FORMAT_VERSION:
+            problems.append(
+                f"format_version {version} is newer than this relrep_hf reads "
+                f"({FORMAT_VERSION}): upgrade relrep_hf"
+            )
+        for key, size in (("num_anchors", shape[0]), ("support_size", shape[1])):
+            if key in description and description[key] != size:
+                problems.append(f"{key}={description[key]} but the mixture has {size}")
+    if problems:
+        raise ArtifactFileError(
+            f"{CONFIG_NAME} of the anchor set at {source!r} is invalid: {'; '.join(problems)}. "
+            "Save the anchor set again."
+        )
+    support = _read_support(folder / SUPPORT_NAME, shape[1], source)
+    try:
+        mixture = load_file(folder / WEIGHTS_NAME)["mixture"]
+    except SafetensorError as error:
+        raise ArtifactFileError(
+            f"The anchor set at {source!r} is corrupted or truncated ({error}). "
+            "Download it again (or save it again)."
+        ) from error
+    return mixture, description, support
+
+
+def _read_support(path: Path, expected: int, source: str) -> list[Any]:
+    """The support inputs of ``support.jsonl``: ``expected`` lines of JSON objects, each a text
+    (``{"text": ...}``) or a reference to an input."""
+
+    def broken(problem: str) -> ArtifactFileError:
+        return ArtifactFileError(
+            f"{SUPPORT_NAME} of the anchor set at {source!r} is invalid: {problem}. Download it "
+            "again or save the anchor set again."
+        )
+
+    support: list[Any] = []
+    with open(path, "rb") as file:
+        for number, line in enumerate(iter(lambda: file.readline(_MAX_SUPPORT_LINE + 1), b"")):
+            if len(line) > _MAX_SUPPORT_LINE:
+                raise broken(f"line {number + 1} is longer than {_MAX_SUPPORT_LINE} bytes")
+            if not line.strip():
+                continue
+            if len(support) == expected:
+                raise broken(f"it has more than the K={expected} rows the mixture mixes")
+            try:
+                row = json.loads(line)
+            except (ValueError, UnicodeDecodeError) as error:
+                raise broken(f"line {number + 1} is not JSON ({error})") from error
+            if not isinstance(row, dict) or not row:
+                raise broken(f"line {number + 1} is not a JSON object")
+            if set(row) == {"text"}:
+                if not isinstance(row["text"], str):
+                    raise broken(f"line {number + 1} has a text that is not a string")
+                support.append(row["text"])
+            else:
+                support.append(row)
+    if len(support) != expected:
+        raise broken(f"it has {len(support)} rows but the mixture mixes K={expected}")
+    return support
+
+
+def write_anchor_set_files(
+    folder: Path, mixture: Tensor, description: dict[str, Any], support: list[Any]
+) -> None:
+    """The three files: the mixture, ``description`` (with the format version) and one support
+    input per line (texts as ``{"text": ...}``, readable with ``datasets``)."""
+    save_file(
+        {"mixture": mixture.detach().cpu().contiguous()},
+        folder / WEIGHTS_NAME,
+        metadata={"format": "pt"},
+    )
+    description = {"format_version": FORMAT_VERSION, **description}
+    (folder / CONFIG_NAME).write_text(json.dumps(description, indent=2, sort_keys=True) + "\n")
+    with open(folder / SUPPORT_NAME, "w", encoding="utf-8") as file:
+        for item in support:
+            row = {"text": item} if isinstance(item, str) else item
+            file.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def saved_fields(description: dict[str, Any]) -> dict[str, Any]:
+    """`AnchorSet`'s fields (besides mixture and support) from a saved description; anchor sets
+    saved before the similarity settings were recorded take their training's, or the paper's."""
+    training = description.get("training", {})
+    return {
+        "support_reference": description.get("support_reference"),
+        "strategy": description.get("strategy", "param"),
+        "encoders": description.get("encoders", []),
+        "training": training,
+        "metrics": description.get("metrics", {}),
+        "mixing": description.get("mixing", ""),
+        **{
+            key: description.get(key, training.get(key, default))
+            for key, default in (
+                ("similarity", "wip"),
+                ("shrinkage", DEFAULT_SHRINKAGE),
+                ("eps", DEFAULT_EPS),
+            )
+        },
+    }

@@ -65,6 +65,7 @@ class RelativeHeadForClassification(RelrepPreTrainedModel):
     """
 
     config_class = RelativeHeadConfig
+    artifact_kind = "head"
     artifact_name = "head"
     base_model_prefix = "relative_head"
     main_input_name = "relative"

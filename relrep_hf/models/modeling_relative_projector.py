@@ -67,6 +67,7 @@ class RelativeProjector(RelrepPreTrainedModel):
     """
 
     config_class = RelativeProjectorConfig
+    artifact_kind = "projector"
     artifact_name = "projector"
     base_model_prefix = "relative_projector"
     main_input_name = "embeddings"

@@ -3,9 +3,9 @@
 The wrapper is to a projector what a PEFT model is to an adapter: it holds any transformers
 model (the encoder, loaded with `AutoModel`) and the small projector that belongs to it, checks
 that they belong together (embedding size, pooling, layer, encoder id and revision: see
-`relrep_hf.models.wrapper_checks`), encodes through the library's one encoding loop
+`relrep_hf.models.wrapper_parts`), encodes through the library's one encoding loop
 (`relrep_hf.encoding`), forwards unknown attributes to the encoder, and saves only the
-projector. Loading the parts, and the provenance the saved projector records, are
+projector. Loading the parts, checking them, and the provenance the saved projector records, are
 `relrep_hf.models.wrapper_parts`'.
 
 Read top to bottom: the output class, the wrapper (load, checks, forward, encode, save), and
@@ -34,17 +34,15 @@ from relrep_hf.models.modeling_relative_head import (
     check_head_matches_projector,
 )
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
-from relrep_hf.models.wrapper_checks import (
+from relrep_hf.models.wrapper_parts import (
+    LoadOptions,
     check_encoder_identity,
     check_hidden_size,
     check_preprocessor,
-    mismatch,
-    resolve_pooling_and_layer,
-)
-from relrep_hf.models.wrapper_parts import (
-    LoadOptions,
     load_wrapper_parts,
+    mismatch,
     projector_with_provenance,
+    resolve_pooling_and_layer,
 )
 
 __all__ = ["RelativeWrapper", "RelativeWrapperOutput", "RelativeWrapperWithHead"]

@@ -1,16 +1,16 @@
-"""`RelrepPreTrainedModel`: what every relrep_hf artifact model shares.
+"""`RelrepPreTrainedModel`: the artifact base on a transformers `PreTrainedModel`.
 
-Projectors and heads are small artifacts: a config and a few tensors. Saving them is
-atomic (a killed process never leaves a half-written folder); their model card is written
-and their pushes are sent by the publishing layer, reached through
-`relrep_hf.utils.publishing_hooks`; loading turns broken files into errors that say what to do.
+Projectors and heads are small artifacts: a config and a few tensors. They save, verify and
+push as every artifact does (`relrep_hf.utils.artifacts.ArtifactMixin`: the folder checked, an
+atomic save with card and sha256 manifest, one-commit pushes); what is theirs is transformers'
+file format and ``from_pretrained`` signature, and the structural checks that turn broken files
+into errors that say what to do. `AutoModel.from_pretrained` still loads them.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -18,6 +18,7 @@ from safetensors import SafetensorError
 from transformers import PreTrainedModel
 
 from relrep_hf.models.configuration_utils import NewerFormatError
+from relrep_hf.utils.artifacts import ArtifactMixin, read_verified, resolve_artifact_folder
 from relrep_hf.utils.file_checks import (
     ArtifactFileError,
     check_sizes,
@@ -25,66 +26,24 @@ from relrep_hf.utils.file_checks import (
     read_json_file,
     safetensors_shapes,
 )
-from relrep_hf.utils.hub_files import resolve_folder
-from relrep_hf.utils.io import atomic_directory
-from relrep_hf.utils.local_paths import check_local_path
-from relrep_hf.utils.manifest import read_consistently, verify_folder, write_manifest
-from relrep_hf.utils.publishing_hooks import publisher
 
-_HUB_KWARGS = ("repo_id", "token", "private", "commit_message", "revision", "create_pr")
 CONFIG_NAME, WEIGHTS_NAME = "config.json", "model.safetensors"
 _SIZE_KEYS = ("hidden_size", "num_anchors", "num_labels", "hidden_sizes")
 
 
-class RelrepPreTrainedModel(PreTrainedModel):
-    """Atomic saves with a model card, one-commit pushes, clear load errors."""
+class RelrepPreTrainedModel(ArtifactMixin, PreTrainedModel):
+    """The artifact base (`relrep_hf.utils.artifacts.ArtifactMixin`: checked, atomic saves with
+    card and manifest, one-commit pushes) on a transformers model, with clear load errors."""
 
     artifact_name = "model"  # used in messages: "projector", "head"
 
     def _write_extras(self, folder: Path) -> None:
         """Files of the artifact's own saved beside config.json and model.safetensors."""
 
-    def save_pretrained(
-        self, save_directory: str | os.PathLike, *, push_to_hub: bool = False, **kwargs
-    ) -> None:
-        """Save config.json, model.safetensors, the model card and their manifest (sha256 of
-        each file) atomically and durably: into a staging folder that then replaces the whole
-        folder, so it holds exactly these files (see `relrep_hf.utils.io.atomic_directory`). The card
-        is written by the publishing layer (`relrep_hf.utils.publishing_hooks`)."""
-        hub_kwargs = {key: kwargs.pop(key) for key in _HUB_KWARGS if key in kwargs}
-        with atomic_directory(save_directory) as staging:
-            super().save_pretrained(staging, **kwargs)
-            self._write_extras(staging)
-            publisher().write_card(staging)
-            write_manifest(staging)
-        if push_to_hub:
-            self.push_to_hub(hub_kwargs.pop("repo_id", Path(save_directory).name), **hub_kwargs)
-
-    def push_to_hub(
-        self,
-        repo_id: str,
-        *,
-        private: bool | None = None,
-        token: str | bool | None = None,
-        revision: str | None = None,
-        commit_message: str | None = None,
-        create_pr: bool = False,
-    ) -> str:
-        """Push as one commit (the publishing layer's `relrep_hf.publishing.hub.push_folder`, reached
-        through `relrep_hf.utils.publishing_hooks`); returns its sha.
-
-        The pushed config names the encoder and anchor set by Hub id and commit, never by a
-        local path. The model in memory is not changed.
-        """
-        return publisher().push_folder(
-            self.save_pretrained,
-            repo_id,
-            private=private,
-            token=token,
-            revision=revision,
-            commit_message=commit_message or f"Upload {self.artifact_name} with relrep_hf",
-            create_pr=create_pr,
-        )
+    def _save_files(self, folder: Path, **kwargs) -> None:
+        """config.json and model.safetensors (transformers' save), and the artifact's extras."""
+        PreTrainedModel.save_pretrained(self, folder, **kwargs)
+        self._write_extras(folder)
 
     @classmethod
     def from_pretrained(
@@ -103,48 +62,33 @@ class RelrepPreTrainedModel(PreTrainedModel):
         """
         wants_info = kwargs.pop("output_loading_info", False)
         subfolder = kwargs.pop("subfolder", "") or ""
-        source, what = str(pretrained_model_name_or_path), cls.artifact_name
-        folder = Path(pretrained_model_name_or_path)
-        if not folder.is_dir():
-            check_local_path(pretrained_model_name_or_path)
-            folder, commit = resolve_folder(
-                pretrained_model_name_or_path,
-                revision=kwargs.get("revision"),
-                token=kwargs.get("token"),
-                cache_dir=kwargs.get("cache_dir"),
-                local_files_only=kwargs.get("local_files_only", False),
-                force_download=kwargs.get("force_download", False),
-            )
+        what = cls.artifact_name
+        download = ("revision", "token", "cache_dir", "local_files_only", "force_download")
+        folder, commit, source = resolve_artifact_folder(
+            pretrained_model_name_or_path,
+            kind=cls.artifact_kind,
+            what=what,
+            loader=cls.__name__,
+            subfolder=subfolder,
+            **{key: kwargs[key] for key in download if key in kwargs},
+        )
+        if commit is not None:
             kwargs["revision"] = commit  # transformers reads the very snapshot checked here
         if subfolder:  # e.g. a sentence-transformers module's folder: load the files checked
-            folder = folder / subfolder
-            source = f"{source} (subfolder {subfolder!r})"
             pretrained_model_name_or_path = folder
-        cls._check_kind(folder, source)
 
         def load(read: Path) -> tuple[RelrepPreTrainedModel, dict]:
-            # ``read``: the folder, or a private copy of one version of it (`read_consistently`)
+            # ``read``: the folder, or a private copy of one version of it (`read_verified`)
             name = pretrained_model_name_or_path if read == folder else read
-            # The digests are computed on a second thread (hashlib releases the GIL) while the
-            # files are checked and loaded; no model is returned, and no other error raised,
-            # before the check has passed.
-            with ThreadPoolExecutor(max_workers=1) as pool:
-                digests = pool.submit(
-                    verify_folder, read, required=(CONFIG_NAME, WEIGHTS_NAME), what=what,
-                    source=source, verify=verify, stacklevel=5,
-                )  # fmt: skip
-                try:
-                    loaded = cls._load_checked(read, source, name, *args, **kwargs)
-                except BaseException:
-                    digests.result()  # a corrupted file explains the failure better: raise that
-                    raise
-                digests.result()
+            loaded = cls._load_checked(read, source, name, *args, **kwargs)
             if read != folder:  # the model names the folder, not the copy
                 loaded[0].config._name_or_path = str(pretrained_model_name_or_path)
             return loaded
 
-        # one version of the folder, though other processes save to it meanwhile
-        model, info = read_consistently(folder, load, source=source)
+        model, info = read_verified(
+            folder, load, required=(CONFIG_NAME, WEIGHTS_NAME), what=what, source=source,
+            verify=verify, stacklevel=7,
+        )  # fmt: skip
         missing = sorted(info["missing_keys"])
         if missing:
             raise OSError(
@@ -161,7 +105,10 @@ class RelrepPreTrainedModel(PreTrainedModel):
         cls._check_files(folder, source)
         kwargs["use_safetensors"] = True
         try:
-            return super().from_pretrained(name_or_path, *args, output_loading_info=True, **kwargs)
+            # transformers' load (the next in line after the artifact base's)
+            return super(ArtifactMixin, cls).from_pretrained(
+                name_or_path, *args, output_loading_info=True, **kwargs
+            )
         except SafetensorError as error:
             raise OSError(
                 f"The weights of the {what} at {source!r} are corrupted or truncated ({error}). "
@@ -178,24 +125,6 @@ class RelrepPreTrainedModel(PreTrainedModel):
 
     def post_load(self) -> None:
         """Called after a successful `from_pretrained`."""
-
-    @classmethod
-    def _check_kind(cls, folder: Path, source: str) -> None:
-        """Refuse a folder that holds another kind of artifact, or none."""
-        what = cls.artifact_name
-        if (folder / "anchor_set.json").is_file() and not (folder / CONFIG_NAME).is_file():
-            raise ArtifactFileError(
-                f"{source!r} is an anchor set, not a {what}: load it with "
-                "AnchorSet.from_pretrained, and build projectors from it with "
-                "RelativeProjector.from_anchor_set."
-            )
-        missing = [n for n in (CONFIG_NAME, WEIGHTS_NAME) if not (folder / n).is_file()]
-        if missing:
-            raise ArtifactFileError(
-                f"{source!r} is not a saved {what}: it lacks {', '.join(missing)} (weights load "
-                f"from safetensors only, never from a pickle). Save it with "
-                f"{cls.__name__}.save_pretrained."
-            )
 
     @classmethod
     def _check_files(cls, folder: Path, source: str) -> None:

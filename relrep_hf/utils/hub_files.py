@@ -1,11 +1,13 @@
-"""An artifact's files on the Hub, download side: which files, where they are, what went wrong.
+"""An artifact's files on the Hub, both ways: which files, where they are, what went wrong.
 
 Like ``transformers.utils.hub``: `resolve_folder` turns a local folder or a Hub repo id into a
-local folder and the commit it was resolved to; `artifact_kind` tells what a folder holds;
-`hub_errors` turns huggingface_hub's failures into a `HubError` that names the repo and what to
-do. The Hub-id and commit rules (`is_hub_id`, `is_commit_hash`, `snapshot_record`) are defined
-here once, on huggingface_hub's own repo-id validation. The push side (provenance, cards,
-commits) is `relrep_hf.publishing.hub`, above the artifacts.
+local folder and the commit it was resolved to (the one download path of every artifact);
+`push_folder` uploads a saved folder as one commit (the one upload path); `artifact_kind` tells
+what a folder holds; `hub_errors` turns huggingface_hub's failures into a `HubError` that names
+the repo and what to do. The Hub-id and commit rules (`is_hub_id`, `is_commit_hash`,
+`snapshot_record`) are defined here once, on huggingface_hub's own repo-id validation. What a
+folder gets before it is pushed (portable provenance, the card, remote code) is the publishing
+layer's (`relrep_hf.publishing.hub.prepare_upload`), passed in as ``prepare``.
 """
 
 from __future__ import annotations
@@ -14,11 +16,18 @@ import contextlib
 import json
 import os
 import re
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from huggingface_hub import constants, snapshot_download
+from huggingface_hub import (
+    CommitOperationAdd,
+    CommitOperationDelete,
+    HfApi,
+    constants,
+    snapshot_download,
+)
 from huggingface_hub.errors import (
     HfHubHTTPError,
     HFValidationError,
@@ -48,11 +57,12 @@ __all__ = [
     "is_commit_hash",
     "is_hub_id",
     "loaded_provenance",
+    "push_folder",
     "resolve_folder",
     "snapshot_record",
 ]
 
-ArtifactKind = Literal["anchor_set", "projector", "head", "run"]
+ArtifactKind = Literal["anchor_set", "projector", "head", "migration_map", "run"]
 
 LOCAL_PREFIX = "local:"
 """Prefix of a provenance record that names a local folder (``"local:<folder name>"``)."""
@@ -80,8 +90,14 @@ ARTIFACT_FILES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("config.json", "model.safetensors"),
         ("README.md", HEAD_METRICS_NAME, "manifest.json"),
     ),
+    "migration_map": (("migration_map.safetensors",), ("README.md", "manifest.json")),
 }
-_ARTICLE = {"anchor_set": "an anchor set", "projector": "a projector", "head": "a head"}
+_ARTICLE = {
+    "anchor_set": "an anchor set",
+    "projector": "a projector",
+    "head": "a head",
+    "migration_map": "a migration map",
+}
 _MODEL_TYPES = {"relative_projector": "projector", "relative_head": "head"}
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 # a folder or file in the Hub cache: .../models--org--name/snapshots/<commit>[/...]
@@ -198,8 +214,88 @@ def resolve_folder(
     return Path(folder), Path(folder).name  # snapshot folders are named by commit
 
 
+def push_folder(
+    save: Callable[[Path], None],
+    repo_id: str,
+    *,
+    prepare: Callable[..., None] | None = None,
+    private: bool | None = None,
+    token: str | bool | None = None,
+    revision: str | None = None,
+    commit_message: str = "Upload with relrep_hf",
+    create_pr: bool = False,
+) -> str:
+    """Write an artifact with ``save(folder)`` into a temporary folder and push it as one commit.
+
+    ``prepare(folder, repo_id=..., token=...)`` then readies the folder for the Hub (the
+    publishing layer's portable provenance, card, remote code and manifest). The commit is made
+    with ``HfApi.create_commit`` on top of the branch head read here (a push that another one
+    overtook fails instead of mixing), deleting the artifact files the new version lacks.
+    ``revision`` is a branch, created from ``main`` if missing. Returns the commit sha. Nothing
+    local is touched: the folder is temporary.
+
+    Raises:
+        HubError: the Hub refused or could not be reached; nothing was committed (for a
+            dropped connection: the commit was not confirmed, and the message says so).
+    """
+    check_repo_id(repo_id)
+    api = HfApi(token=token)
+    with tempfile.TemporaryDirectory(prefix="relrep-hf-push-") as tmp:
+        folder = Path(tmp)
+        save(folder)
+        with hub_errors(repo_id, action="push to", revision=revision):
+            repo_id = api.create_repo(repo_id, private=private, exist_ok=True).repo_id
+            if revision is not None and not revision.startswith("refs/pr/"):
+                api.create_branch(repo_id, branch=revision, exist_ok=True)
+            parent, stale = _branch_state(api, repo_id, revision, folder)
+        if prepare is not None:
+            prepare(folder, repo_id=repo_id, token=token)
+        operations: list[CommitOperationAdd | CommitOperationDelete] = [
+            CommitOperationAdd(
+                path_in_repo=path.relative_to(folder).as_posix(), path_or_fileobj=path
+            )
+            for path in sorted(folder.rglob("*"))
+            if path.is_file()
+        ]
+        pushed = {operation.path_in_repo for operation in operations}
+        operations += [
+            CommitOperationDelete(path_in_repo=name) for name in stale if name not in pushed
+        ]
+        with hub_errors(repo_id, action="push to", revision=revision, committing=True):
+            commit = api.create_commit(
+                repo_id,
+                operations,
+                commit_message=commit_message,
+                revision=revision,
+                create_pr=create_pr,
+                parent_commit=None if create_pr else parent,
+            )
+    return commit.oid
+
+
+def _branch_state(
+    api: HfApi, repo_id: str, revision: str | None, folder: Path
+) -> tuple[str | None, list[str]]:
+    """The commit the push will build on, and the artifact files there that the new save lacks.
+
+    The commit becomes the push's ``parent_commit``: a push that another process overtook fails
+    instead of silently mixing or replacing (see docs/bad_inputs.md). Deleting the stale
+    artifact files (a previous head's ``metrics.json``) makes the repo hold exactly the files
+    of the artifact pushed; files that no relrep_hf artifact writes are left alone.
+    """
+    owned = {name for groups in ARTIFACT_FILES.values() for group in groups for name in group}
+    try:
+        info = api.model_info(repo_id, revision=revision or "main", files_metadata=False)
+    except (RevisionNotFoundError, RepositoryNotFoundError):
+        return None, []
+    files = [sibling.rfilename for sibling in info.siblings or []]
+    stale = [name for name in files if name in owned and not (folder / name).is_file()]
+    return info.sha, stale
+
+
 def artifact_kind(folder: str | os.PathLike) -> ArtifactKind:
-    """What ``folder`` holds: ``"anchor_set"``, ``"projector"``, ``"head"`` or ``"run"``.
+    """What ``folder`` holds: ``"anchor_set"``, ``"projector"``, ``"head"``,
+    ``"migration_map"`` or ``"run"``.
 
     Raises:
         FileNotFoundError: it is none of those, or lacks required files (named in the message).
@@ -214,8 +310,8 @@ def artifact_kind(folder: str | os.PathLike) -> ArtifactKind:
             f"{str(folder)!r} holds no relrep_hf artifact. Expected an anchor set "
             "(anchor_set.json, anchor_set.safetensors, support.jsonl), a projector or head "
             "(config.json with model_type 'relative_projector' or 'relative_head', "
-            "model.safetensors), or a run folder (anchor_set/, projectors/<name>/, "
-            f"heads/<name>/); found {entries or 'nothing'}."
+            "model.safetensors), a migration map (migration_map.safetensors), or a run folder "
+            f"(anchor_set/, projectors/<name>/, heads/<name>/); found {entries or 'nothing'}."
         )
     if kind != "run":
         required, _ = ARTIFACT_FILES[kind]
@@ -237,7 +333,9 @@ def detect_artifact_kind(folder: Path) -> ArtifactKind | None:
             model_type = read_config(folder).get("model_type")
         except (OSError, ValueError, AttributeError):
             return None
-        return _MODEL_TYPES.get(model_type)  # type: ignore[return-value]
+        return _MODEL_TYPES.get(model_type) if isinstance(model_type, str) else None
+    if (folder / "migration_map.safetensors").is_file():
+        return "migration_map"
     if any((folder / name).is_dir() for name in ("anchor_set", "projectors", "heads")):
         return "run"
     return None

@@ -1,8 +1,9 @@
 """The one hook through which an artifact reaches the publishing layer (cards and Hub pushes).
 
-Artifacts (anchor sets, projectors, heads) sit below the publishing code and never import it.
-Their ``save_pretrained`` asks the registered `Publisher` to write the model card into the
-folder being saved, and their ``push_to_hub`` asks it to push; the publishing layer registers
+Artifacts (anchor sets, projectors, heads, migration maps) sit below the publishing code and
+never import it. Their ``save_pretrained`` asks the registered `Publisher` to write the model card
+into the folder being saved, and their ``push_to_hub`` asks it to ready the folder for the Hub
+(the upload itself is `relrep_hf.utils.hub_files.push_folder`); the publishing layer registers
 itself once, like ``AutoConfig.register`` (`relrep_hf.publishing.hub`, imported by
 ``relrep_hf/__init__.py``, so the hook is in effect whenever any relrep_hf module is imported).
 This module imports nothing heavy.
@@ -10,9 +11,8 @@ This module imports nothing heavy.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 __all__ = ["Publisher", "publisher", "register_publisher"]
 
@@ -24,11 +24,11 @@ class Publisher(Protocol):
         """Write the model card (and its images) of the artifact saved in ``folder``; its path,
         or None when a README.md the user wrote was kept."""
 
-    def push_folder(
-        self, save: Callable[[Path], None], repo_id: str, **kwargs: Any
-    ) -> str:  # pragma: no cover - a protocol
-        """Save the artifact with ``save(folder)`` into a temporary folder and push it as one
-        commit; returns the commit sha."""
+    def prepare_upload(
+        self, folder: Path, *, repo_id: str, token: str | bool | None = None
+    ) -> None:  # pragma: no cover - a protocol
+        """Ready a saved artifact ``folder`` (a temporary copy) for the Hub, in place: portable
+        provenance, the card for ``repo_id``, remote code, the manifest."""
 
 
 _registered: list[Publisher] = []

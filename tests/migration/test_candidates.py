@@ -121,7 +121,11 @@ def test_the_map_round_trips_as_one_small_file_and_a_card(tmp_path):
         old.float(), new.float(), source_name="minilm", target_name="e5"
     )
     migration_map.save_pretrained(tmp_path / "map")
-    assert sorted(p.name for p in (tmp_path / "map").iterdir()) == ["README.md", MIGRATION_MAP_FILE]
+    assert sorted(p.name for p in (tmp_path / "map").iterdir()) == [
+        "README.md",
+        "manifest.json",
+        MIGRATION_MAP_FILE,
+    ]
     loaded = MigrationMap.from_pretrained(tmp_path / "map")
     torch.testing.assert_close(loaded.weight, migration_map.weight, rtol=0, atol=0)
     assert loaded.info == json.loads(json.dumps(migration_map.info))

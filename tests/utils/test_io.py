@@ -65,7 +65,10 @@ def test_a_new_head_saved_over_an_evaluated_one_keeps_no_stale_metrics(tmp_path)
 
     fresh = tmp_path / "fresh"
     head(1).save_pretrained(fresh)
-    assert sorted(p.name for p in folder.iterdir()) == sorted(p.name for p in fresh.iterdir())
+    # the head's own stale file is gone; the user's file beside it is kept (issue #37)
+    names = sorted(p.name for p in folder.iterdir())
+    assert names == sorted([*(p.name for p in fresh.iterdir()), "notes.txt"])
+    assert (folder / "notes.txt").read_text() == "not part of any artifact"
     assert not (folder / "metrics.json").exists()
     assert "0.987654" not in (folder / "README.md").read_text()
     for name in ("config.json", "model.safetensors", "README.md", "manifest.json"):
@@ -79,9 +82,13 @@ def test_keep_carries_only_the_named_entries_over(tmp_path):
     (folder / "checkpoint-4").mkdir()
     (folder / "checkpoint-4" / "state.json").write_text("{}")
     (folder / "stale.txt").write_text("old")
-    anchor_set().save_pretrained(folder, keep=("checkpoint-*",))
+    with relrep_io.atomic_directory(folder, keep=("checkpoint-*",)) as staging:
+        anchor_set()._save_files(staging)
     assert (folder / "checkpoint-4" / "state.json").read_text() == "{}"
     assert not (folder / "stale.txt").exists()
+    (folder / "stale.txt").write_text("the user's")  # an artifact's save keeps it (issue #37)
+    anchor_set().save_pretrained(folder, keep=("checkpoint-*",))
+    assert (folder / "stale.txt").read_text() == "the user's"
     assert [p.name for p in tmp_path.iterdir()] == ["anchors"]  # nothing left beside it
 
 
@@ -249,7 +256,7 @@ def test_the_fallback_commit_without_renameat2_is_durable_and_complete(spy, monk
     assert renames[0] == "projector" and renames[1].startswith(".projector.tmp-"), renames
     check_order(list(spy), target, swap="rename")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["projector"]
-    assert not (target / "stale.txt").exists()
+    assert (target / "stale.txt").read_text() == "old"  # the user's file is kept (issue #37)
     loaded = RelativeProjector.from_pretrained(target)
     assert torch.equal(loaded.weight, projector(1).weight)
 

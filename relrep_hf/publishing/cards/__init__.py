@@ -1,12 +1,13 @@
-"""Model cards of anchor sets, projectors and heads, filled from the artifact's own data.
+"""Model cards of anchor sets, projectors, heads and migration maps, from the artifact's data.
 
 The prose lives in Jinja templates (``model_cards/anchor_set.md``, ``projector.md``,
-``head.md``), rendered by ``huggingface_hub.ModelCard.from_template``; the modules here compute
+``head.md``, ``migration_map.md``), rendered by ``huggingface_hub.ModelCard.from_template``; the modules here compute
 their fields (tables, snippets, the YAML metadata) from what the artifact stores, and never touch
 the network. The metadata is built with `huggingface_hub.ModelCardData` and `EvalResult`, so the
 ``model-index`` is the Hub's format: one result per metric measured, with its dataset.
 
-* `relrep_hf.publishing.cards.anchor_set_card`, `.projector_card`, `.head_card`: the three cards;
+* `relrep_hf.publishing.cards.anchor_set_card`, `.projector_card`, `.head_card`,
+  `.migration_map_card`: the four cards;
 * `relrep_hf.publishing.cards.folders`: writing a card into a saved artifact's folder;
 * `relrep_hf.publishing.cards.sections`, `.templates`, `.heatmap`: the pieces.
 
@@ -30,6 +31,7 @@ from relrep_hf.publishing.cards.anchor_set_card import anchor_set_card
 from relrep_hf.publishing.cards.folders import is_generated_card, write_card, write_folder_card
 from relrep_hf.publishing.cards.head_card import HEAD_METRICS_NAME, head_card
 from relrep_hf.publishing.cards.heatmap import HEATMAP_NAME, write_heatmap
+from relrep_hf.publishing.cards.migration_map_card import migration_map_card
 from relrep_hf.publishing.cards.projector_card import projector_card
 from relrep_hf.publishing.cards.templates import render_template, template_dir
 from relrep_hf.utils.citation import CITATION
@@ -41,6 +43,7 @@ __all__ = [
     "anchor_set_card",
     "head_card",
     "is_generated_card",
+    "migration_map_card",
     "projector_card",
     "render_template",
     "template_dir",

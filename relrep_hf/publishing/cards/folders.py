@@ -2,7 +2,7 @@
 
 `write_folder_card` reads the facts of the artifact saved in a folder (``anchor_set.json`` and
 ``support.jsonl``, or ``config.json`` through ``transformers.AutoConfig``, and a head's
-``metrics.json``); it is what an artifact's ``save_pretrained`` reaches through
+``metrics.json``, or ``migration_map.safetensors``); it is what an artifact's ``save_pretrained`` reaches through
 `relrep_hf.utils.publishing_hooks`, and what every push runs. It never touches the network.
 """
 
@@ -25,6 +25,11 @@ from relrep_hf.publishing.cards.anchor_set_card import (
 )
 from relrep_hf.publishing.cards.head_card import HEAD_METRICS_NAME, head_card
 from relrep_hf.publishing.cards.heatmap import HEATMAP_NAME, write_heatmap
+from relrep_hf.publishing.cards.migration_map_card import (
+    MIGRATION_MAP_FILE,
+    migration_map_card,
+    read_migration_map_facts,
+)
 from relrep_hf.publishing.cards.projector_card import projector_card
 from relrep_hf.publishing.cards.templates import MARKER
 from relrep_hf.utils.file_checks import read_json_file
@@ -105,6 +110,9 @@ def write_folder_card(folder: str | os.PathLike, *, repo_id: str | None = None) 
         return None
     if (folder / "anchor_set.json").is_file():
         return write_card(read_anchor_set_facts(folder), folder, repo_id=repo_id)
+    if (folder / MIGRATION_MAP_FILE).is_file():
+        migration_map_card(read_migration_map_facts(folder), repo_id=repo_id).save(readme)
+        return readme
     if not (folder / "config.json").is_file():
         return None
     model_type = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("model_type")

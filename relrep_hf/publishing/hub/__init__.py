@@ -1,21 +1,21 @@
 """Publishing on the Hub: push artifacts as one commit each, with their card and provenance.
 
-* `relrep_hf.publishing.hub.push`: `push_folder`, the one way an artifact reaches the Hub (its files,
-  portable provenance, model card, remote code, manifest: one commit).
+* `relrep_hf.publishing.hub.push`: `prepare_upload` (portable provenance, model card, remote code,
+  manifest) and `push_folder`, the one upload (`relrep_hf.utils.hub_files.push_folder`) with it.
 * `relrep_hf.publishing.hub.folders`: `push_artifact` and `push_run`, for folders written by training.
 
 Importing this package registers the publisher that artifacts reach through
 `relrep_hf.utils.publishing_hooks` (``save_pretrained`` writes the card through it, ``push_to_hub``
-pushes through it); ``relrep_hf/__init__.py`` imports it, so the hook is in effect whenever any
+readies the folder through it); ``relrep_hf/__init__.py`` imports it, so the hook is in effect whenever any
 relrep_hf module is. The card and Hub code load on first use: this import stays light. The
-download side (`resolve_folder`, `HubError`) is `relrep_hf.utils.hub_files`, below the artifacts.
+transfers both ways (`resolve_folder`, `push_folder`, `HubError`) are `relrep_hf.utils.hub_files`,
+below the artifacts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from relrep_hf.utils.lazy_imports import lazy_attributes
 from relrep_hf.utils.publishing_hooks import register_publisher
@@ -47,18 +47,20 @@ _LAZY = {
 
 
 class RelrepPublisher:
-    """What artifacts get through the hook: cards from `relrep_hf.publishing.cards`, pushes through
-    `push_folder`."""
+    """What artifacts get through the hook: cards from `relrep_hf.publishing.cards`, and the
+    folder readied for a push by `prepare_upload`."""
 
     def write_card(self, folder: Path) -> Path | None:
         from relrep_hf.publishing.cards import write_folder_card
 
         return write_folder_card(folder)
 
-    def push_folder(self, save: Callable[[Path], None], repo_id: str, **kwargs: Any) -> str:
-        from relrep_hf.publishing.hub.push import push_folder
+    def prepare_upload(
+        self, folder: Path, *, repo_id: str, token: str | bool | None = None
+    ) -> None:
+        from relrep_hf.publishing.hub.push import prepare_upload
 
-        return push_folder(save, repo_id, **kwargs)
+        prepare_upload(folder, repo_id=repo_id, token=token)
 
     def __repr__(self) -> str:
         return "relrep_hf.publishing.hub.RelrepPublisher()"

@@ -7,7 +7,7 @@ import torch
 from transformers import BertConfig, BertModel, ViTConfig, ViTModel
 
 from relrep_hf.models.configuration_relative_projector import RelativeProjectorConfig
-from relrep_hf.models.wrapper_checks import (
+from relrep_hf.models.wrapper_parts import (
     check_encoder_identity,
     check_hidden_size,
     check_preprocessor,
