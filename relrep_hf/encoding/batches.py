@@ -158,7 +158,7 @@ def encode_in_order(
     show = len(items) >= PROGRESS_MIN_INPUTS if show_progress is None else show_progress
     bar = tqdm(total=len(items), desc="Encoding", disable=not show) if progress is None else None
     device, dtype = device_and_dtype(encoder)
-    outputs = _SortedOutputs(len(items), output_device, output_dtype)
+    outputs = _Outputs(order, output_device, output_dtype)
     with (
         bar if bar is not None else nullcontext(progress) as progress,
         torch.inference_mode(),
@@ -173,7 +173,7 @@ def encode_in_order(
             batch = {key: _to_model(v, device, dtype) for key, v in batch_of(positions).items()}
             outputs.write(start, forward(batch))
             progress.update(len(positions))
-        results = outputs.in_input_order(order)
+        results = outputs.in_input_order()
     if warn:
         warn_truncated(truncated, len(items), max_length or 0, stacklevel=5)
     return results, sorted(truncated)
@@ -224,43 +224,49 @@ def _batches(
     return order, batch_of, truncated, max_length
 
 
-class _SortedOutputs:
-    """The outputs of every batch, in encoding order, each ``[rows, ...]`` tensor allocated on
-    the first batch on ``device`` in ``dtype`` (default: as the batch's). Rows computed on a GPU
-    for the CPU go to pinned memory without waiting; `in_input_order` waits once, at the end."""
+class _Outputs:
+    """The outputs of every batch, each ``[rows, ...]`` tensor allocated on the first batch on
+    ``device`` in ``dtype`` (default: as the batch's). Rows computed on the CPU go straight to
+    their input's position; rows computed on a GPU go to slots in encoding order (on the GPU, or
+    in pinned memory for the CPU) without waiting for it, and `in_input_order` puts them back
+    with one indexed copy at the end."""
 
-    def __init__(self, rows: int, device: Any, dtype: torch.dtype | None) -> None:
-        self.rows, self.device, self.dtype = rows, device, dtype
+    def __init__(self, order: list[int], device: Any, dtype: torch.dtype | None) -> None:
+        self.order, self.device, self.dtype = order, device, dtype
         self.buffers: list[Tensor] = []
-        self.source: torch.device | None = None
+        self.source = torch.device("cpu")
         self.pinned = False
 
     def write(self, start: int, results: Sequence[Tensor]) -> None:
         if not self.buffers:
-            first = results[0]
-            self.source = first.device
-            target = torch.device(self.device) if self.device is not None else first.device
-            self.pinned = target.type == "cpu" and first.device.type == "cuda"
+            self.source = results[0].device
+            target = torch.device(self.device) if self.device is not None else self.source
+            self.pinned = target.type == "cpu" and self.source.type == "cuda"
             self.buffers = [
                 torch.empty(
-                    (self.rows, *r.shape[1:]),
+                    (len(self.order), *r.shape[1:]),
                     dtype=self.dtype or r.dtype,
                     device=target,
                     pin_memory=self.pinned,
                 )
                 for r in results
             ]
+        end = start + results[0].shape[0]
         for buffer, result in zip(self.buffers, results, strict=True):
-            rows = buffer[start : start + result.shape[0]]
-            rows.copy_(result.to(dtype=buffer.dtype), non_blocking=self.pinned)
+            result = result.to(dtype=buffer.dtype)
+            if self.source.type == "cpu":  # no device to wait for: straight to input order
+                buffer[torch.as_tensor(self.order[start:end])] = result.to(buffer.device)
+            else:
+                buffer[start:end].copy_(result, non_blocking=self.pinned)
 
-    def in_input_order(self, order: list[int]) -> tuple[Tensor, ...]:
-        """Every output with row ``order[i]`` of the input at ``i`` put back at ``order[i]``."""
+    def in_input_order(self) -> tuple[Tensor, ...]:
+        if self.source.type == "cpu":
+            return tuple(self.buffers)
         if self.pinned:
             torch.cuda.current_stream(self.source).synchronize()
         outputs = []
         for buffer in self.buffers:
-            index = torch.as_tensor(order, device=buffer.device)
+            index = torch.as_tensor(self.order, device=buffer.device)
             outputs.append(torch.empty_like(buffer, pin_memory=False).index_copy_(0, index, buffer))
         return tuple(outputs)
 
