@@ -41,6 +41,7 @@ DEFAULT = (
     "scale",
     "manifest",
     "extraction",
+    "extraction_speed",
     "cli",
     "quality",
     "zero_shot",

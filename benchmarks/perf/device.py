@@ -26,9 +26,8 @@ from accelerate.state import AcceleratorState
 
 from benchmarks.common import row
 from benchmarks.perf.param import direct_epoch, loss_deviation, random_spaces
-from relrep_hf import ParamTrainer, ParamTrainingArguments
-from relrep_hf.encoding.corpora import load_sentences
-from relrep_hf.encoding.extraction import embeddings_tensor, extract_embeddings
+from relrep_hf import ParamTrainer, ParamTrainingArguments, embeddings_tensor, extract_embeddings
+from relrep_hf.encoding import load_sentences
 
 EPOCHS = 3
 DEVICE = "cuda"
@@ -107,11 +106,10 @@ def _param_rows(quick: bool, repeats: int) -> list[dict]:
     ]
 
 
-def _minilm_shaped_encoder(sentences: list[str]):
-    """A BERT of all-MiniLM-L6-v2's shape (random weights) and a WordPiece tokenizer trained on
-    the sentences: real tokenization lengths, no download."""
+def wordpiece_tokenizer(sentences: list[str]):
+    """A WordPiece tokenizer trained on the sentences: real tokenization lengths, no download."""
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
-    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
 
     backend = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     backend.normalizer = normalizers.BertNormalizer(lowercase=True)
@@ -120,12 +118,19 @@ def _minilm_shaped_encoder(sentences: list[str]):
     backend.train_from_iterator(
         sentences, trainers.WordPieceTrainer(vocab_size=8000, special_tokens=special)
     )
-    tokenizer = PreTrainedTokenizerFast(
+    return PreTrainedTokenizerFast(
         tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
         sep_token="[SEP]", mask_token="[MASK]", model_max_length=256,
     )  # fmt: skip
+
+
+def _minilm_shaped_encoder(sentences: list[str]):
+    """A BERT of all-MiniLM-L6-v2's shape (random weights) and `wordpiece_tokenizer`."""
+    from transformers import BertConfig, BertModel
+
+    tokenizer = wordpiece_tokenizer(sentences)
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=backend.get_vocab_size(), hidden_size=384,
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=384,
                         num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536)  # fmt: skip
     return BertModel(config).eval(), tokenizer
 

