@@ -67,10 +67,22 @@ class LanceStore(_ArrowStore):
                 copy(other, staging / other.name)
         out = lancedb.connect(str(staging))
         schema = self.new_schema(dim, dtype)
-        data = pa.RecordBatchReader.from_batches(
-            schema, self.transformed(transform, dim, chunk_rows, dtype)
-        )
-        table = out.create_table(self.table_name, data=data, schema=schema)
+        failed: list[BaseException] = []
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            try:
+                yield from self.transformed(transform, dim, chunk_rows, dtype)
+            except BaseException as error:  # LanceDB wraps it in a RuntimeError: keep ours
+                failed.append(error)
+                raise
+
+        data = pa.RecordBatchReader.from_batches(schema, batches())
+        try:
+            table = out.create_table(self.table_name, data=data, schema=schema)
+        except Exception:
+            if failed:
+                raise failed[0] from None
+            raise
         _rebuild_indexes(self, table)
 
 

@@ -51,13 +51,6 @@ __all__ = [
 Transform = Callable[..., np.ndarray]
 DEFAULT_CHUNK_ROWS = 32768
 FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
-FILE_SUFFIXES = {
-    ".npy": "npy",
-    ".safetensors": "safetensors",
-    ".parquet": "parquet",
-    ".faiss": "faiss",
-    ".index": "faiss",
-}
 
 
 class VectorStoreError(ValueError):
@@ -275,14 +268,15 @@ def _check_output(store: VectorStore, out: Path, overwrite: bool) -> None:
     the input's kind (never another file or folder)."""
     same = out.exists() and store.path.exists() and os.path.samefile(out, store.path)
     if not out.exists():
-        if out.suffix in FILE_SUFFIXES or not store.path.is_dir():
-            kind = FILE_SUFFIXES.get(out.suffix, f"a file of suffix {out.suffix or '(none)'!r}")
-            if kind != store.kind:
-                raise VectorStoreError(
-                    f"{str(out)!r}: the output must be a store of the input's kind "
-                    f"({store.kind}, {str(store.path)!r}), not {kind}. Give a path with the "
-                    "input's suffix."
-                )
+        try:
+            kind = store_kind(out)
+        except VectorStoreError:  # no kind's name: a new folder is one, a new file is not
+            kind = None if store.path.is_dir() else f"a file named {out.name!r}"
+        if kind not in (None, store.kind):
+            raise VectorStoreError(
+                f"{str(out)!r}: the output must be a store of the input's kind ({store.kind}, "
+                f"{str(store.path)!r}), not {kind}. Give a path with the input's suffix."
+            )
         return
     if not overwrite:
         raise VectorStoreError(

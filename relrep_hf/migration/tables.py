@@ -251,8 +251,10 @@ class DatasetsStore(_ArrowStore):
             column = _column(vectors.astype(dtype, copy=False), like)
             return table.set_column(index, field, column)
 
-        if self.rows == 0:  # map of no rows: only the features change
-            return self.dataset.cast(features)
+        if self.rows == 0:  # no rows to map: a dataset of the new features
+            import datasets
+
+            return datasets.Dataset.from_dict({n: [] for n in features}, features=features)
         return self.dataset.with_format("arrow").map(
             replace,
             batched=True,
