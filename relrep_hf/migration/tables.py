@@ -333,7 +333,7 @@ class FaissStore(VectorStore):
             self.rows, self.dim
         )
         self.normalised = self.rows > 0 and all(
-            bool(np.abs(np.linalg.norm(chunk, axis=1) - 1.0).max() < 1e-3)
+            bool(np.abs(np.linalg.norm(chunk.astype(np.float64), axis=1) - 1.0).max() < 1e-3)
             for chunk in self.chunks()
         )  # every row a unit vector: a cosine index (one longer row: not one)
 
