@@ -286,9 +286,9 @@ def _check_output(store: VectorStore, out: Path, overwrite: bool) -> None:
     column = getattr(store, "column", None) or getattr(store, "name", None)
     if not same and not _is_store_of(out, store.kind, column, getattr(store, "table_name", None)):
         raise VectorStoreError(
-            f"{str(out)!r} exists and is not a {store.kind} store: overwrite (--overwrite) "
-            "replaces only a store of the input's kind, never another file or folder. Nothing "
-            "was written; give a new path, or remove it yourself if it may go."
+            f"{str(out)!r} exists and is not a store of the input's kind ({store.kind}): "
+            "overwrite (--overwrite) replaces only such a store, never another file or folder. "
+            "Nothing was written; give a new path, or remove it yourself if it may go."
         )
 
 

@@ -332,9 +332,13 @@ class FaissStore(VectorStore):
         self.vectors = faiss.rev_swig_ptr(index.get_xb(), self.rows * self.dim).reshape(
             self.rows, self.dim
         )
-        self.normalised = self.rows > 0 and all(
-            bool(np.abs(np.linalg.norm(chunk.astype(np.float64), axis=1) - 1.0).max() < 1e-3)
-            for chunk in self.chunks()
+        self.normalised = (
+            self.rows > 0
+            and self.metric == faiss.METRIC_INNER_PRODUCT
+            and all(
+                bool(np.abs(np.linalg.norm(chunk.astype(np.float64), axis=1) - 1.0).max() < 1e-3)
+                for chunk in self.chunks()
+            )
         )  # every row a unit vector: a cosine index (one longer row: not one)
 
     def chunks(self, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[np.ndarray]:

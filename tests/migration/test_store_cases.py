@@ -57,7 +57,9 @@ def test_overwrite_never_replaces_what_is_not_a_store_of_the_kind(kind, out, vec
         (target / "keep.txt").write_text("mine")
     else:
         target.write_text("my notes")
-    with pytest.raises(VectorStoreError, match=r"exists and is not a .* store.*never another"):
+    with pytest.raises(
+        VectorStoreError, match=r"is not a store of the input.s kind \(\w+\).*never another"
+    ):
         migrate_store(migration_map(), old, target, overwrite=True, show_progress=False)
     if out == "notes":
         assert [p.name for p in target.iterdir()] == ["keep.txt"]
@@ -71,7 +73,7 @@ def test_the_command_refuses_to_overwrite_notes(vectors, tmp_path, capsys):
     (tmp_path / "notes.txt").write_text("my notes")
     argv = ["--quiet", "migrate", str(tmp_path / "map"), "--vectors", str(old)]
     assert main([*argv, "--out", str(tmp_path / "notes.txt"), "--overwrite"]) == 2
-    assert "is not a npy store" in capsys.readouterr().err
+    assert "is not a store of the input's kind (npy)" in capsys.readouterr().err
     assert (tmp_path / "notes.txt").read_text() == "my notes"
 
 
