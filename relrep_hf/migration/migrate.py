@@ -67,6 +67,15 @@ def affine_chunks(migration_map: MigrationMap | Any, dtype: np.dtype) -> Any:
     return apply
 
 
+def _dtype(dtype: object) -> np.dtype:
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        raise VectorStoreError(
+            f"dtype={dtype!r} is not a NumPy dtype; give float16/32/64."
+        ) from None
+
+
 def migrate_store(
     migration_map: MigrationMap | str | os.PathLike,
     vectors: str | os.PathLike,
@@ -99,7 +108,8 @@ def migrate_store(
             f"{store.describe()}: the map takes {d_old}-d vectors of the old encoder, the store "
             f"holds {store.dim}-d ones. Give the vectors of the map's source encoder."
         )
-    transform = affine_chunks(migration_map, store.dtype)
+    # computed in float64 for a float64 output, float32 otherwise
+    transform = affine_chunks(migration_map, store.dtype if dtype is None else _dtype(dtype))
     return rewrite_store(
         store,
         out,

@@ -1,7 +1,8 @@
 """Vector stores with other columns beside the vectors: parquet files, datasets folders, FAISS
-flat indexes (with their ids); LanceDB tables in `relrep_hf.migration.lance_tables`. Each is read and rewritten in record batches
-of ``chunk_rows`` rows; only the vector column changes, every other column (and a FAISS index's
-ids) is carried over as it was (`relrep_hf.migration.stores`)."""
+flat indexes (with their ids); LanceDB tables in `relrep_hf.migration.lance_tables`. Each is
+read and rewritten in record batches of ``chunk_rows`` rows; only the vector column changes,
+every other column (and a FAISS index's ids) is carried over as it was
+(`relrep_hf.migration.stores`)."""
 
 from __future__ import annotations
 
