@@ -318,3 +318,37 @@ def test_a_registered_store_kind_works_end_to_end(vectors, tmp_path, capsys):
         STORE_KINDS.unregister("vec")
     with pytest.raises(VectorStoreError, match="not a vector store"):
         open_store(tmp_path / "old.vec")
+
+
+def test_two_runs_at_once_on_one_new_out_give_one_store_and_one_error(tmp_path):
+    """Two forked runs of the same migration to the same new file, no overwrite: exactly one
+    succeeds; the other is refused (locked, or the file exists), never a silent replacement."""
+    rows = np.random.default_rng(3).standard_normal((20000, D_OLD)).astype(np.float32)
+    old = write_store("npy", tmp_path / "old.npy", rows)
+    children = []
+    for _ in range(2):
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                migrate_store(migration_map(), old, tmp_path / "new.npy", chunk_rows=100)
+                code = 0
+            except (VectorStoreError, FolderLockedError):
+                code = 2
+            finally:
+                os._exit(code)
+        children.append(pid)
+    codes = sorted(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children)
+    assert codes == [0, 2]
+    np.testing.assert_allclose(np.load(tmp_path / "new.npy"), _expected(rows), rtol=1e-5, atol=1e-5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.npy", "old.npy"]
+
+
+def test_the_command_writes_the_dtype_asked_for(tmp_path):
+    migration_map().save_pretrained(tmp_path / "map")
+    old = write_store("npy", tmp_path / "old.npy", np.full((3, D_OLD), 30000, np.float16))
+    argv = ["--quiet", "migrate", str(tmp_path / "map"), "--vectors", str(old)]
+    assert main([*argv, "--out", str(tmp_path / "new.npy")]) == 2  # overflows float16
+    assert main([*argv, "--out", str(tmp_path / "new.npy"), "--dtype", "float32"]) == 0
+    new = np.load(tmp_path / "new.npy")
+    assert new.dtype == np.float32 and (new == 120000).all()
