@@ -93,6 +93,24 @@ def _updated_dims(metadata: dict[bytes, bytes], old: int, new: int) -> dict[byte
     }
 
 
+def _updated_features(metadata: dict, column: str, dim: int, dtype: np.dtype) -> dict:
+    """Schema metadata whose ``huggingface`` features (written by ``datasets``' ``to_parquet``)
+    give the vector column its new length and dtype, so ``datasets`` reads the new file."""
+    import json
+
+    try:
+        info = json.loads(metadata[b"huggingface"])
+        feature = info["info"]["features"][column]
+    except (ValueError, KeyError, TypeError):
+        return metadata  # not the layout datasets writes: left as it was
+    if isinstance(feature, dict) and isinstance(feature.get("feature"), dict):
+        if feature.get("length", -1) != -1:
+            feature["length"] = dim
+        if "dtype" in feature["feature"]:
+            feature["feature"]["dtype"] = str(dtype)
+    return {**metadata, b"huggingface": json.dumps(info).encode()}
+
+
 def _new_type(like: pa.DataType, value: pa.DataType, dim: int) -> pa.DataType:
     if pa.types.is_fixed_size_list(like):
         return pa.list_(value, dim)
@@ -146,7 +164,13 @@ class _ArrowStore(VectorStore):
         field = field.with_type(_new_type(field.type, value, dim))
         if field.metadata:
             field = field.with_metadata(_updated_dims(field.metadata, self.dim, dim))
-        return self.schema.set(index, field)
+        schema = self.schema.set(index, field)
+        if schema.metadata and b"huggingface" in schema.metadata:  # datasets' to_parquet
+            dtype = self.dtype if dtype is None else np.dtype(dtype)
+            schema = schema.with_metadata(
+                _updated_features(schema.metadata, self.column, dim, dtype)
+            )
+        return schema
 
     def transformed(
         self, transform: Transform, dim: int, chunk_rows: int, dtype: np.dtype | None = None

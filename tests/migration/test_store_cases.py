@@ -6,6 +6,7 @@ metadata), and a store kind registered by a user run end to end."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -352,3 +353,28 @@ def test_the_command_writes_the_dtype_asked_for(tmp_path):
     assert main([*argv, "--out", str(tmp_path / "new.npy"), "--dtype", "float32"]) == 0
     new = np.load(tmp_path / "new.npy")
     assert new.dtype == np.float32 and (new == 120000).all()
+
+
+def test_a_parquet_file_written_by_datasets_is_read_by_datasets_after_migration(tmp_path):
+    features = datasets.Features(
+        {
+            "id": datasets.Value("int64"),
+            "embedding": datasets.List(datasets.Value("float32"), length=D_OLD),
+        }
+    )
+    rows = np.random.default_rng(4).standard_normal((6, D_OLD)).astype(np.float32)
+    dataset = datasets.Dataset.from_dict(
+        {"id": list(range(6)), "embedding": rows.tolist()}, features=features
+    )
+    dataset.to_parquet(str(tmp_path / "old.parquet"))
+    migrate_store(
+        migration_map(), tmp_path / "old.parquet", tmp_path / "new.parquet", dtype="float64"
+    )
+    recorded = json.loads(pq.read_schema(tmp_path / "new.parquet").metadata[b"huggingface"])
+    embedding = recorded["info"]["features"]["embedding"]
+    assert (embedding["length"], embedding["feature"]["dtype"]) == (D_NEW, "float64")
+    new = datasets.Dataset.from_parquet(
+        str(tmp_path / "new.parquet"), cache_dir=str(tmp_path / "cache")
+    )
+    assert new.features["embedding"] == datasets.List(datasets.Value("float64"), length=D_NEW)
+    np.testing.assert_allclose(np.array(new["embedding"]), _expected(rows), rtol=1e-5, atol=1e-5)
