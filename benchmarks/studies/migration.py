@@ -14,8 +14,8 @@ rows (re-embedding scores 1.0 in both directions: the new rows themselves). The 
 affine least squares, ridge with cross-validated penalty and standardised Procrustes.
 
 Throughput (``--part throughput``): ``rows x 384`` float32 in a .npy file mapped to 768-d, our
-`migrate_store` (chunked reads, one ``addmm`` per chunk, NaN check, written aside, fsync,
-rename) against a plain chunked NumPy pass over ``np.load(mmap_mode="r")`` into an
+`migrate_store` (chunked reads, one ``addmm`` per chunk, NaN/inf checks of each chunk as read
+and as written, the output's lock, written aside, fsync, rename) against a plain chunked NumPy pass over ``np.load(mmap_mode="r")`` into an
 ``open_memmap`` output, interleaved in one process; peak RSS growth of each in a fresh process.
 
     OMP_NUM_THREADS=1 python -m benchmarks migration --part quality
@@ -264,7 +264,8 @@ def plain_numpy_pass(source: Path, out: Path) -> None:
 
 
 def ours(source: Path, out: Path) -> None:
-    """`migrate_store` with its defaults (NaN check, written aside, fsync, rename)."""
+    """`migrate_store` with its defaults (NaN/inf checks in and out, lock, written aside, fsync,
+    rename)."""
     migrate_store(_map(), source, out, chunk_rows=CHUNK_ROWS, overwrite=True, show_progress=False)
 
 

@@ -40,7 +40,15 @@ def add_store_flags(parser: argparse.ArgumentParser, *, required: bool) -> None:
     parser.add_argument("--table", default=None, help="the LanceDB table (default: the only one)")
     parser.add_argument("--chunk-rows", type=int, default=32768, help="rows per chunk")
     parser.add_argument(
-        "--overwrite", action="store_true", help="replace --out once the new store is complete"
+        "--overwrite",
+        action="store_true",
+        help="replace --out (a store of the same kind only) once the new store is complete",
+    )
+    parser.add_argument(
+        "--dtype",
+        choices=["float16", "float32", "float64"],
+        default=None,
+        help="the new vectors' dtype (default: the store's; float32 where float16 overflows)",
     )
 
 
@@ -60,6 +68,7 @@ def migrate_vectors(args: argparse.Namespace, migration_map: Any) -> None:
         chunk_rows=args.chunk_rows,
         overwrite=args.overwrite,
         show_progress=show_progress(args),
+        dtype=args.dtype,
     )
     print(f"Migrated {args.vectors} into {out}")
 

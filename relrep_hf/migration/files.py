@@ -76,13 +76,16 @@ class _RawStore(VectorStore):
             _release(vectors, start * row_bytes, stop * row_bytes)
         del vectors
 
-    def _stream(self, path: Path, offset: int, transform: Transform, dim: int, chunk_rows: int):
-        """Write the transformed vectors into the file at ``offset`` (already sized) through a
-        memory map: each chunk's ``addmm`` writes its rows in place, then their pages go."""
+    def _stream(
+        self, path: Path, offset: int, transform: Transform, dim: int, chunk_rows: int, dtype
+    ) -> None:
+        """Write the transformed vectors (``dtype``) into the file at ``offset`` (already sized)
+        through a memory map: each chunk's ``addmm`` writes its rows in place, then their
+        pages go."""
         if self.rows == 0:
             return
-        out = np.memmap(path, self.dtype, "r+", offset=offset, shape=(self.rows, dim))
-        row_bytes = dim * self.dtype.itemsize
+        out = np.memmap(path, dtype, "r+", offset=offset, shape=(self.rows, dim))
+        row_bytes = dim * dtype.itemsize
         for start, chunk in zip(
             range(0, self.rows, chunk_rows), self.chunks(chunk_rows), strict=True
         ):
@@ -114,14 +117,17 @@ class NpyStore(_RawStore):
             )
         self.rows, self.dim, self.dtype = shape[0], shape[1], dtype
 
-    def write(self, staging: Path, transform: Transform, dim: int, chunk_rows: int) -> None:
-        header = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False}
+    def write(
+        self, staging: Path, transform: Transform, dim: int, chunk_rows: int, *, dtype=None
+    ) -> None:
+        dtype = self.dtype if dtype is None else np.dtype(dtype)
+        header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False}
         header["shape"] = (self.rows, dim)
         with open(staging, "xb") as file:
             np.lib.format.write_array_header_2_0(file, header)
             offset = file.tell()
-            file.truncate(offset + self.rows * dim * self.dtype.itemsize)
-        self._stream(staging, offset, transform, dim, chunk_rows)
+            file.truncate(offset + self.rows * dim * dtype.itemsize)
+        self._stream(staging, offset, transform, dim, chunk_rows, dtype)
 
 
 class SafetensorsStore(_RawStore):
@@ -158,7 +164,10 @@ class SafetensorsStore(_RawStore):
         self.rows, self.dim = shapes[name][1]
         self.offset = self.data_start + self.header[name]["data_offsets"][0]
 
-    def write(self, staging: Path, transform: Transform, dim: int, chunk_rows: int) -> None:
+    def write(
+        self, staging: Path, transform: Transform, dim: int, chunk_rows: int, *, dtype=None
+    ) -> None:
+        dtype = self.dtype if dtype is None else np.dtype(dtype)
         entries = {k: v for k, v in self.header.items() if k != "__metadata__"}
         order = sorted(entries, key=lambda k: entries[k]["data_offsets"][0])
         header, position = {}, 0
@@ -168,7 +177,8 @@ class SafetensorsStore(_RawStore):
             entry = dict(entries[name])
             if name == self.name:
                 entry["shape"] = [self.rows, dim]
-                size = self.rows * dim * self.dtype.itemsize
+                entry["dtype"] = NUMPY_TO_SAFETENSORS[dtype]
+                size = self.rows * dim * dtype.itemsize
             else:
                 size = entry["data_offsets"][1] - entry["data_offsets"][0]
             entry["data_offsets"] = [position, position + size]
@@ -189,13 +199,15 @@ class SafetensorsStore(_RawStore):
                 for _ in range(math.ceil((end - begin) / 2**26)):
                     file.write(source.read(min(2**26, end - source.tell() + self.data_start)))
         begin = header[self.name]["data_offsets"][0]
-        self._stream(staging, data_start + begin, transform, dim, chunk_rows)
+        self._stream(staging, data_start + begin, transform, dim, chunk_rows, dtype)
 
 
-def _tables():
-    import relrep_hf.migration.tables as vector_tables
+def _tables(name: str):
+    """The module of a kind with other columns, imported when first used (pyarrow, lancedb)."""
+    import importlib
 
-    return vector_tables
+    module = "lance_tables" if name == "LanceStore" else "tables"
+    return importlib.import_module(f"relrep_hf.migration.{module}")
 
 
 def _suffix(*suffixes: str) -> Callable[[str], bool]:
@@ -226,7 +238,7 @@ def _existing(opener: Callable[..., VectorStore]) -> Callable[..., VectorStore]:
 
 
 def _table_store(name: str) -> Callable[..., VectorStore]:
-    return _existing(lambda path, **kw: getattr(_tables(), name)(path, **kw))
+    return _existing(lambda path, **kw: getattr(_tables(name), name)(path, **kw))
 
 
 for _kind in (

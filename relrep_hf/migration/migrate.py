@@ -67,6 +67,15 @@ def affine_chunks(migration_map: MigrationMap | Any, dtype: np.dtype) -> Any:
     return apply
 
 
+def _dtype(dtype: object) -> np.dtype:
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        raise VectorStoreError(
+            f"dtype={dtype!r} is not a NumPy dtype; give float16/32/64."
+        ) from None
+
+
 def migrate_store(
     migration_map: MigrationMap | str | os.PathLike,
     vectors: str | os.PathLike,
@@ -77,6 +86,7 @@ def migrate_store(
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     overwrite: bool = False,
     show_progress: bool | None = None,
+    dtype: str | np.dtype | None = None,
 ) -> Path:
     """Stream the stored old-encoder ``vectors`` through ``migration_map`` into a new store
     ``out`` of the same kind, every other column carried over.
@@ -85,18 +95,21 @@ def migrate_store(
     ``bias``), or the folder or Hub id of a saved one. ``vectors``: a .npy, .safetensors,
     .parquet or FAISS file, a datasets folder or a LanceDB database folder (``column``,
     ``table``: see `relrep_hf.migration.files.open_store`). The new store is written
-    aside and renamed into place when complete; ``out`` must not exist unless ``overwrite``.
+    aside and renamed into place when complete; ``out`` must not exist unless ``overwrite``
+    (which replaces only a store of the same kind). ``dtype``: the new vectors' dtype (default:
+    the store's), e.g. ``"float32"`` for a float16 store whose migrated values exceed float16.
     """
     if not isinstance(migration_map, torch.nn.Module):
         migration_map = MigrationMap.from_pretrained(migration_map)
     store = open_store(vectors, column=column, table=table)
     d_old, d_new = migration_map.weight.shape
-    if store.dim != d_old:
+    if store.dim != d_old and not (store.rows == 0 and store.dim == 0):  # 0: unknown, no rows
         raise VectorStoreError(
             f"{store.describe()}: the map takes {d_old}-d vectors of the old encoder, the store "
             f"holds {store.dim}-d ones. Give the vectors of the map's source encoder."
         )
-    transform = affine_chunks(migration_map, store.dtype)
+    # computed in float64 for a float64 output, float32 otherwise
+    transform = affine_chunks(migration_map, store.dtype if dtype is None else _dtype(dtype))
     return rewrite_store(
         store,
         out,
@@ -105,4 +118,5 @@ def migrate_store(
         chunk_rows=chunk_rows,
         overwrite=overwrite,
         show_progress=show_progress,
+        dtype=dtype,
     )

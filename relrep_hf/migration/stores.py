@@ -9,23 +9,30 @@ and a LanceDB database folder (one table of it), registered in `relrep_hf.migrat
 a time) into a new store of the same kind, carrying every other column (ids, texts) and
 tensor over. The new store is written beside its final name and renamed into place only when
 complete, so a killed run leaves no half-written store and an existing one untouched; an
-existing output is refused unless ``overwrite``. Every chunk is checked for NaN and infinite
-values before it is written. The formats, and `open_store` that picks one, live in
+existing output is refused unless ``overwrite``, and even then only a store of the input's kind
+is replaced. One output is written by one run at a time (a lock beside it), and the partial
+files of killed runs are removed by the next run. Every chunk is checked for NaN and infinite
+values twice: as read, and as written (after the cast to the output's dtype, so a float16 store
+whose mapped values exceed float16 is refused, not filled with inf; ``dtype`` asks for a wider
+output). The formats, and `open_store` that picks one, live in
 `relrep_hf.migration.files` (.npy, .safetensors) and `relrep_hf.migration.tables`.
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import secrets
 import shutil
+import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from relrep_hf.utils.io import atomic_directory, fsync_directory, fsync_file
+from relrep_hf.utils.io import _process_exists, atomic_directory, fsync_directory, fsync_file
+from relrep_hf.utils.locking import folder_lock
 from relrep_hf.utils.registry import Registry
 
 __all__ = [
@@ -43,13 +50,7 @@ __all__ = [
 # dtype, e.g. a slice of a memory-mapped output file) to be written in place and returned
 Transform = Callable[..., np.ndarray]
 DEFAULT_CHUNK_ROWS = 32768
-FILE_SUFFIXES = {
-    ".npy": "npy",
-    ".safetensors": "safetensors",
-    ".parquet": "parquet",
-    ".faiss": "faiss",
-    ".index": "faiss",
-}
+FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 
 
 class VectorStoreError(ValueError):
@@ -86,14 +87,25 @@ class VectorStore:
     rows: int
     dim: int
     dtype: np.dtype
+    # the dtypes this kind can write (``dtype=`` of `rewrite_store`); FAISS: float32 only
+    output_dtypes: tuple[np.dtype, ...] = FLOAT_DTYPES
 
     def chunks(self, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[np.ndarray]:
         """The vectors, ``[<= chunk_rows, dim]`` at a time, in order."""
         raise NotImplementedError
 
-    def write(self, staging: Path, transform: Transform, dim: int, chunk_rows: int) -> None:
-        """Write the transformed store (``dim``-d vectors, everything else as it was) at
-        ``staging`` (a new file path, or an empty folder for folder stores)."""
+    def write(
+        self,
+        staging: Path,
+        transform: Transform,
+        dim: int,
+        chunk_rows: int,
+        *,
+        dtype: np.dtype | None = None,
+    ) -> None:
+        """Write the transformed store (``dim``-d vectors of ``dtype``, default the store's own;
+        everything else as it was) at ``staging`` (a new file path, or an empty folder for
+        folder stores)."""
         raise NotImplementedError
 
     def rewrite_into(
@@ -104,12 +116,15 @@ class VectorStore:
         chunk_rows: int,
         *,
         overwrite: bool = False,
+        dtype: np.dtype | None = None,
     ) -> Path | str:
         """Write the transformed store aside and swap it in at ``out`` in one step, so a reader
         never sees half of it and a killed run leaves ``out`` as it was. Files and folders are
         written beside ``out`` and renamed (`write`); a database store overrides this with its
-        own way (a new collection or table, then an alias switch or a renaming transaction)."""
-        return rewrite_file_or_folder(self, Path(out), transform, dim, chunk_rows, overwrite)
+        own way (a new collection or table, then an alias switch or a renaming transaction).
+        ``dtype``: the new vectors' dtype (passed only when it differs from the store's)."""
+        dtype = self.dtype if dtype is None else np.dtype(dtype)
+        return rewrite_file_or_folder(self, Path(out), transform, dim, chunk_rows, overwrite, dtype)
 
     def read_all(self) -> np.ndarray:
         """Every vector, ``[rows, dim]`` (small stores: evaluation, tests)."""
@@ -134,29 +149,64 @@ def store_kind(location: str | os.PathLike) -> str:
 def check_finite(chunk: np.ndarray, start: int, store: VectorStore) -> None:
     """Raise naming the store and the first rows of ``chunk`` (rows from ``start``) that hold
     NaN or infinite values."""
-    finite = np.isfinite(chunk)
-    if finite.all():
+    bad = _bad_rows(chunk)
+    if bad is None:
         return
-    bad = np.flatnonzero(~finite.all(axis=1))
-    rows = ", ".join(str(start + int(i)) for i in bad[:5])
     raise VectorStoreError(
         f"{store.describe()}: {len(bad)} row(s) of the chunk from row {start} hold NaN or "
-        f"infinite values (rows {rows}{', ...' if len(bad) > 5 else ''}). Re-embed or drop those "
-        "rows first; nothing was written."
+        f"infinite values (rows {_row_list(bad, start)}). Re-embed or drop those rows first; "
+        "nothing was written."
     )
 
 
+def check_finite_output(chunk: np.ndarray, start: int, store: VectorStore) -> None:
+    """Raise naming the rows (from ``start``) whose migrated values, as written (``chunk``, in
+    the output's dtype), are NaN or infinite although the vectors read were finite."""
+    bad = _bad_rows(chunk)
+    if bad is None:
+        return
+    wider = [t for t in store.output_dtypes if t.itemsize > chunk.dtype.itemsize]
+    advice = (
+        f"Write a wider store: dtype={str(wider[0])!r} (--dtype {wider[0]}), or check the "
+        "map's weights."
+        if wider
+        else "Check the map's weights: they are too large for these vectors."
+    )
+    raise VectorStoreError(
+        f"{store.describe()}: the migrated values of {len(bad)} row(s) of the chunk from row "
+        f"{start} overflow {chunk.dtype} (rows {_row_list(bad, start)}), although the vectors "
+        f"read are finite. {advice} Nothing was written."
+    )
+
+
+def _bad_rows(chunk: np.ndarray) -> np.ndarray | None:
+    finite = np.isfinite(chunk)
+    return None if finite.all() else np.flatnonzero(~finite.all(axis=1))
+
+
+def _row_list(bad: np.ndarray, start: int) -> str:
+    return ", ".join(str(start + int(i)) for i in bad[:5]) + (", ..." if len(bad) > 5 else "")
+
+
 def _checked_transform(
-    store: VectorStore, transform: Transform, dim: int, progress: Callable[[int], None] | None
+    store: VectorStore,
+    transform: Transform,
+    dim: int,
+    dtype: np.dtype,
+    progress: Callable[[int], None] | None,
 ) -> Transform:
+    """``transform`` with its input and its output (cast to ``dtype``, the output's) checked."""
     position = 0
 
     def apply(chunk: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         nonlocal position
         check_finite(chunk, position, store)
-        out = transform(chunk) if out is None else transform(chunk, out)
-        if out.shape != (len(chunk), dim):
-            raise RuntimeError(f"The transform gave {out.shape}, expected {(len(chunk), dim)}.")
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported below
+            out = transform(chunk) if out is None else transform(chunk, out)
+            if out.shape != (len(chunk), dim):
+                raise RuntimeError(f"The transform gave {out.shape}, expected {(len(chunk), dim)}.")
+            out = out.astype(dtype, copy=False)
+        check_finite_output(out, position, store)
         position += len(chunk)
         if progress is not None:
             progress(len(chunk))
@@ -165,20 +215,18 @@ def _checked_transform(
     return apply
 
 
-def _check_output(store: VectorStore, out: Path, overwrite: bool) -> None:
-    kind = store_kind(out) if out.suffix in FILE_SUFFIXES else store.kind
-    if kind != store.kind:
+def _check_dtype(store: VectorStore, dtype: object) -> np.dtype:
+    try:
+        wanted = np.dtype(dtype)
+    except TypeError:
+        wanted = None
+    if wanted not in store.output_dtypes:
+        kinds = ", ".join(str(t) for t in store.output_dtypes)
         raise VectorStoreError(
-            f"{str(out)!r}: the output must be a store of the input's kind ({store.kind}, "
-            f"{str(store.path)!r}), not {kind}. Give a path with the input's suffix."
+            f"{store.describe()}: cannot write vectors of dtype {dtype!r}; a {store.kind} store "
+            f"holds {kinds}. Give one of those (--dtype)."
         )
-    if out.exists() and not overwrite:
-        raise VectorStoreError(
-            f"{str(out)!r} exists already; nothing was written. Give a new path, or pass "
-            "overwrite (--overwrite) to replace it once the new store is complete."
-        )
-    if out.exists() and out.is_dir() != store.path.is_dir():
-        raise VectorStoreError(f"{str(out)!r} exists and is not a {store.kind} store.")
+    return wanted
 
 
 def rewrite_store(
@@ -190,53 +238,153 @@ def rewrite_store(
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     overwrite: bool = False,
     show_progress: bool | None = None,
+    dtype: object = None,
 ) -> Path | str:
     """Stream ``store`` through ``transform`` into a new store of the same kind at ``out``.
 
     Written aside first and swapped in only once complete and durable
     (`VectorStore.rewrite_into`); on any error the partial output is removed and ``out``
     (which may be the input itself, with ``overwrite``) is left as it was. Every chunk is
-    checked for NaN and infinite values. ``show_progress``: a tqdm bar over rows (None: only on
-    a terminal).
+    checked for NaN and infinite values as read and as written. ``dtype``: the new vectors'
+    dtype (default: the store's; one of ``store.output_dtypes``). ``show_progress``: a tqdm
+    bar over rows (None: only on a terminal).
     """
     from tqdm.auto import tqdm
 
     if not isinstance(chunk_rows, int) or chunk_rows < 1:
         raise ValueError(f"chunk_rows must be a positive int, got {chunk_rows!r}.")
+    wanted = store.dtype if dtype is None else _check_dtype(store, dtype)
+    extra = {} if wanted == store.dtype else {"dtype": wanted}  # kinds without dtype= still work
     disable = None if show_progress is None else not show_progress
     with tqdm(
         total=store.rows, unit="rows", desc=f"migrating {store.path.name}", disable=disable
     ) as bar:
-        apply = _checked_transform(store, transform, dim, bar.update)
-        return store.rewrite_into(out, apply, dim, chunk_rows, overwrite=overwrite)
+        apply = _checked_transform(store, transform, dim, wanted, bar.update)
+        return store.rewrite_into(out, apply, dim, chunk_rows, overwrite=overwrite, **extra)
+
+
+def _check_output(store: VectorStore, out: Path, overwrite: bool) -> None:
+    """``out`` may be written: new (with the kind's suffix), or, with ``overwrite``, a store of
+    the input's kind (never another file or folder)."""
+    same = out.exists() and store.path.exists() and os.path.samefile(out, store.path)
+    if not out.exists():
+        try:
+            kind = store_kind(out)
+        except VectorStoreError:  # no kind's name: a new folder is one, a new file is not
+            kind = None if store.path.is_dir() else f"a file named {out.name!r}"
+        if kind not in (None, store.kind):
+            raise VectorStoreError(
+                f"{str(out)!r}: the output must be a store of the input's kind ({store.kind}, "
+                f"{str(store.path)!r}), not {kind}. Give a path with the input's suffix."
+            )
+        return
+    if not overwrite:
+        raise VectorStoreError(
+            f"{str(out)!r} exists already; nothing was written. Give a new path, or pass "
+            "overwrite (--overwrite) to replace it once the new store is complete."
+        )
+    column = getattr(store, "column", None) or getattr(store, "name", None)
+    if not same and not _is_store_of(out, store.kind, column, getattr(store, "table_name", None)):
+        raise VectorStoreError(
+            f"{str(out)!r} exists and is not a store of the input's kind ({store.kind}): "
+            "overwrite (--overwrite) replaces only such a store, never another file or folder. "
+            "Nothing was written; give a new path, or remove it yourself if it may go."
+        )
+
+
+def _is_store_of(path: Path, kind: str, column: str | None, table: str | None) -> bool:
+    """``path`` is a readable store of ``kind`` (opened as the input was: its column, table)."""
+    try:
+        if store_kind(path) != kind:
+            return False
+        STORE_KINDS[kind].open(path, column=column, table=table)
+    except (VectorStoreError, OSError):
+        return False
+    return True
 
 
 def rewrite_file_or_folder(
-    store: VectorStore, out: Path, apply: Transform, dim: int, chunk_rows: int, overwrite: bool
+    store: VectorStore,
+    out: Path,
+    apply: Transform,
+    dim: int,
+    chunk_rows: int,
+    overwrite: bool,
+    dtype: np.dtype,
 ) -> Path:
     """A file or folder store's `VectorStore.rewrite_into`: written beside ``out`` (a file, or
-    a staging folder) and renamed into place."""
+    a staging folder) and renamed into place, one run at a time (the lock beside ``out``)."""
+    given, out = out, Path(os.path.abspath(out))
     _check_output(store, out, overwrite)
+    extra = {} if dtype == store.dtype else {"dtype": dtype}
     if store.path.is_dir():
-        with atomic_directory(out) as staging:
-            store.write(staging, apply, dim, chunk_rows)
-    else:
-        _write_file_aside(store, out, apply, dim, chunk_rows)
-    return out
+        with atomic_directory(out) as staging:  # holds the lock; removes dead runs' staging
+            _check_output(store, out, overwrite)  # again: another run may have finished
+            store.write(staging, apply, dim, chunk_rows, **extra)
+        return given
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with folder_lock(out):  # a second run on the same out fails at once (FolderLockedError)
+        _remove_stale_partials(out)
+        _check_output(store, out, overwrite)
+        _write_file_aside(store, out, apply, dim, chunk_rows, overwrite, extra)
+    return given
+
+
+def _partial_prefix(out: Path) -> str:
+    """``.<name>.partial-<host>-``: this machine's partial files of ``out``."""
+    return f".{out.name}.partial-{socket.gethostname()}-"
+
+
+def _remove_stale_partials(out: Path) -> None:
+    """Remove the partial files that killed runs of this machine left beside ``out`` (their
+    pid is dead); a live run's are left alone (and cannot exist: the caller holds the lock)."""
+    prefix = _partial_prefix(out)
+    for candidate in out.parent.glob(glob.escape(prefix) + "*"):
+        pid = candidate.name[len(prefix) :].split("-", 1)[0]
+        if pid.isdigit() and not _process_exists(int(pid)):
+            candidate.unlink(missing_ok=True)
 
 
 def _write_file_aside(
-    store: VectorStore, out: Path, apply: Transform, dim: int, chunk_rows: int
+    store: VectorStore,
+    out: Path,
+    apply: Transform,
+    dim: int,
+    chunk_rows: int,
+    overwrite: bool,
+    extra: dict,
 ) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = out.with_name(f".{out.name}.partial-{os.getpid()}-{secrets.token_hex(4)}{out.suffix}")
+    staging = out.with_name(
+        f"{_partial_prefix(out)}{os.getpid()}-{secrets.token_hex(4)}{out.suffix}"
+    )
     try:
-        store.write(staging, apply, dim, chunk_rows)
+        store.write(staging, apply, dim, chunk_rows, **extra)
         fsync_file(staging)
-        os.replace(staging, out)
+        if overwrite:
+            os.replace(staging, out)
+        else:  # never over a file that appeared meanwhile (a link fails where a name exists)
+            _link_new(staging, out)
     except BaseException:
         if staging.is_dir():
             shutil.rmtree(staging, ignore_errors=True)
         staging.unlink(missing_ok=True)
         raise
     fsync_directory(out.parent)
+
+
+def _link_new(staging: Path, out: Path) -> None:
+    """Give ``staging`` the name ``out`` only if no file has it (``os.link`` fails where a name
+    exists, unlike a rename); where links are not supported, a rename under the lock."""
+    try:
+        os.link(staging, out)
+    except FileExistsError:
+        raise VectorStoreError(
+            f"{str(out)!r} appeared while the store was written; nothing was written. Give a "
+            "new path, or pass overwrite (--overwrite)."
+        ) from None
+    except OSError:  # a file system without hard links
+        if out.exists():
+            raise VectorStoreError(f"{str(out)!r} appeared while the store was written.") from None
+        os.replace(staging, out)
+        return
+    staging.unlink()

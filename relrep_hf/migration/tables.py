@@ -1,11 +1,11 @@
 """Vector stores with other columns beside the vectors: parquet files, datasets folders, FAISS
-flat indexes (with their ids) and LanceDB tables. Each is read and rewritten in record batches
-of ``chunk_rows`` rows; only the vector column changes, every other column (and a FAISS index's
-ids) is carried over as it was (`relrep_hf.migration.stores`)."""
+flat indexes (with their ids); LanceDB tables in `relrep_hf.migration.lance_tables`. Each is
+read and rewritten in record batches of ``chunk_rows`` rows; only the vector column changes,
+every other column (and a FAISS index's ids) is carried over as it was
+(`relrep_hf.migration.stores`)."""
 
 from __future__ import annotations
 
-import secrets
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +20,7 @@ from relrep_hf.migration.stores import (
     VectorStoreError,
 )
 
-__all__ = ["DatasetsStore", "FaissStore", "LanceStore", "ParquetStore"]
+__all__ = ["DatasetsStore", "FaissStore", "ParquetStore"]
 
 VECTOR_COLUMNS = ("embedding", "embeddings", "vector", "vectors")
 
@@ -84,6 +84,33 @@ def _column(matrix: np.ndarray, like: pa.DataType) -> pa.Array:
     return pa.LargeListArray.from_arrays(offsets, values)
 
 
+def _updated_dims(metadata: dict[bytes, bytes], old: int, new: int) -> dict[bytes, bytes]:
+    """Field metadata with each entry naming the vectors' dimension (a key with "dim" in it,
+    whose value is the old one) set to the new one; the rest as it was."""
+    return {
+        key: str(new).encode() if b"dim" in key.lower() and value == str(old).encode() else value
+        for key, value in metadata.items()
+    }
+
+
+def _updated_features(metadata: dict, column: str, dim: int, dtype: np.dtype) -> dict:
+    """Schema metadata whose ``huggingface`` features (written by ``datasets``' ``to_parquet``)
+    give the vector column its new length and dtype, so ``datasets`` reads the new file."""
+    import json
+
+    try:
+        info = json.loads(metadata[b"huggingface"])
+        feature = info["info"]["features"][column]
+    except (ValueError, KeyError, TypeError):
+        return metadata  # not the layout datasets writes: left as it was
+    if isinstance(feature, dict) and isinstance(feature.get("feature"), dict):
+        if feature.get("length", -1) != -1:
+            feature["length"] = dim
+        if "dtype" in feature["feature"]:
+            feature["feature"]["dtype"] = str(dtype)
+    return {**metadata, b"huggingface": json.dumps(info).encode()}
+
+
 def _new_type(like: pa.DataType, value: pa.DataType, dim: int) -> pa.DataType:
     if pa.types.is_fixed_size_list(like):
         return pa.list_(value, dim)
@@ -112,25 +139,52 @@ class _ArrowStore(VectorStore):
         raise NotImplementedError
 
     def chunks(self, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[np.ndarray]:
+        start = 0
         for batch in self.batches(chunk_rows):
-            yield _matrix(batch.column(self.column), self.path, self.column)
+            yield self.vectors(batch.column(self.column), start)
+            start += batch.num_rows
 
-    def new_schema(self, dim: int) -> pa.Schema:
+    def vectors(self, array: pa.Array | pa.ChunkedArray, start: int) -> np.ndarray:
+        """The ``[n, dim]`` vectors of rows ``start..`` (the store's dimension, or an error)."""
+        matrix = _matrix(array, self.path, self.column)
+        if len(matrix) and matrix.shape[1] != self.dim:
+            raise VectorStoreError(
+                f"{str(self.path)!r}: the vectors of column {self.column!r} from row {start} are "
+                f"{matrix.shape[1]}-d, those before {self.dim}-d: every row must hold one vector "
+                "of the same length. Re-embed or drop the rows of the other length."
+            )
+        return matrix
+
+    def new_schema(self, dim: int, dtype: np.dtype | None = None) -> pa.Schema:
+        """The schema with the vector column ``dim``-d of ``dtype``, and a ``dim`` recorded in
+        its field metadata updated."""
         index = self.schema.get_field_index(self.column)
         field = self.schema.field(index)
-        kind = _new_type(field.type, field.type.value_type, dim)
-        return self.schema.set(index, field.with_type(kind))
+        value = field.type.value_type if dtype is None else pa.from_numpy_dtype(dtype)
+        field = field.with_type(_new_type(field.type, value, dim))
+        if field.metadata:
+            field = field.with_metadata(_updated_dims(field.metadata, self.dim, dim))
+        schema = self.schema.set(index, field)
+        if schema.metadata and b"huggingface" in schema.metadata:  # datasets' to_parquet
+            dtype = self.dtype if dtype is None else np.dtype(dtype)
+            schema = schema.with_metadata(
+                _updated_features(schema.metadata, self.column, dim, dtype)
+            )
+        return schema
 
     def transformed(
-        self, transform: Transform, dim: int, chunk_rows: int
+        self, transform: Transform, dim: int, chunk_rows: int, dtype: np.dtype | None = None
     ) -> Iterator[pa.RecordBatch]:
-        schema = self.new_schema(dim)
+        schema = self.new_schema(dim, dtype)
         index = self.schema.get_field_index(self.column)
         like = self.schema.field(index).type
+        dtype = self.dtype if dtype is None else dtype
+        start = 0
         for batch in self.batches(chunk_rows):
-            vectors = transform(_matrix(batch.column(self.column), self.path, self.column))
+            vectors = transform(self.vectors(batch.column(self.column), start))
             columns = list(batch.columns)
-            columns[index] = _column(vectors.astype(self.dtype, copy=False), like)
+            columns[index] = _column(vectors.astype(dtype, copy=False), like)
+            start += batch.num_rows
             yield pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
@@ -154,29 +208,25 @@ class ParquetStore(_ArrowStore):
     def batches(self, chunk_rows: int) -> Iterator[pa.RecordBatch]:
         return self.file.iter_batches(batch_size=chunk_rows)
 
-    def write(self, staging: Path, transform: Transform, dim: int, chunk_rows: int) -> None:
+    def write(
+        self, staging: Path, transform: Transform, dim: int, chunk_rows: int, *, dtype=None
+    ) -> None:
         import pyarrow.parquet as pq
 
-        with pq.ParquetWriter(staging, self.new_schema(dim)) as writer:
-            for batch in self.transformed(transform, dim, chunk_rows):
+        with pq.ParquetWriter(staging, self.new_schema(dim, dtype)) as writer:
+            for batch in self.transformed(transform, dim, chunk_rows, dtype):
                 writer.write_batch(batch)
 
 
 class DatasetsStore(_ArrowStore):
+    """A ``save_to_disk`` folder of one `datasets.Dataset`; its features, format (``torch``,
+    ``numpy``...) and other columns are kept."""
+
     kind = "datasets"
 
     def __init__(self, path: Path, *, column: str | None = None, **_: object):
-        import datasets
-
         self.path = path
-        try:
-            self.dataset = datasets.load_from_disk(str(path))
-        except (OSError, ValueError, FileNotFoundError) as error:
-            raise VectorStoreError(
-                f"{str(path)!r}: not a readable datasets folder ({error})."
-            ) from None
-        if not isinstance(self.dataset, datasets.Dataset):
-            raise VectorStoreError(f"{str(path)!r} holds a DatasetDict: give one split's folder.")
+        self.dataset = _load_dataset(path)
         self.rows = len(self.dataset)
         table = self.dataset.with_format("arrow")
         self._setup(table.data.schema, column, table[:1].to_batches()[0] if self.rows else None)
@@ -186,29 +236,50 @@ class DatasetsStore(_ArrowStore):
             table = self.dataset.with_format("arrow")[start : start + chunk_rows]
             yield from table.combine_chunks().to_batches() or []
 
-    def write(self, staging: Path, transform: Transform, dim: int, chunk_rows: int) -> None:
+    def write(
+        self, staging: Path, transform: Transform, dim: int, chunk_rows: int, *, dtype=None
+    ) -> None:
         import datasets
 
+        staging = Path(staging).absolute()  # datasets cannot cache beside a bare relative name
+        dtype = self.dtype if dtype is None else np.dtype(dtype)
         features = self.dataset.features.copy()
-        features[self.column] = datasets.List(datasets.Value(str(self.dtype)), length=dim)
+        features[self.column] = datasets.List(datasets.Value(str(dtype)), length=dim)
         if not pa.types.is_fixed_size_list(self.schema.field(self.column).type):
-            features[self.column] = datasets.List(datasets.Value(str(self.dtype)))
-        cache = staging.parent / f".{staging.name}-{secrets.token_hex(4)}.arrow"
+            features[self.column] = datasets.List(datasets.Value(str(dtype)))
+        # beside the staging folder, under its name: a killed run's is removed with it
+        cache = staging.parent / f"{staging.name}.cache"
+        cache.mkdir()
         try:
-            rows = self._mapped(transform, dim, chunk_rows, features, cache)
+            rows = self._mapped(transform, dim, chunk_rows, features, cache / "map.arrow", dtype)
+            kept = self.dataset.format
+            rows = rows.with_format(
+                kept["type"],
+                columns=kept["columns"],
+                output_all_columns=kept["output_all_columns"],
+                **kept["format_kwargs"],
+            )
             rows.save_to_disk(str(staging))
         finally:
-            cache.unlink(missing_ok=True)
+            shutil.rmtree(cache, ignore_errors=True)
 
-    def _mapped(self, transform, dim, chunk_rows, features, cache):
+    def _mapped(self, transform, dim, chunk_rows, features, cache, dtype):
         index = self.schema.get_field_index(self.column)
         like = self.schema.field(index).type
+        field = self.new_schema(dim, dtype).field(index)
+        position = 0
 
         def replace(table: pa.Table) -> pa.Table:
-            vectors = transform(_matrix(table.column(self.column), self.path, self.column))
-            column = _column(vectors.astype(self.dtype, copy=False), like)
-            return table.set_column(index, self.new_schema(dim).field(index), column)
+            nonlocal position
+            vectors = transform(self.vectors(table.column(self.column), position))
+            position += table.num_rows
+            column = _column(vectors.astype(dtype, copy=False), like)
+            return table.set_column(index, field, column)
 
+        if self.rows == 0:  # no rows to map: a dataset of the new features
+            import datasets
+
+            return datasets.Dataset.from_dict({n: [] for n in features}, features=features)
         return self.dataset.with_format("arrow").map(
             replace,
             batched=True,
@@ -219,12 +290,39 @@ class DatasetsStore(_ArrowStore):
         )
 
 
+def _load_dataset(path: Path):
+    """``load_from_disk(path)``; a folder of no rows (which ``datasets`` saves with no data file
+    and cannot load) gives an empty dataset of its features."""
+    import datasets
+
+    try:
+        dataset = datasets.load_from_disk(str(path))
+    except IndexError:  # no data file: a dataset of 0 rows
+        try:
+            info = datasets.DatasetInfo.from_directory(str(path))
+        except (OSError, ValueError) as error:
+            raise VectorStoreError(
+                f"{str(path)!r}: not a readable datasets folder ({error})."
+            ) from None
+        dataset = datasets.Dataset.from_dict(
+            {name: [] for name in info.features}, features=info.features
+        )
+    except (OSError, ValueError) as error:
+        raise VectorStoreError(
+            f"{str(path)!r}: not a readable datasets folder ({error})."
+        ) from None
+    if not isinstance(dataset, datasets.Dataset):
+        raise VectorStoreError(f"{str(path)!r} holds a DatasetDict: give one split's folder.")
+    return dataset
+
+
 class FaissStore(VectorStore):
     """A flat FAISS index (``IndexFlatL2``/``IndexFlatIP``, optionally inside an ``IndexIDMap``
     or ``IndexIDMap2``, whose ids are carried over). FAISS holds a flat index in memory, so the
     old and the new index both do during a rewrite."""
 
     kind = "faiss"
+    output_dtypes = (np.dtype(np.float32),)  # a flat index holds float32
 
     def __init__(self, path: Path, **_: object):
         import faiss
@@ -259,16 +357,24 @@ class FaissStore(VectorStore):
         self.vectors = faiss.rev_swig_ptr(index.get_xb(), self.rows * self.dim).reshape(
             self.rows, self.dim
         )
-        norms = np.linalg.norm(self.vectors[:1024], axis=1)
-        self.normalised = bool(len(norms)) and bool(np.abs(norms - 1.0).max() < 1e-3)
+        self.normalised = (
+            self.rows > 0
+            and self.metric == faiss.METRIC_INNER_PRODUCT
+            and all(
+                bool(np.abs(np.linalg.norm(chunk.astype(np.float64), axis=1) - 1.0).max() < 1e-3)
+                for chunk in self.chunks()
+            )
+        )  # every row a unit vector: a cosine index (one longer row: not one)
 
     def chunks(self, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[np.ndarray]:
         for start in range(0, self.rows, chunk_rows):
             yield self.vectors[start : start + chunk_rows]
 
-    def write(self, staging: Path, transform: Transform, dim: int, chunk_rows: int) -> None:
-        """The new flat index of the same metric; an inner-product index of unit vectors (a
-        cosine index) gets unit vectors again."""
+    def write(
+        self, staging: Path, transform: Transform, dim: int, chunk_rows: int, *, dtype=None
+    ) -> None:
+        """The new flat index of the same metric; an inner-product index of unit vectors only
+        (a cosine index) gets unit vectors again."""
         import faiss
 
         flat = faiss.IndexFlat(dim, self.metric)
@@ -284,53 +390,3 @@ class FaissStore(VectorStore):
             else:
                 out.add_with_ids(vectors, self.ids[start : start + len(chunk)])
         faiss.write_index(out, str(staging))
-
-
-class LanceStore(_ArrowStore):
-    """One table of a LanceDB database folder (``table``, default: the only one); the other
-    tables are copied as they are."""
-
-    kind = "lancedb"
-
-    def __init__(
-        self, path: Path, *, column: str | None = None, table: str | None = None, **_: object
-    ):
-        import lancedb
-
-        self.path = path
-        self.db = lancedb.connect(str(path))
-        names = sorted(p.stem for p in path.iterdir() if p.suffix == ".lance" and p.is_dir())
-        if (table is None and len(names) != 1) or (table is not None and table not in names):
-            raise VectorStoreError(
-                f"{str(path)!r}: the LanceDB database's tables are {names}; name the one to "
-                "migrate with --table."
-            )
-        self.table_name = table or names[0]
-        self.table = self.db.open_table(self.table_name)
-        self.rows = self.table.count_rows()
-        self._setup(
-            self.table.schema,
-            column
-            or ("vector" if column is None and "vector" in self.table.schema.names else None),
-            None,
-        )
-        if self.dim == 0 and self.rows:
-            self.dim = next(self.chunks(1)).shape[1]
-
-    def batches(self, chunk_rows: int) -> Iterator[pa.RecordBatch]:
-        reader = self.table.search().limit(None).to_batches(chunk_rows)
-        for batch in reader:
-            yield batch.select(self.schema.names)
-
-    def write(self, staging: Path, transform: Transform, dim: int, chunk_rows: int) -> None:
-        import lancedb
-
-        for other in self.path.iterdir():
-            if other.name != f"{self.table_name}.lance":
-                copy = shutil.copytree if other.is_dir() else shutil.copy2
-                copy(other, staging / other.name)
-        out = lancedb.connect(str(staging))
-        data = pa.RecordBatchReader.from_batches(
-            self.new_schema(dim), self.transformed(transform, dim, chunk_rows)
-        )
-        out.create_table(self.table_name, data=data, schema=self.new_schema(dim))

@@ -134,10 +134,10 @@ def test_a_cosine_index_gets_unit_vectors_and_keeps_its_metric(data, tmp_path):
 def test_an_existing_output_is_refused_and_overwrite_replaces_it_whole(data, tmp_path):
     vectors, migration_map, expected = data
     np.save(tmp_path / "old.npy", vectors)
-    np.save(tmp_path / "new.npy", np.zeros(3))
+    np.save(tmp_path / "new.npy", np.zeros((3, D_NEW), np.float32))  # a store of the kind
     with pytest.raises(VectorStoreError, match=r"new\.npy.*exists already.*overwrite"):
         migrate_store(migration_map, tmp_path / "old.npy", tmp_path / "new.npy")
-    np.testing.assert_array_equal(np.load(tmp_path / "new.npy"), np.zeros(3))
+    np.testing.assert_array_equal(np.load(tmp_path / "new.npy"), np.zeros((3, D_NEW)))
     migrate_store(migration_map, tmp_path / "old.npy", tmp_path / "new.npy", overwrite=True)
     np.testing.assert_allclose(np.load(tmp_path / "new.npy"), expected, rtol=1e-5, atol=1e-5)
     # in place: the store is replaced only once the new one is complete

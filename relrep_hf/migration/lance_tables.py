@@ -1,0 +1,129 @@
+"""One table of a LanceDB database folder as a vector store (`relrep_hf.migration.tables`'
+record-batch store): rewritten with the database's other tables copied, and the table's scalar
+and full-text indexes built again on the new table."""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+
+from relrep_hf.migration.stores import Transform, VectorStoreError
+from relrep_hf.migration.tables import _ArrowStore
+
+__all__ = ["LanceStore"]
+
+
+class LanceStore(_ArrowStore):
+    """One table of a LanceDB database folder (``table``, default: the only one); the other
+    tables are copied as they are."""
+
+    kind = "lancedb"
+
+    def __init__(
+        self, path: Path, *, column: str | None = None, table: str | None = None, **_: object
+    ):
+        import lancedb
+
+        self.path = path
+        self.db = lancedb.connect(str(path))
+        names = sorted(p.stem for p in path.iterdir() if p.suffix == ".lance" and p.is_dir())
+        if (table is None and len(names) != 1) or (table is not None and table not in names):
+            raise VectorStoreError(
+                f"{str(path)!r}: the LanceDB database's tables are {names}; name the one to "
+                "migrate with --table."
+            )
+        self.table_name = table or names[0]
+        self.table = self.db.open_table(self.table_name)
+        self.rows = self.table.count_rows()
+        self._setup(
+            self.table.schema,
+            column
+            or ("vector" if column is None and "vector" in self.table.schema.names else None),
+            None,
+        )
+        if self.dim == 0 and self.rows:
+            self.dim = next(self.chunks(1)).shape[1]
+
+    def batches(self, chunk_rows: int) -> Iterator[pa.RecordBatch]:
+        reader = self.table.search().limit(None).to_batches(chunk_rows)
+        for batch in reader:
+            yield batch.select(self.schema.names)
+
+    def write(
+        self, staging: Path, transform: Transform, dim: int, chunk_rows: int, *, dtype=None
+    ) -> None:
+        """The table rewritten (and the database's other tables copied), with its scalar and
+        full-text indexes built again on the new table; an index that cannot be (a vector
+        index, trained on the old vectors) is named in a warning."""
+        import lancedb
+
+        for other in self.path.iterdir():
+            if other.name != f"{self.table_name}.lance":
+                copy = shutil.copytree if other.is_dir() else shutil.copy2
+                copy(other, staging / other.name)
+        out = lancedb.connect(str(staging))
+        schema = self.new_schema(dim, dtype)
+        failed: list[BaseException] = []
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            try:
+                yield from self.transformed(transform, dim, chunk_rows, dtype)
+            except BaseException as error:  # LanceDB wraps it in a RuntimeError: keep ours
+                failed.append(error)
+                raise
+
+        data = pa.RecordBatchReader.from_batches(schema, batches())
+        try:
+            table = out.create_table(self.table_name, data=data, schema=schema)
+        except Exception:
+            if failed:
+                raise failed[0] from None
+            raise
+        _rebuild_indexes(self, table)
+
+
+SCALAR_INDEXES = {"BTree": "BTREE", "Bitmap": "BITMAP", "LabelList": "LABEL_LIST"}
+FTS_OPTIONS = (
+    "with_position",
+    "base_tokenizer",
+    "language",
+    "max_token_length",
+    "lower_case",
+    "stem",
+    "remove_stop_words",
+    "custom_stop_words",
+    "ascii_folding",
+    "prefix_only",
+    "block_size",
+)
+
+
+def _rebuild_indexes(store: LanceStore, table) -> None:
+    """Build ``store``'s scalar and full-text indexes again on ``table`` (same names and
+    options); warn naming each other index (a vector index: trained on the old space)."""
+    for index in store.table.list_indices():
+        column = index.columns[0] if len(index.columns) == 1 else None
+        if column is not None and index.index_type in SCALAR_INDEXES:
+            kind = SCALAR_INDEXES[index.index_type]
+            table.create_scalar_index(column, index_type=kind, name=index.name)
+        elif column is not None and index.index_type == "FTS":
+            details = index.index_details or {}
+            options = {k: details[k] for k in FTS_OPTIONS if k in details}
+            for option, key in (
+                ("ngram_min_length", "min_ngram_length"),
+                ("ngram_max_length", "max_ngram_length"),
+            ):
+                if key in details:
+                    options[option] = details[key]
+            table.create_fts_index(column, name=index.name, **options)
+        else:
+            warnings.warn(
+                f"{str(store.path)!r}: index {index.name!r} ({index.index_type} on "
+                f"{index.columns}) was not rebuilt on the migrated table: it is trained on the "
+                "old vectors. Create it again on the new table (table.create_index(...)).",
+                stacklevel=2,
+            )
