@@ -63,6 +63,7 @@ from relrep_hf.evaluation.zero_shot import EncoderData, ZeroShotStitching
 from relrep_hf.pipeline.steps import demo_sizes, load_dataset_for_run
 from relrep_hf.translation.translator import relative_inverse
 from tests.fixtures import (
+    database_inputs,
     distributed_statistics,
     hostile_inputs,
     killable_save,
@@ -821,6 +822,7 @@ BAD_INPUTS = [
 
 BAD_INPUTS += [BadInput(*case) for case in hostile_inputs.CASES]  # issue #25
 BAD_INPUTS += [BadInput(*case) for case in migration_inputs.CASES]  # issue #31
+BAD_INPUTS += [BadInput(*case) for case in database_inputs.CASES]  # issue #37
 
 
 def shared_linear(s: Setup, num_anchors: int, rows: int | None = None) -> AnchorSet:

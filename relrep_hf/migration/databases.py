@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -174,8 +175,9 @@ def backup_name(name: str) -> str:
 
 
 def staging_name(name: str) -> str:
-    """The name the new vectors are written under before they are swapped in."""
-    return f"{name[:40]}_migrating_{time.strftime('%Y%m%d%H%M%S')}"
+    """The name the new vectors are written under before they are swapped in (a killed run's
+    leftover never collides with the next run's)."""
+    return f"{name[:36]}_migrating_{secrets.token_hex(4)}"
 
 
 def require(module: str, package: str) -> object:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -40,17 +41,31 @@ class QdrantStore(DatabaseStore):
     kind = "qdrant"
 
     def __init__(self, location: DatabaseLocation):
-        qdrant_client = require("qdrant_client", "qdrant-client")
+        require("qdrant_client", "qdrant-client")
         self.location, self.path = location, Path(location.database)
         if not self.path.is_dir():
             raise VectorStoreError(f"{location.shown()!r}: no such Qdrant local folder.")
+        with self._opened():
+            self._read_collection(location)
+
+    @contextmanager
+    def _opened(self) -> Iterator[None]:
+        """``self.client`` open for the block: a local folder is held by one client at a time,
+        so the store holds it only while it reads or writes."""
+        qdrant_client = require("qdrant_client", "qdrant-client")
         try:
             self.client = qdrant_client.QdrantClient(path=str(self.path))
         except RuntimeError as error:  # the folder is held by another client
             raise StoreBusyError(
-                f"{location.shown()!r}: {error} Nothing was written; run one migration at a "
-                "time, with no other client open on the folder."
+                f"{self.location.shown()!r}: {error} Nothing was written; run one migration at "
+                "a time, with no other client open on the folder."
             ) from None
+        try:
+            yield
+        finally:
+            self.client.close()
+
+    def _read_collection(self, location: DatabaseLocation) -> None:
         self.aliases = {a.alias_name: a.collection_name for a in self.client.get_aliases().aliases}
         name = location.name
         self.collection = self.aliases.get(name, name)
@@ -88,13 +103,25 @@ class QdrantStore(DatabaseStore):
 
     def chunks(self, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[np.ndarray]:
         using = True if self.vector is None else [self.vector]
-        for points in self._points(self.collection, chunk_rows, with_vectors=using):
-            yield self._matrix(points)
+        with self._opened():
+            for points in self._points(self.collection, chunk_rows, with_vectors=using):
+                yield self._matrix(points)
 
     def rewrite_into(
         self, out: str, transform: Transform, dim: int, chunk_rows: int, *, overwrite: bool = False
     ) -> MigratedLocation:
         """A new collection, then the alias switched to it (see the module)."""
+        with self._opened():
+            opened = (self.collection, self.rows, self.dim)
+            self._read_collection(self.location)  # as of now that the folder is held
+            if (self.collection, self.rows, self.dim) != opened:
+                raise StoreBusyError(
+                    f"{self.describe()}: the collection changed since it was opened (another "
+                    "migration?). Nothing was written; open it again."
+                )
+            return self._migrate(out, transform, dim, chunk_rows, overwrite)
+
+    def _migrate(self, out, transform, dim, chunk_rows, overwrite) -> MigratedLocation:
         exists = lambda name: name in self.aliases or self.client.collection_exists(name)  # noqa: E731
         name, found = output_name(self, out, overwrite, exists)
         if found and name not in self.aliases:
@@ -149,7 +176,3 @@ class QdrantStore(DatabaseStore):
         copied = self._points(new, chunk_rows, with_vectors=False, with_payload=False)
         ids = [p.id for batch in old for p in batch] == [p.id for batch in copied for p in batch]
         check_copied(self, count, ids, f"collection {new!r}")
-
-    def close(self) -> None:
-        """Release the local folder (one client holds it at a time)."""
-        self.client.close()

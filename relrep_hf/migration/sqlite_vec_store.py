@@ -82,8 +82,15 @@ class SqliteVecStore(DatabaseStore):
         return _quote(self.location.name)
 
     def _schema(self, name: str | None) -> str:
-        tables = [row[0] for row in self.connection.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql IS NOT NULL")]  # fmt: skip
+        listed = [
+            row[1:3] for row in self.connection.execute("PRAGMA table_list") if row[0] == "main"
+        ]
+        virtual = [t for t, kind in listed if kind == "virtual"]
+        tables = [
+            t
+            for t, kind in listed
+            if kind in ("table", "virtual") and not any(t.startswith(f"{v}_") for v in virtual)
+        ]  # fmt: skip (not shadows)
         row = self.connection.execute(
             "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
         ).fetchone()
