@@ -172,6 +172,7 @@ class PgvectorStore(DatabaseStore):
         )
         self._copy(writer, staging, transform, dim, chunk_rows)
         indexes = self._build_indexes(writer, staging)
+        self._carry_sequences(writer, staging)
         count = self.query(f"SELECT count(*) FROM {new}", (), writer)[0][0]
         key = ", ".join(map(self._sql, self.key))
         same = not self.key or not self.query(
@@ -189,6 +190,23 @@ class PgvectorStore(DatabaseStore):
             self._rename(writer, staging, temporary, index, constraint)
         writer.execute(f"ALTER TABLE {new} RENAME TO {self._sql(name)}")
         return backup
+
+    def _carry_sequences(self, writer, staging: str) -> None:
+        """An identity column's new sequence continues after the copied values; a serial
+        column's sequence (shared through its default) becomes the new table's."""
+        for column in self.columns:
+            new, old = (self.query("SELECT pg_get_serial_sequence(%s, %s)",
+                                   (self._sql(table), column), writer)[0][0]
+                        for table in (staging, self.table))  # fmt: skip
+            if new is not None:
+                top = f"SELECT max({self._sql(column)}) FROM {self._sql(staging)}"
+                writer.execute(
+                    f"SELECT setval(%s, m) FROM ({top}) AS t(m) WHERE m IS NOT NULL", (new,)
+                )
+            elif old is not None:
+                writer.execute(
+                    f"ALTER SEQUENCE {old} OWNED BY {self._sql(staging)}.{self._sql(column)}"
+                )
 
     def _rename(self, writer, table: str, index: str, to: str, constraint: bool) -> None:
         if constraint:  # renames its index too

@@ -188,6 +188,27 @@ def test_pgvector_indexes_are_rebuilt_under_their_names(where):
     assert "USING hnsw (embedding vector_l2_ops)" in found[f"{name}_hnsw"] and kept == 3
 
 
+def test_pgvector_identity_and_serial_columns_keep_counting(where):
+    import psycopg
+
+    name, vectors = table_name(), old_vectors("pgvector")[:20]
+    with psycopg.connect(where("pgvector"), autocommit=True) as connection:
+        connection.execute(
+            f"CREATE TABLE {name} (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
+            f"n bigserial, embedding vector({D_OLD}))"
+        )
+        for v in vectors:
+            connection.execute(f"INSERT INTO {name} (embedding) VALUES (%s)", (str(v.tolist()),))
+    uri = f"{where('pgvector')}&table={name}"
+    out = migrate(uri, uri, overwrite=True)
+    with psycopg.connect(where("pgvector"), autocommit=True) as connection:
+        connection.execute(f"DROP TABLE {out.backup}")  # the serial's sequence must survive it
+        zero = str([0.0] * D_NEW)
+        connection.execute(f"INSERT INTO {name} (embedding) VALUES (%s)", (zero,))
+        rows = connection.execute(f"SELECT id, n FROM {name} ORDER BY id").fetchall()
+    assert rows == [(i, i) for i in range(1, 22)]
+
+
 def _wait_for(path, process, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while not path.exists():
