@@ -42,6 +42,7 @@ DEFAULT = (
     "manifest",
     "extraction",
     "cli",
+    "databases",
     "quality",
     "zero_shot",
     "migration",

@@ -257,3 +257,16 @@ def test_fixture_kinds_are_the_registered_database_kinds():
     from relrep_hf.migration import STORE_KINDS
 
     assert set(database_stores.KINDS) <= set(STORE_KINDS)
+
+
+def test_the_command_line_takes_database_uris_and_prints_the_backup(tmp_path, capsys):
+    from relrep_hf.cli import main
+
+    vectors = old_vectors("sqlite-vec")
+    uri = build("sqlite-vec", tmp_path, "docs", vectors)
+    a_map().save_pretrained(tmp_path / "map")
+    main(["migrate", str(tmp_path / "map"), "--vectors", uri, "--out", uri, "--overwrite"])
+    printed = capsys.readouterr().out
+    assert f"into {uri}" in printed and "The replaced vectors are kept as docs_backup_" in printed
+    got = contents(uri)[row_id("sqlite-vec", 9)][1]
+    np.testing.assert_allclose(got, applied(a_map(), vectors)[9], rtol=1e-5, atol=1e-5)
