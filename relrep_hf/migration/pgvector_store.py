@@ -8,7 +8,8 @@ primary/unique constraints are built again on it (HNSW and IVFFlat with their op
 and options included), the count and keys are checked, and then the old table (and its
 indexes) is renamed to ``TABLE_backup_<time>`` and the staging table (and its indexes) takes
 the old names. Readers keep reading the old table until the commit (the exclusive lock is taken
-only for the renames); a killed run's transaction is rolled back by the server; a second
+only for the renames); writers of it wait for the commit (a share lock), so the copy is the
+table as it is swapped; a killed run's transaction is rolled back by the server; a second
 migration of the same table fails at once (a transaction-level advisory lock).
 """
 
@@ -155,6 +156,8 @@ class PgvectorStore(DatabaseStore):
                 f"{self.describe()}: another migration of this table is running; nothing was "
                 "written. Run one migration at a time."
             )
+        # writers of the table wait until the commit (readers do not): the copy is the table
+        writer.execute(f"LOCK TABLE {self._sql(self.table)} IN SHARE MODE")
         now = self.query(
             "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = "
             "%s::regclass AND attname = %s", (self._sql(self.table), self.column), writer
