@@ -1,7 +1,7 @@
 """Qdrant stores in local mode (``qdrant:PATH#NAME``: a ``QdrantClient(path=PATH)`` folder; NAME a
 collection or a collection alias), read and written with ``qdrant-client``.
 
-The new vectors go into a new collection (``NAME_<time>``, the old one's vector parameters with
+The new vectors go into a new collection (``NAME_<time>_<hex>``, the old one's vector parameters with
 the new size, its HNSW settings and payload indexes), ids and payloads copied over, its count
 and ids checked; then one ``update_collection_aliases`` call (delete + create, applied
 together) points the alias NAME at it, so searches through the alias see the old collection or
@@ -16,6 +16,7 @@ delete).
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -132,7 +133,8 @@ class QdrantStore(DatabaseStore):
                 f"collection_name={name!r}, alias_name='ALIAS'))])), search through the alias, "
                 "and migrate into qdrant:PATH#ALIAS; or give a new name (it becomes an alias)."
             )
-        new = f"{name[:40]}_{time.strftime('%Y%m%d%H%M%S')}"
+        # a killed run's partial collection never collides with this one
+        new = f"{name[:36]}_{time.strftime('%Y%m%d%H%M%S')}_{secrets.token_hex(2)}"
         self._create(new, dim)
         self._copy(new, transform, chunk_rows)
         self._check(new, chunk_rows)
