@@ -43,6 +43,7 @@ DEFAULT = (
     "extraction",
     "extraction_speed",
     "cli",
+    "databases",
     "quality",
     "zero_shot",
     "migration",

@@ -67,6 +67,7 @@ from relrep_hf.translation.translator import relative_inverse
 from tests.fixtures import (
     artifact_inputs,
     bridge_inputs,
+    database_inputs,
     device_inputs,
     distributed_statistics,
     hostile_inputs,
@@ -828,6 +829,7 @@ BAD_INPUTS += [BadInput(*case) for case in migration_inputs.CASES]  # issue #31
 BAD_INPUTS += [BadInput(*case) for case in device_inputs.CASES]  # issues #38, #37
 BAD_INPUTS += [BadInput(*case) for case in bridge_inputs.CASES]  # issue #37
 BAD_INPUTS += [BadInput(*case) for case in artifact_inputs.CASES]  # issues #36, #37
+BAD_INPUTS += [BadInput(*case) for case in database_inputs.CASES]  # issue #37
 
 
 def shared_linear(s: Setup, num_anchors: int, rows: int | None = None) -> AnchorSet:

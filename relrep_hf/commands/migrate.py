@@ -4,7 +4,6 @@ flags that ``translate`` shares."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from relrep_hf.commands.arguments import add_command, show_progress
@@ -25,19 +24,30 @@ def add_store_flags(parser: argparse.ArgumentParser, *, required: bool) -> None:
     """--vectors, --out and how to read and write them (translate, migrate)."""
     parser.add_argument(
         "--vectors",
-        type=Path,
+        type=str,
         required=required,
         default=None,
         help="old-encoder vectors: a .npy, .safetensors, .parquet or FAISS flat index "
-        "(.faiss/.index) file, a datasets folder or a LanceDB database folder",
+        "(.faiss/.index) file, a datasets folder, a LanceDB database folder, or a database "
+        "URI: qdrant:PATH#COLLECTION, chroma:PATH#COLLECTION, sqlite-vec:PATH#TABLE, "
+        "postgresql://USER@HOST/DB?table=TABLE (pgvector)",
     )
     parser.add_argument(
-        "--out", type=Path, required=required, default=None, help="the new store (same kind)"
+        "--out",
+        type=str,
+        required=required,
+        default=None,
+        help="the new store (same kind; for a database, the same database's collection/table "
+        "searches use: swapped in, the old one kept as a backup)",
     )
     parser.add_argument(
         "--column", default=None, help="the vector column or tensor (default: embedding/vector)"
     )
-    parser.add_argument("--table", default=None, help="the LanceDB table (default: the only one)")
+    parser.add_argument(
+        "--table",
+        default=None,
+        help="the LanceDB table (default: the only one), or a database's collection/table",
+    )
     parser.add_argument("--chunk-rows", type=int, default=32768, help="rows per chunk")
     parser.add_argument(
         "--overwrite",
@@ -71,6 +81,8 @@ def migrate_vectors(args: argparse.Namespace, migration_map: Any) -> None:
         dtype=args.dtype,
     )
     print(f"Migrated {args.vectors} into {out}")
+    if getattr(out, "backup", None):  # a database store swapped in place
+        print(f"The replaced vectors are kept as {out.backup}")
 
 
 def run(args: argparse.Namespace) -> None:

@@ -7,11 +7,15 @@ re-embedding the corpus. One package, as a PEFT method is one folder of ``tuners
 - `map`: `MigrationMap`, the artifact (saved, loaded, pushed);
 - `stores`, `files`, `tables`: the stores a map rewrites (.npy, .safetensors, parquet,
   datasets, FAISS, LanceDB), written aside and swapped in whole;
+- `databases` (and `qdrant_store`, `chroma_store`, `pgvector_store`, `sqlite_vec_store`): the
+  database stores (Qdrant, Chroma, pgvector, sqlite-vec), written aside and swapped in by the
+  database's own means;
 - `migrate`: `migrate_store`, a store streamed through a map in chunks, and `migrate`, the
   anchor path alone.
 """
 
 from relrep_hf.migration.candidates import CANDIDATES, MigrationSelection, select_migration_map
+from relrep_hf.migration.databases import MigratedLocation
 from relrep_hf.migration.files import open_store
 from relrep_hf.migration.fit import fit_migration
 from relrep_hf.migration.map import MigrationMap
@@ -27,6 +31,7 @@ from relrep_hf.migration.stores import (
 __all__ = [
     "CANDIDATES",
     "STORE_KINDS",
+    "MigratedLocation",
     "MigrationMap",
     "MigrationSelection",
     "StoreKind",

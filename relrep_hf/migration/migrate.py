@@ -87,17 +87,20 @@ def migrate_store(
     overwrite: bool = False,
     show_progress: bool | None = None,
     dtype: str | np.dtype | None = None,
-) -> Path:
+) -> Path | str:
     """Stream the stored old-encoder ``vectors`` through ``migration_map`` into a new store
     ``out`` of the same kind, every other column carried over.
 
     ``migration_map``: a `MigrationMap` (or any module with ``weight [d_old, d_new]`` and
     ``bias``), or the folder or Hub id of a saved one. ``vectors``: a .npy, .safetensors,
     .parquet or FAISS file, a datasets folder or a LanceDB database folder (``column``,
-    ``table``: see `relrep_hf.migration.files.open_store`). The new store is written
+    ``table``: see `relrep_hf.migration.files.open_store`), or a database URI (Qdrant, Chroma,
+    pgvector, sqlite-vec: `relrep_hf.migration.databases`). The new store is written
     aside and renamed into place when complete; ``out`` must not exist unless ``overwrite``
     (which replaces only a store of the same kind). ``dtype``: the new vectors' dtype (default:
-    the store's), e.g. ``"float32"`` for a float16 store whose migrated values exceed float16.
+    the store's), e.g. ``"float32"`` for a float16 store whose migrated values exceed float16. A
+    database store's ``out`` names a collection/table of the same database; the result is then
+    a `MigratedLocation` whose ``backup`` names the replaced collection/table, kept.
     """
     if not isinstance(migration_map, torch.nn.Module):
         migration_map = MigrationMap.from_pretrained(migration_map)

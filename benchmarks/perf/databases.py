@@ -1,0 +1,178 @@
+"""Migrating the database stores (Qdrant local, Chroma, pgvector, sqlite-vec): rows per second.
+
+Each kind: a store of N x 384 float32 vectors with ids and a text payload is migrated in place to
+768 dimensions by ``migrate_store`` (read, map, write aside, check, swap), against the plain
+client work on the same rows: reading the N old rows with the client and writing N rows of 768-d
+vectors with their ids and payloads into a new collection/table (no migration, check or swap).
+Qdrant's local mode commits each point on its own, so it gets fewer rows. pgvector runs on a
+pgserver PostgreSQL in a temporary folder; its table has a primary key and no vector index.
+
+    python -m benchmarks databases [--quick] [--rows N] [--kinds qdrant chroma ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from benchmarks.common import row
+from relrep_hf.migration import MigrationMap, migrate_store
+
+D_OLD, D_NEW = 384, 768
+KINDS = ("sqlite-vec", "pgvector", "chroma", "qdrant")
+PACKAGES = {"qdrant": ("qdrant_client",), "chroma": ("chromadb",),
+            "pgvector": ("pgserver", "psycopg"), "sqlite-vec": ("sqlite_vec",)}  # fmt: skip
+
+
+def needs(quick: bool) -> dict[str, tuple[str, ...]]:
+    """The optional packages this benchmark reads, per kind."""
+    return dict(PACKAGES)
+
+
+def _rows(kind: str, rows: int) -> int:
+    return min(rows // 10, 2_000) if kind == "qdrant" else rows  # ~30 ms a point in local mode
+
+
+def _write(kind: str, where, name: str, ids: list, vectors: np.ndarray) -> str:
+    """The plain client write of ``vectors`` with ids and a payload; the store's URI."""
+    texts = [f"row {i}" for i in ids]
+    if kind == "sqlite-vec":
+        from relrep_hf.migration.sqlite_vec_store import connect
+
+        connection = connect(Path(where) / "store.db")
+        connection.execute(
+            f"CREATE VIRTUAL TABLE {name} USING vec0(embedding float[{vectors.shape[1]}], +body text)"
+        )
+        connection.execute("BEGIN")
+        connection.executemany(
+            f"INSERT INTO {name} (rowid, embedding, body) VALUES (?, ?, ?)",
+            zip(ids, (v.tobytes() for v in vectors), texts, strict=True),
+        )
+        connection.execute("COMMIT")
+        connection.close()
+        return f"sqlite-vec:{Path(where) / 'store.db'}#{name}"
+    if kind == "pgvector":
+        import psycopg
+
+        with psycopg.connect(where) as connection:
+            connection.execute(
+                f"CREATE TABLE {name} (id bigint PRIMARY KEY, body text, "
+                f"embedding vector({vectors.shape[1]}))"
+            )
+            with connection.cursor().copy(f"COPY {name} (id, body, embedding) FROM STDIN") as copy:
+                for i, text, vector in zip(ids, texts, vectors, strict=True):
+                    copy.write_row((i, text, "[" + ",".join(map(str, vector.tolist())) + "]"))
+        return f"{where}&table={name}"
+    if kind == "chroma":
+        import chromadb
+
+        client = chromadb.PersistentClient(path=str(where))
+        collection = client.create_collection(name, metadata={"hnsw:space": "l2"})
+        step = client.get_max_batch_size()
+        for start in range(0, len(ids), step):
+            stop = start + step
+            collection.add(ids=[str(i) for i in ids[start:stop]], embeddings=vectors[start:stop],
+                           documents=texts[start:stop])  # fmt: skip
+        return f"chroma:{where}#{name}"
+    from qdrant_client import QdrantClient, models
+
+    client = QdrantClient(path=str(where))
+    try:
+        params = models.VectorParams(size=vectors.shape[1], distance=models.Distance.EUCLID)
+        client.create_collection(f"{name}_v1", vectors_config=params)
+        for start in range(0, len(ids), 256):
+            client.upsert(f"{name}_v1", points=[
+                models.PointStruct(id=i, vector=v.tolist(), payload={"body": t})
+                for i, v, t in zip(ids[start:start + 256], vectors[start:start + 256],
+                                   texts[start:start + 256], strict=True)])  # fmt: skip
+        alias = models.CreateAlias(collection_name=f"{name}_v1", alias_name=name)
+        client.update_collection_aliases(
+            change_aliases_operations=[models.CreateAliasOperation(create_alias=alias)]
+        )
+    finally:
+        client.close()
+    return f"qdrant:{where}#{name}"
+
+
+def _read(uri: str) -> int:
+    """Every vector of ``uri`` read with our chunked reader (the client's scroll/get/COPY)."""
+    from relrep_hf.migration import open_store
+
+    return sum(len(chunk) for chunk in open_store(uri).chunks(4096))
+
+
+def measure(kind: str, rows: int, where) -> dict:
+    """Rows/s of ``migrate_store`` on a ``kind`` store of ``rows`` rows, and of the plain client
+    read + write of the same rows (the baseline)."""
+    generator = np.random.default_rng(0)
+    old = generator.standard_normal((rows, D_OLD), dtype=np.float32)
+    new = generator.standard_normal((rows, D_NEW), dtype=np.float32)
+    ids = list(range(1, rows + 1))
+    uri = _write(kind, where, "docs", ids, old)
+    started = time.perf_counter()
+    if _read(uri) != rows:
+        raise RuntimeError(f"{uri}: read back fewer than {rows} rows")
+    _write(kind, where, "plain", ids, new)
+    baseline = time.perf_counter() - started
+    weights = torch.Generator().manual_seed(0)
+    migration_map = MigrationMap(torch.randn(D_OLD, D_NEW, generator=weights) / D_OLD**0.5,
+                                 torch.zeros(D_NEW))  # fmt: skip
+    started = time.perf_counter()
+    migrate_store(migration_map, uri, uri, overwrite=True, chunk_rows=4096, show_progress=False)
+    ours = time.perf_counter() - started
+    return row(
+        f"migrate a {kind} store in place, {rows:,} x {D_OLD} -> {D_NEW}",
+        "the client's read of the old rows + write of new ones",
+        rows / baseline,
+        rows / ours,
+        "rows/s",
+        seconds=ours,
+        baseline_seconds=baseline,
+    )
+
+
+def _where(kind: str, folder: Path, servers: list):
+    if kind != "pgvector":
+        (folder / kind).mkdir()
+        return folder / kind
+    import pgserver
+    import psycopg
+
+    server = pgserver.get_server(folder / "pg", cleanup_mode="stop")
+    servers.append(server)
+    with psycopg.connect(server.get_uri(), autocommit=True) as connection:
+        connection.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    return server.get_uri()
+
+
+def run(quick: bool = False, rows: int | None = None, kinds=KINDS) -> list[dict]:
+    rows = rows or (2_000 if quick else 100_000)
+    results, servers = [], []
+    with tempfile.TemporaryDirectory(prefix="relrep-bench-databases-") as folder:
+        try:
+            for kind in kinds:
+                where = _where(kind, Path(folder), servers)
+                results.append(measure(kind, _rows(kind, rows), where))
+        finally:
+            for server in servers:
+                server.cleanup()
+    return results
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks databases", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="2,000 rows (Qdrant 200)")
+    parser.add_argument("--rows", type=int, default=None, help="rows per store (default 100,000)")
+    parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
+    args = parser.parse_args(argv)
+    for result in run(args.quick, args.rows, args.kinds):
+        print(
+            f"{result['benchmark']}: {result['value']:,.0f} rows/s ({result['seconds']:.1f} s); "
+            f"{result['baseline']}: {result['baseline_value']:,.0f} rows/s "
+            f"({result['baseline_seconds']:.1f} s); ratio {result['ratio']:.2f}"
+        )

@@ -1,0 +1,103 @@
+"""Chroma stores: a collection of a ``chromadb.PersistentClient`` folder
+(``chroma:PATH#COLLECTION``).
+
+The new vectors go into a new collection (``NAME_migrating_<time>``, the old one's metadata and
+configuration: its HNSW space and parameters), ids, documents, metadatas and URIs copied over
+in the old order, its count and ids checked; then two renames (``Collection.modify(name=)``):
+the old collection to ``NAME_backup_<time>``, the new one to NAME. Each rename is atomic; the
+pair is not: between them (a few milliseconds) NAME does not exist, and a run killed exactly
+there leaves the backup and the complete new collection under their temporary names (rename
+the new one to NAME by hand). A run killed before the renames leaves NAME serving the old
+vectors (and a partial new collection to delete). A lock file beside the folder
+(``.FOLDER.lock``) lets one migration at a time write it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from relrep_hf.migration.databases import (
+    DatabaseLocation,
+    DatabaseStore,
+    MigratedLocation,
+    StoreBusyError,
+    backup_name,
+    check_copied,
+    output_name,
+    require,
+    staging_name,
+)
+from relrep_hf.migration.stores import DEFAULT_CHUNK_ROWS, Transform, VectorStoreError
+from relrep_hf.utils.locking import FolderLockedError, folder_lock
+
+__all__ = ["ChromaStore"]
+
+CARRIED = ["documents", "metadatas", "uris"]
+
+
+class ChromaStore(DatabaseStore):
+    kind = "chroma"
+
+    def __init__(self, location: DatabaseLocation):
+        chromadb = require("chromadb", "chromadb")
+        self.location, self.path = location, Path(location.database)
+        if not self.path.is_dir():
+            raise VectorStoreError(f"{location.shown()!r}: no such Chroma folder.")
+        self.client = chromadb.PersistentClient(path=str(self.path))
+        names = [c.name for c in self.client.list_collections()]
+        if location.name not in names:
+            raise self.missing("collection", names)
+        self.collection = self.client.get_collection(location.name)
+        self.rows, self.dtype = self.collection.count(), np.dtype(np.float32)
+        first = self.collection.get(limit=1, include=["embeddings"])["embeddings"]
+        self.dim = len(first[0]) if first is not None and len(first) else 0
+
+    def _batches(self, collection, chunk_rows: int, include: list[str]) -> Iterator[dict]:
+        for offset in range(0, collection.count(), chunk_rows):
+            yield collection.get(limit=chunk_rows, offset=offset, include=include)
+
+    def chunks(self, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[np.ndarray]:
+        for batch in self._batches(self.collection, chunk_rows, ["embeddings"]):
+            yield np.asarray(batch["embeddings"], np.float32).reshape(-1, self.dim)
+
+    def rewrite_into(
+        self, out: str, transform: Transform, dim: int, chunk_rows: int, *, overwrite: bool = False
+    ) -> MigratedLocation:
+        """A new collection, then the two renames (see the module)."""
+        names = {c.name for c in self.client.list_collections()}
+        name, found = output_name(self, out, overwrite, names.__contains__)
+        try:
+            with folder_lock(self.path):
+                return self._migrate(name, found, transform, chunk_rows)
+        except FolderLockedError as error:
+            raise StoreBusyError(f"{self.describe()}: {error}") from None
+
+    def _migrate(self, name: str, found: bool, transform: Transform, chunk_rows: int):
+        self.collection = self.client.get_collection(self.location.name)  # as of the lock
+        if self.collection.count() != self.rows:
+            raise StoreBusyError(
+                f"{self.describe()}: the collection changed since it was opened (another "
+                "migration?). Nothing was written; open it again."
+            )
+        new = self.client.create_collection(
+            staging_name(name),
+            metadata=self.collection.metadata,
+            configuration=self.collection.configuration,
+            embedding_function=None,
+        )
+        for batch in self._batches(self.collection, chunk_rows, ["embeddings", *CARRIED]):
+            vectors = np.asarray(batch["embeddings"], np.float32).reshape(-1, self.dim)
+            carried = {k: batch[k] for k in CARRIED if batch.get(k) is not None}
+            carried = {k: v for k, v in carried.items() if any(x is not None for x in v)}
+            new.add(ids=batch["ids"], embeddings=transform(vectors), **carried)
+        copied = [i for b in self._batches(new, chunk_rows, []) for i in b["ids"]]
+        old = [i for b in self._batches(self.collection, chunk_rows, []) for i in b["ids"]]
+        check_copied(self, new.count(), sorted(copied) == sorted(old), f"collection {new.name!r}")
+        backup = backup_name(name) if found else None
+        if found:
+            self.client.get_collection(name).modify(name=backup)
+        new.modify(name=name)
+        return MigratedLocation(self.location.with_name(name), backup)

@@ -1,0 +1,242 @@
+"""The database stores a migration rewrites: Qdrant (local mode), Chroma (a persistent client's
+folder), pgvector on PostgreSQL and sqlite-vec, one `StoreKind` entry each.
+
+A database store is named by a URI a user can type on the command line:
+
+- ``qdrant:PATH#COLLECTION`` (a Qdrant local-mode folder; the collection or its alias),
+- ``chroma:PATH#COLLECTION`` (a Chroma ``PersistentClient`` folder),
+- ``sqlite-vec:PATH#TABLE`` (an SQLite file; a ``vec0`` table or a table with a BLOB column),
+- ``postgresql://USER@HOST:PORT/DB?table=TABLE&column=COLUMN`` (pgvector; ``postgres://`` too,
+  and ``host=/socket/folder`` for a Unix socket).
+
+The ``--table`` and ``--column`` flags (``table=``, ``column=``) stand in for a missing
+collection/table and vector column. The output names the same database and the collection or
+table searches use: the new vectors are written aside, checked (count and ids), and swapped in
+(a Qdrant alias switch, a PostgreSQL or SQLite transaction, a Chroma rename), the replaced one
+kept under a backup name the result reports (`MigratedLocation.backup`). The client packages
+are optional (``pip install 'relrep-hf[stores]'``), imported when a store of theirs is opened.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from relrep_hf.migration.stores import StoreKind, VectorStore, VectorStoreError, register_store_kind
+
+__all__ = [
+    "DatabaseLocation",
+    "MigratedLocation",
+    "StoreBusyError",
+    "backup_name",
+    "parse_location",
+    "require",
+]
+
+PATH_SCHEMES = {"qdrant": "a Qdrant local-mode folder", "chroma": "a Chroma persistent folder",
+                "sqlite-vec": "an SQLite file"}  # fmt: skip
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]{0,62}")
+
+
+class StoreBusyError(VectorStoreError):
+    """Another migration (or writer) holds the store; this one wrote nothing."""
+
+
+class MigratedLocation(str):
+    """The output location of a database migration (a str, as a file store's is a path), with
+    ``backup``: the name the replaced collection or table was kept under (None if none was)."""
+
+    backup: str | None
+
+    def __new__(cls, location: str, backup: str | None = None) -> MigratedLocation:
+        made = super().__new__(cls, location)
+        made.backup = backup
+        return made
+
+
+@dataclass(frozen=True)
+class DatabaseLocation:
+    """A parsed database URI: ``kind``, ``database`` (a folder or file path, or a PostgreSQL
+    connection string without our own parameters), ``name`` (the collection or table, None if
+    unnamed) and ``column`` (the vector column, if named)."""
+
+    kind: str
+    database: str
+    name: str | None
+    column: str | None = None
+
+    def with_name(self, name: str) -> str:
+        """This database's URI naming ``name`` (as ``--out`` would)."""
+        if self.kind == "pgvector":
+            scheme, netloc, path, query, _ = urlsplit(self.database)
+            params = [*parse_qsl(query), ("table", name)]
+            params += [("column", self.column)] if self.column else []
+            return urlunsplit((scheme, netloc, path, urlencode(params), ""))
+        return f"{self.kind}:{self.database}#{name}"
+
+    def shown(self) -> str:
+        """The URI as errors show it: a PostgreSQL password replaced by ``***``."""
+        uri = self.with_name(self.name or "")
+        return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", uri)
+
+
+def _scheme(location: str) -> str | None:
+    match = re.match(r"([a-z][a-z0-9+\-]*):", location)
+    return match.group(1) if match else None
+
+
+def recognises(kind: str) -> Callable[[str], bool]:
+    schemes = POSTGRES_SCHEMES if kind == "pgvector" else (kind,)
+    return lambda location: _scheme(str(location)) in schemes
+
+
+def parse_location(
+    location: str, *, table: str | None = None, column: str | None = None
+) -> DatabaseLocation:
+    """``location`` (a database URI, see the module) parsed; ``table`` and ``column`` fill in
+    what the URI leaves out (the URI wins where both name one and they differ: an error)."""
+    location = str(location)
+    scheme = _scheme(location)
+    if scheme in POSTGRES_SCHEMES:
+        split = urlsplit(location)
+        params = dict(parse_qsl(split.query))
+        named, named_column = params.pop("table", None), params.pop("column", None)
+        database = urlunsplit((*split[:3], urlencode(params), ""))
+        kind = "pgvector"
+    elif scheme in PATH_SCHEMES:
+        rest = location[len(scheme) + 1 :]
+        path, _, named = rest.partition("#")
+        named_column = None
+        if path.startswith("//"):  # qdrant:///abs/path, as a URL would write it
+            path = path[2:]
+        if not path:
+            raise VectorStoreError(f"{location!r}: no path; write {scheme}:PATH#NAME.")
+        database, kind = str(Path(path).expanduser().resolve()), scheme
+    else:
+        raise VectorStoreError(f"{location!r}: not a database URI relrep_hf reads.")
+    name = _one(location, "table/collection", named or None, table)
+    column = _one(location, "column", named_column, column)
+    if name is not None and not NAME.fullmatch(name):
+        raise VectorStoreError(
+            f"{location!r}: {name!r} is not a collection/table name relrep_hf writes (letters, "
+            "digits, '_' and '-', starting with a letter or '_', at most 63 characters)."
+        )
+    return DatabaseLocation(kind, database, name, column)
+
+
+def _one(location: str, what: str, in_uri: str | None, given: str | None) -> str | None:
+    if in_uri and given and in_uri != given:
+        raise VectorStoreError(
+            f"{location!r} names {what} {in_uri!r} and the flag names {given!r}: give one."
+        )
+    return in_uri or given
+
+
+def output_name(
+    store: DatabaseStore, out: str, overwrite: bool, exists: Callable[[str], bool]
+) -> tuple[str, bool]:
+    """The collection/table ``out`` names in ``store``'s database, refused if ``out`` is
+    another kind or database, names nothing, or exists (``exists(name)``) and ``overwrite`` is
+    not given; and whether it exists."""
+    target = parse_location(out) if recognises(store.kind)(out) else None
+    if target is None or target.kind != store.kind or target.database != store.location.database:
+        raise VectorStoreError(
+            f"{str(out)!r}: the output of {store.describe()} must name a collection/table of "
+            f"the same database ({store.location.with_name('NAME')}). The new vectors are "
+            "written there aside and swapped in; copy them to another database afterwards."
+        )
+    if target.name is None:
+        raise VectorStoreError(f"{str(out)!r}: name the collection/table to write (#NAME).")
+    found = exists(target.name)
+    if found and not overwrite:
+        raise VectorStoreError(
+            f"{str(out)!r} exists already; nothing was written. Pass overwrite (--overwrite) to "
+            "swap the new vectors in (the replaced ones are kept under a backup name), or "
+            "give a new name."
+        )
+    if found and target.name != store.location.name:
+        raise VectorStoreError(
+            f"{str(out)!r}: the output exists and is not the input; give a new name, or the "
+            "input's own to swap the new vectors in there."
+        )
+    return target.name, found
+
+
+def backup_name(name: str) -> str:
+    """The name a replaced collection/table is kept under: ``NAME_backup_YYYYmmddHHMMSS``."""
+    return f"{name[:40]}_backup_{time.strftime('%Y%m%d%H%M%S')}"
+
+
+def staging_name(name: str) -> str:
+    """The name the new vectors are written under before they are swapped in (a killed run's
+    leftover never collides with the next run's)."""
+    return f"{name[:36]}_migrating_{secrets.token_hex(4)}"
+
+
+def require(module: str, package: str) -> object:
+    """Import ``module`` of the optional ``package``, or say which extra installs it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise VectorStoreError(
+            f"This store needs the {package} package: pip install 'relrep-hf[stores]' (or pip "
+            f"install {package})."
+        ) from None
+
+
+def check_copied(store: DatabaseStore, rows: int, ids_equal: bool, where: str) -> None:
+    """Refuse the swap unless the new collection/table holds every row, with the same ids."""
+    if rows != store.rows or not ids_equal:
+        raise VectorStoreError(
+            f"{store.describe()}: the new {where} holds {rows} rows (ids "
+            f"{'equal' if ids_equal else 'differ'}), expected {store.rows} with the same ids; "
+            "nothing was swapped in. Was the store written to during the migration?"
+        )
+
+
+class DatabaseStore(VectorStore):
+    """A store in a database: ``location`` (a `DatabaseLocation`) names it."""
+
+    location: DatabaseLocation
+
+    def describe(self) -> str:
+        return (
+            f"{self.kind} store {self.location.shown()!r} ({self.rows} x {self.dim} {self.dtype})"
+        )
+
+    def missing(self, what: str, found: list[str]) -> VectorStoreError:
+        shown = ", ".join(sorted(found)[:20]) or "none"
+        return VectorStoreError(
+            f"{self.location.shown()!r}: no {what} {self.location.name!r} in "
+            f"{self.location.database if self.kind != 'pgvector' else 'the database'} "
+            f"(it has: {shown}). Name one of them (#NAME, or --table)."
+        )
+
+
+def _opener(module: str, cls: str) -> Callable[..., VectorStore]:
+    def open_database(location: str, *, column: str | None = None, table: str | None = None):
+        parsed = parse_location(location, table=table, column=column)
+        store_class = getattr(importlib.import_module(f"relrep_hf.migration.{module}"), cls)
+        return store_class(parsed)
+
+    return open_database
+
+
+for _kind in (
+    StoreKind("qdrant", recognises("qdrant"), _opener("qdrant_store", "QdrantStore"),
+              "a Qdrant local collection (qdrant:PATH#COLLECTION)"),
+    StoreKind("chroma", recognises("chroma"), _opener("chroma_store", "ChromaStore"),
+              "a Chroma collection (chroma:PATH#COLLECTION)"),
+    StoreKind("pgvector", recognises("pgvector"), _opener("pgvector_store", "PgvectorStore"),
+              "a pgvector table (postgresql://USER@HOST/DB?table=T&column=C)"),
+    StoreKind("sqlite-vec", recognises("sqlite-vec"), _opener("sqlite_vec_store", "SqliteVecStore"),
+              "a sqlite-vec table (sqlite-vec:PATH#TABLE)"),
+):  # fmt: skip
+    register_store_kind(_kind)

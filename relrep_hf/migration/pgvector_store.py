@@ -1,0 +1,301 @@
+"""pgvector stores: a PostgreSQL table with a ``vector(d)`` column
+(``postgresql://USER@HOST:PORT/DB?table=TABLE&column=COLUMN``), read and written with psycopg 3.
+
+The migration is one transaction: a staging table ``LIKE`` the old one (defaults, constraints,
+storage, comments) with a ``vector(d_new)`` column is filled by binary ``COPY`` (every other
+column's bytes carried over as they are, in key order), the old table's indexes and
+primary/unique constraints are built again on it (HNSW and IVFFlat with their operator classes
+and options included), the count and keys are checked, and then the old table (and its
+indexes) is renamed to ``TABLE_backup_<time>`` and the staging table (and its indexes) takes
+the old names. Readers keep reading the old table until the commit (the exclusive lock is taken
+only for the renames); writers of it wait for the commit (a share lock), so the copy is the
+table as it is swapped; a killed run's transaction is rolled back by the server; a second
+migration of the same table fails at once (a transaction-level advisory lock).
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from relrep_hf.migration.databases import (
+    DatabaseLocation,
+    DatabaseStore,
+    MigratedLocation,
+    StoreBusyError,
+    backup_name,
+    check_copied,
+    output_name,
+    require,
+    staging_name,
+)
+from relrep_hf.migration.stores import DEFAULT_CHUNK_ROWS, Transform, VectorStoreError
+
+__all__ = ["PgvectorStore"]
+
+VECTOR_NAMES = ("embedding", "embeddings", "vector", "vectors")
+SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
+HEADER = SIGNATURE + struct.pack(">ii", 0, 0)
+
+
+class PgvectorStore(DatabaseStore):
+    kind = "pgvector"
+
+    def __init__(self, location: DatabaseLocation):
+        psycopg = require("psycopg", "psycopg[binary]")
+        self.location, self.path = location, Path(location.name or "pgvector")
+        self.dtype = np.dtype(np.float32)
+        try:
+            self.connection = psycopg.connect(location.database, autocommit=True)
+        except psycopg.Error as error:
+            raise VectorStoreError(
+                f"{location.shown()!r}: cannot connect to PostgreSQL ({str(error).strip()})."
+            ) from None
+        self.table = self._table()
+        columns = self.query(
+            "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid "
+            "= %s::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum", (self.table,)
+        )  # fmt: skip
+        self.columns, types = [c for c, _ in columns], dict(columns)
+        vectors = [c for c, t in columns if t.startswith("vector")]
+        found = location.column or next((c for c in VECTOR_NAMES if c in types), None)
+        found = found if found or len(vectors) != 1 else vectors[0]
+        declared = re.fullmatch(r"vector\((\d+)\)", types.get(found, ""))
+        if declared is None:
+            raise VectorStoreError(
+                f"{location.shown()!r}: no vector(d) column {found or 'embedding'!r}; the "
+                f"table's columns are {columns}. Name the pgvector column (--column, or "
+                "&column=) of a fixed dimension (halfvec, sparsevec and vector without a "
+                "dimension are not migrated)."
+            )
+        self.column, self.type, self.dim = found, types[found], int(declared.group(1))
+        self.key = [row[0] for row in self.query(
+            "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
+            "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = %s::regclass AND i.indisprimary",
+            (self.table,))]  # fmt: skip
+        self.rows = self.query(f"SELECT count(*) FROM {self._sql(self.table)}")[0][0]
+
+    def query(self, sql: str, params: tuple = (), connection=None) -> list[tuple]:
+        return (connection or self.connection).execute(sql, params).fetchall()
+
+    def _sql(self, name: str) -> str:
+        return '"' + name.replace('"', '""') + '"'
+
+    def _table(self) -> str:
+        name = self.location.name
+        found = name is not None and self.query("SELECT to_regclass(%s)", (self._sql(name),))[0][0]
+        if not found:
+            tables = self.query(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+            )
+            raise self.missing("table", [t for (t,) in tables])
+        return name
+
+    def _order(self, table: str) -> str:
+        key = ", ".join(map(self._sql, self.key)) or "ctid"
+        return f"SELECT * FROM {self._sql(table)} ORDER BY {key}"
+
+    def chunks(self, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[np.ndarray]:
+        at = self.columns.index(self.column)
+        rows: list[bytes] = []
+        for fields in self._copy_out(self.connection, self.table):
+            rows.append(fields[at])
+            if len(rows) == chunk_rows:
+                yield self._vectors(rows)
+                rows = []
+        if rows:
+            yield self._vectors(rows)
+
+    def _vectors(self, fields: list[bytes | None]) -> np.ndarray:
+        if any(field is None for field in fields):
+            raise VectorStoreError(f"{self.describe()}: column {self.column!r} has NULL rows.")
+        raw = np.frombuffer(b"".join(field[4:] for field in fields), ">f4")
+        return raw.reshape(len(fields), self.dim).astype(np.float32)
+
+    def _copy_out(self, connection, table: str) -> Iterator[list[bytes | None]]:
+        """The rows of ``table`` in key order, each a list of its fields' binary values."""
+        buffer, position = bytearray(), len(HEADER)
+        with connection.cursor().copy(
+            f"COPY ({self._order(table)}) TO STDOUT (FORMAT BINARY)"
+        ) as copy:
+            for data in copy:
+                buffer += data
+                while (row := _parse_row(buffer, position)) is not None:
+                    fields, position = row
+                    if fields is None:
+                        return
+                    yield fields
+                del buffer[:position]
+                position = 0
+
+    def rewrite_into(
+        self, out: str, transform: Transform, dim: int, chunk_rows: int, *, overwrite: bool = False
+    ) -> MigratedLocation:
+        """One transaction: staging table, copy, indexes, check, renames (see the module)."""
+        psycopg = require("psycopg", "psycopg[binary]")
+        name, found = output_name(self, out, overwrite, self._exists)
+        writer = psycopg.connect(self.location.database)
+        try:
+            with writer.transaction():
+                backup = self._write(writer, name, found, transform, dim, chunk_rows)
+        finally:
+            writer.close()
+        return MigratedLocation(self.location.with_name(name), backup)
+
+    def _exists(self, name: str) -> bool:
+        return self.query("SELECT to_regclass(%s)", (self._sql(name),))[0][0] is not None
+
+    def _write(self, writer, name, found, transform, dim, chunk_rows) -> str | None:
+        lock = f"relrep_hf migrate {self.table}"
+        if not self.query("SELECT pg_try_advisory_xact_lock(hashtext(%s))", (lock,), writer)[0][0]:
+            raise StoreBusyError(
+                f"{self.describe()}: another migration of this table is running; nothing was "
+                "written. Run one migration at a time."
+            )
+        # writers of the table wait until the commit (readers do not): the copy is the table
+        writer.execute(f"LOCK TABLE {self._sql(self.table)} IN SHARE MODE")
+        now = self.query(
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = "
+            "%s::regclass AND attname = %s", (self._sql(self.table), self.column), writer
+        )  # fmt: skip
+        if now != [(self.type,)]:
+            raise StoreBusyError(
+                f"{self.describe()}: column {self.column!r} is now {now}, not {self.type} (another"
+                " migration finished meanwhile?). Nothing was written; open the store again."
+            )
+        staging = staging_name(name) if found else name
+        old, new = self._sql(self.table), self._sql(staging)
+        writer.execute(f"CREATE TABLE {new} (LIKE {old} INCLUDING ALL EXCLUDING INDEXES)")
+        writer.execute(
+            f"ALTER TABLE {new} ALTER COLUMN {self._sql(self.column)} TYPE vector({dim})"
+        )
+        self._copy(writer, staging, transform, dim, chunk_rows)
+        indexes = self._build_indexes(writer, staging)
+        self._carry_sequences(writer, staging)
+        count = self.query(f"SELECT count(*) FROM {new}", (), writer)[0][0]
+        key = ", ".join(map(self._sql, self.key))
+        same = not self.key or not self.query(
+            f"SELECT {key} FROM {old} EXCEPT SELECT {key} FROM {new} LIMIT 1", (), writer
+        )
+        check_copied(self, count, same, f"table {staging!r}")
+        if not found:
+            return None
+        backup = backup_name(name)
+        writer.execute(f"LOCK TABLE {self._sql(name)} IN ACCESS EXCLUSIVE MODE")
+        writer.execute(f"ALTER TABLE {self._sql(name)} RENAME TO {self._sql(backup)}")
+        for index, (temporary, constraint) in indexes.items():
+            aside = f"{index[:40]}_backup_{backup[-14:]}"
+            self._rename(writer, backup, index, aside, constraint)
+            self._rename(writer, staging, temporary, index, constraint)
+        writer.execute(f"ALTER TABLE {new} RENAME TO {self._sql(name)}")
+        return backup
+
+    def _carry_sequences(self, writer, staging: str) -> None:
+        """An identity column's new sequence continues after the copied values; a serial
+        column's sequence (shared through its default) becomes the new table's."""
+        for column in self.columns:
+            new, old = (self.query("SELECT pg_get_serial_sequence(%s, %s)",
+                                   (self._sql(table), column), writer)[0][0]
+                        for table in (staging, self.table))  # fmt: skip
+            if new is not None:
+                top = f"SELECT max({self._sql(column)}) FROM {self._sql(staging)}"
+                writer.execute(
+                    f"SELECT setval(%s, m) FROM ({top}) AS t(m) WHERE m IS NOT NULL", (new,)
+                )
+            elif old is not None:
+                writer.execute(
+                    f"ALTER SEQUENCE {old} OWNED BY {self._sql(staging)}.{self._sql(column)}"
+                )
+
+    def _rename(self, writer, table: str, index: str, to: str, constraint: bool) -> None:
+        if constraint:  # renames its index too
+            writer.execute(
+                f"ALTER TABLE {self._sql(table)} RENAME CONSTRAINT {self._sql(index)} TO "
+                f"{self._sql(to)}"
+            )
+        else:
+            writer.execute(f"ALTER INDEX {self._sql(index)} RENAME TO {self._sql(to)}")
+
+    def _copy(self, writer, staging: str, transform: Transform, dim: int, chunk_rows: int):
+        """The old rows into ``staging`` by binary COPY, the vectors through ``transform``."""
+        at = self.columns.index(self.column)
+        head = struct.pack(">hh", dim, 0)
+        sql = f"COPY {self._sql(staging)} FROM STDIN (FORMAT BINARY)"
+        with writer.cursor().copy(sql) as copy:
+            copy.write(HEADER)
+            rows: list[list[bytes | None]] = []
+            for fields in self._copy_out(self.connection, self.table) if self.rows else ():
+                rows.append(fields)
+                if len(rows) == chunk_rows:
+                    copy.write(_encode(rows, at, transform, self._vectors, head))
+                    rows = []
+            if rows:
+                copy.write(_encode(rows, at, transform, self._vectors, head))
+            copy.write(struct.pack(">h", -1))
+
+    def _build_indexes(self, writer, staging: str) -> dict[str, tuple[str, bool]]:
+        """The old table's indexes built on ``staging`` under temporary names: ``{old name:
+        (temporary name, backs a constraint)}``."""
+        found = self.query(
+            "SELECT c.relname, pg_get_indexdef(i.indexrelid), k.conname IS NOT NULL, "
+            "pg_get_constraintdef(k.oid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+            "LEFT JOIN pg_constraint k ON k.conindid = i.indexrelid AND k.conrelid = i.indrelid "
+            "WHERE i.indrelid = %s::regclass", (self._sql(self.table),), writer
+        )  # fmt: skip
+        built = {}
+        for index, definition, constraint, constraint_sql in found:
+            temporary = f"{staging[:40]}_{index[:22]}"
+            if constraint:
+                writer.execute(
+                    f"ALTER TABLE {self._sql(staging)} ADD CONSTRAINT {self._sql(temporary)} "
+                    + constraint_sql
+                )
+            else:
+                tail = re.sub(r"^CREATE (UNIQUE )?INDEX \S+ ON (ONLY )?\S+", "", definition)
+                unique = "UNIQUE " if definition.startswith("CREATE UNIQUE") else ""
+                writer.execute(
+                    f"CREATE {unique}INDEX {self._sql(temporary)} ON {self._sql(staging)}{tail}"
+                )
+            built[index] = (temporary, bool(constraint))
+        return built
+
+
+def _parse_row(buffer: bytearray, position: int) -> tuple[list | None, int] | None:
+    """The row of a binary COPY stream at ``position`` (and the next position), ``(None, _)`` at
+    the trailer, or None if ``buffer`` does not hold the whole row yet."""
+    if len(buffer) < position + 2:
+        return None
+    (count,) = struct.unpack_from(">h", buffer, position)
+    if count == -1:
+        return None, position + 2
+    fields, at = [], position + 2
+    for _ in range(count):
+        if len(buffer) < at + 4:
+            return None
+        (size,) = struct.unpack_from(">i", buffer, at)
+        at += 4
+        if size == -1:
+            fields.append(None)
+            continue
+        if len(buffer) < at + size:
+            return None
+        fields.append(bytes(buffer[at : at + size]))
+        at += size
+    return fields, at
+
+
+def _encode(rows: list[list], at: int, transform: Transform, vectors, head: bytes) -> bytes:
+    """``rows`` in the binary COPY format, their vector field (``at``) through ``transform``."""
+    new = np.ascontiguousarray(transform(vectors([row[at] for row in rows])), ">f4")
+    parts = []
+    for i, row in enumerate(rows):
+        parts.append(struct.pack(">h", len(row)))
+        for j, field in enumerate(row):
+            value = head + new[i].tobytes() if j == at else field
+            parts.append(struct.pack(">i", -1) if value is None else struct.pack(">i", len(value)))
+            parts.append(value or b"")
+    return b"".join(parts)

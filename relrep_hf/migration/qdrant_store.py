@@ -1,0 +1,180 @@
+"""Qdrant stores in local mode (``qdrant:PATH#NAME``: a ``QdrantClient(path=PATH)`` folder; NAME a
+collection or a collection alias), read and written with ``qdrant-client``.
+
+The new vectors go into a new collection (``NAME_<time>_<hex>``, the old one's vector parameters with
+the new size, its HNSW settings and payload indexes), ids and payloads copied over, its count
+and ids checked; then one ``update_collection_aliases`` call (delete + create, applied
+together) points the alias NAME at it, so searches through the alias see the old collection or
+the new one. The old collection is kept, unchanged, under its own name (the backup). A
+collection searched by its own name cannot be swapped (Qdrant renames no collection): such an
+``--out`` is refused with how to put it behind an alias; an ``--out`` NAME that does not exist
+yet becomes an alias of the new collection, ready for the next migration. A local folder is
+held by one client at a time, so a second run fails while the first holds it; a killed run
+leaves the alias on the old collection (and a partial new collection, never searched, to
+delete).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from relrep_hf.migration.databases import (
+    DatabaseLocation,
+    DatabaseStore,
+    MigratedLocation,
+    StoreBusyError,
+    check_copied,
+    output_name,
+    require,
+)
+from relrep_hf.migration.stores import DEFAULT_CHUNK_ROWS, Transform, VectorStoreError
+
+__all__ = ["QdrantStore"]
+
+
+class QdrantStore(DatabaseStore):
+    kind = "qdrant"
+
+    def __init__(self, location: DatabaseLocation):
+        require("qdrant_client", "qdrant-client")
+        self.location, self.path = location, Path(location.database)
+        if not self.path.is_dir():
+            raise VectorStoreError(f"{location.shown()!r}: no such Qdrant local folder.")
+        with self._opened():
+            self._read_collection(location)
+
+    @contextmanager
+    def _opened(self) -> Iterator[None]:
+        """``self.client`` open for the block: a local folder is held by one client at a time,
+        so the store holds it only while it reads or writes."""
+        qdrant_client = require("qdrant_client", "qdrant-client")
+        try:
+            self.client = qdrant_client.QdrantClient(path=str(self.path))
+        except RuntimeError as error:  # the folder is held by another client
+            raise StoreBusyError(
+                f"{self.location.shown()!r}: {error} Nothing was written; run one migration at "
+                "a time, with no other client open on the folder."
+            ) from None
+        try:
+            yield
+        finally:
+            self.client.close()
+
+    def _read_collection(self, location: DatabaseLocation) -> None:
+        self.aliases = {a.alias_name: a.collection_name for a in self.client.get_aliases().aliases}
+        name = location.name
+        self.collection = self.aliases.get(name, name)
+        if name is None or not self.client.collection_exists(self.collection):
+            found = [c.name for c in self.client.get_collections().collections]
+            raise self.missing("collection or alias", found + list(self.aliases))
+        self.info = self.client.get_collection(self.collection)
+        vectors = self.info.config.params.vectors
+        self.vector = None
+        if isinstance(vectors, dict):
+            self.vector = location.column or (next(iter(vectors)) if len(vectors) == 1 else None)
+            if self.vector not in vectors:
+                raise VectorStoreError(
+                    f"{location.shown()!r}: the collection's named vectors are {sorted(vectors)};"
+                    " name the one to migrate (--column)."
+                )
+            vectors = vectors[self.vector]
+        self.params, self.dim, self.dtype = vectors, vectors.size, np.dtype(np.float32)
+        self.rows = self.client.count(self.collection, exact=True).count
+
+    def _points(self, collection: str, chunk_rows: int, **with_) -> Iterator[list]:
+        offset = None
+        while True:
+            points, offset = self.client.scroll(
+                collection, limit=chunk_rows, offset=offset, **with_
+            )
+            if points:
+                yield points
+            if offset is None:
+                return
+
+    def _matrix(self, points: list) -> np.ndarray:
+        rows = [p.vector if self.vector is None else p.vector[self.vector] for p in points]
+        return np.asarray(rows, np.float32).reshape(len(points), self.dim)
+
+    def chunks(self, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[np.ndarray]:
+        using = True if self.vector is None else [self.vector]
+        with self._opened():
+            for points in self._points(self.collection, chunk_rows, with_vectors=using):
+                yield self._matrix(points)
+
+    def rewrite_into(
+        self, out: str, transform: Transform, dim: int, chunk_rows: int, *, overwrite: bool = False
+    ) -> MigratedLocation:
+        """A new collection, then the alias switched to it (see the module)."""
+        with self._opened():
+            opened = (self.collection, self.rows, self.dim)
+            self._read_collection(self.location)  # as of now that the folder is held
+            if (self.collection, self.rows, self.dim) != opened:
+                raise StoreBusyError(
+                    f"{self.describe()}: the collection changed since it was opened (another "
+                    "migration?). Nothing was written; open it again."
+                )
+            return self._migrate(out, transform, dim, chunk_rows, overwrite)
+
+    def _migrate(self, out, transform, dim, chunk_rows, overwrite) -> MigratedLocation:
+        exists = lambda name: name in self.aliases or self.client.collection_exists(name)  # noqa: E731
+        name, found = output_name(self, out, overwrite, exists)
+        if found and name not in self.aliases:
+            raise VectorStoreError(
+                f"{str(out)!r}: {name!r} is a collection searched by its own name, and Qdrant "
+                "cannot swap a collection in place. Put it behind an alias (client."
+                "update_collection_aliases([CreateAliasOperation(create_alias=CreateAlias("
+                f"collection_name={name!r}, alias_name='ALIAS'))])), search through the alias, "
+                "and migrate into qdrant:PATH#ALIAS; or give a new name (it becomes an alias)."
+            )
+        # a killed run's partial collection never collides with this one
+        new = f"{name[:36]}_{time.strftime('%Y%m%d%H%M%S')}_{secrets.token_hex(2)}"
+        self._create(new, dim)
+        self._copy(new, transform, chunk_rows)
+        self._check(new, chunk_rows)
+        models = require("qdrant_client.models", "qdrant-client")
+        operations = [models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=name))]
+        operations = operations if found else []
+        operations.append(models.CreateAliasOperation(
+            create_alias=models.CreateAlias(collection_name=new, alias_name=name)))  # fmt: skip
+        self.client.update_collection_aliases(change_aliases_operations=operations)
+        return MigratedLocation(self.location.with_name(name), self.collection if found else None)
+
+    def _create(self, new: str, dim: int) -> None:
+        params = self.params.model_copy(update={"size": dim})
+        vectors = self.info.config.params.vectors
+        if self.vector is not None:
+            vectors = {**vectors, self.vector: params}
+        self.client.create_collection(
+            new,
+            vectors_config=params if self.vector is None else vectors,
+            sparse_vectors_config=self.info.config.params.sparse_vectors,
+            hnsw_config=self.info.config.hnsw_config,
+        )
+        for field, schema in (self.info.payload_schema or {}).items():
+            self.client.create_payload_index(new, field, field_schema=schema.data_type)
+
+    def _copy(self, new: str, transform: Transform, chunk_rows: int) -> None:
+        models = require("qdrant_client.models", "qdrant-client")
+        for points in self._points(
+            self.collection, chunk_rows, with_vectors=True, with_payload=True
+        ):
+            migrated = transform(self._matrix(points))
+            batch = []
+            for point, vector in zip(points, migrated.tolist(), strict=True):
+                vectors = vector if self.vector is None else {**point.vector, self.vector: vector}
+                batch.append(models.PointStruct(id=point.id, vector=vectors, payload=point.payload))
+            self.client.upsert(new, points=batch, wait=True)
+
+    def _check(self, new: str, chunk_rows: int) -> None:
+        count = self.client.count(new, exact=True).count
+        old = self._points(self.collection, chunk_rows, with_vectors=False, with_payload=False)
+        copied = self._points(new, chunk_rows, with_vectors=False, with_payload=False)
+        ids = [p.id for batch in old for p in batch] == [p.id for batch in copied for p in batch]
+        check_copied(self, count, ids, f"collection {new!r}")

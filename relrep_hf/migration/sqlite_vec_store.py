@@ -1,0 +1,209 @@
+"""sqlite-vec stores: a ``vec0`` virtual table (``embedding float[d]`` beside metadata,
+auxiliary ``+columns`` and partition keys) or a plain table with a BLOB column of float32
+vectors, in an SQLite file (``sqlite-vec:PATH#TABLE``).
+
+The migration is one SQLite transaction (``BEGIN IMMEDIATE``): the table is copied as it is to
+``TABLE_backup_<time>``, dropped, created again with the new dimension (its indexes too) and
+filled with the migrated vectors, rowids and every other column carried over; the count and
+rowids are checked, then it commits. Readers see the old table or the new one, never half; a
+killed run is rolled back by SQLite's journal; a second writer waits at most ``BUSY_SECONDS``
+and then fails. (sqlite-vec 0.1's ``vec0`` tables cannot be renamed: their shadow tables keep
+the old name, which is why the old table is copied rather than renamed.)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from relrep_hf.migration.databases import (
+    DatabaseLocation,
+    DatabaseStore,
+    MigratedLocation,
+    StoreBusyError,
+    backup_name,
+    check_copied,
+    output_name,
+    require,
+)
+from relrep_hf.migration.stores import DEFAULT_CHUNK_ROWS, Transform, VectorStoreError
+
+__all__ = ["SqliteVecStore", "connect"]
+
+BUSY_SECONDS = 2.0
+VECTOR_NAMES = ("embedding", "embeddings", "vector", "vectors")
+
+
+def connect(path: str | Path, *, timeout: float = BUSY_SECONDS):
+    """An SQLite connection with sqlite-vec loaded (the standard library's ``sqlite3`` where it
+    loads extensions, else the ``sqlean.py`` wheel's drop-in one)."""
+    sqlite_vec = require("sqlite_vec", "sqlite-vec")
+    import sqlite3
+
+    if not hasattr(sqlite3.Connection, "enable_load_extension"):
+        sqlite3 = require("sqlean", "sqlean.py")  # this Python's sqlite3 loads no extensions
+    connection = sqlite3.connect(str(path), timeout=timeout, isolation_level=None)
+    connection.enable_load_extension(True)
+    sqlite_vec.load(connection)
+    connection.enable_load_extension(False)
+    return connection
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+class SqliteVecStore(DatabaseStore):
+    kind = "sqlite-vec"
+
+    def __init__(self, location: DatabaseLocation):
+        self.location, self.path = location, Path(location.database)
+        if not self.path.is_file():
+            raise VectorStoreError(f"{location.shown()!r}: no such SQLite file.")
+        self.connection = connect(self.path)
+        self.sql = self._schema(location.name)
+        self.virtual = bool(re.match(r"\s*create\s+virtual\s+table", self.sql, re.I))
+        columns = [row[1] for row in self.connection.execute(f"PRAGMA table_info({self._table})")]
+        found = location.column or next((c for c in VECTOR_NAMES if c in columns), None)
+        if found not in columns:
+            raise VectorStoreError(
+                f"{location.shown()!r}: no vector column {location.column or 'embedding'!r}; "
+                f"the table's columns are {columns}. Name it (--column)."
+            )
+        self.column, self.columns = found, [c for c in columns if c != "rowid"]
+        self.rows = self.connection.execute(f"SELECT count(*) FROM {self._table}").fetchone()[0]
+        self.dtype, self.dim = np.dtype(np.float32), self._dimension()
+
+    @property
+    def _table(self) -> str:
+        return _quote(self.location.name)
+
+    def _schema(self, name: str | None) -> str:
+        listed = [
+            row[1:3] for row in self.connection.execute("PRAGMA table_list") if row[0] == "main"
+        ]
+        virtual = [t for t, kind in listed if kind == "virtual"]
+        tables = [
+            t
+            for t, kind in listed
+            if kind in ("table", "virtual") and not any(t.startswith(f"{v}_") for v in virtual)
+        ]  # fmt: skip (not shadows)
+        row = self.connection.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+        ).fetchone()
+        if name is None or row is None:
+            raise self.missing("table", [t for t in tables if not t.startswith("sqlite_")])
+        return row[0]
+
+    def _dimension(self) -> int:
+        if self.virtual:
+            declared = self._declared()
+            if declared is None:
+                raise VectorStoreError(
+                    f"{self.location.shown()!r}: column {self.column!r} is not a float[d] vector "
+                    "column (int8 and bit vectors are not migrated)."
+                )
+            return int(declared.group(2))
+        sizes = self.connection.execute(
+            f"SELECT DISTINCT length({_quote(self.column)}) FROM {self._table} LIMIT 2"
+        ).fetchall()
+        if len(sizes) > 1 or (sizes and (sizes[0][0] is None or sizes[0][0] % 4)):
+            raise VectorStoreError(
+                f"{self.location.shown()!r}: column {self.column!r} must hold float32 vectors "
+                "of one length (BLOBs of 4 x d bytes, no NULLs)."
+            )
+        return sizes[0][0] // 4 if sizes else 0
+
+    def _declared(self) -> re.Match | None:
+        pattern = rf"(\b{re.escape(self.column)}\s+float\s*\[\s*)(\d+)(\s*\])"
+        return re.search(pattern, self.sql, re.I)
+
+    def chunks(self, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[np.ndarray]:
+        cursor = self.connection.execute(
+            f"SELECT {_quote(self.column)} FROM {self._table} ORDER BY rowid"
+        )
+        while batch := cursor.fetchmany(chunk_rows):
+            yield np.frombuffer(b"".join(row[0] for row in batch), np.float32).reshape(-1, self.dim)
+
+    def _create_sql(self, name: str, dim: int) -> str:
+        """The table's CREATE statement for ``name`` with ``dim``-d vectors."""
+        sql = re.sub(
+            r"^(\s*create\s+(?:virtual\s+)?table\s+(?:if\s+not\s+exists\s+)?)(\"[^\"]*\"|\S+?)(\s*(?:using|\())",
+            lambda m: m.group(1) + _quote(name) + m.group(3),
+            self.sql, count=1, flags=re.I,
+        )  # fmt: skip
+        if self.virtual:
+            sql = re.sub(self._declared().re.pattern, rf"\g<1>{dim}\g<3>", sql, count=1, flags=re.I)
+        return sql
+
+    def _exists(self, name: str) -> bool:
+        query = "SELECT 1 FROM sqlite_master WHERE name = ?"
+        return self.connection.execute(query, (name,)).fetchone() is not None
+
+    def _indexes(self) -> list[str]:
+        return [row[0] for row in self.connection.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL",
+            (self.location.name,))]  # fmt: skip
+
+    def rewrite_into(
+        self, out: str, transform: Transform, dim: int, chunk_rows: int, *, overwrite: bool = False
+    ) -> MigratedLocation:
+        """One transaction: the old table kept as a backup copy, the new one written under the
+        output's name (see the module)."""
+        name, _ = output_name(self, out, overwrite, self._exists)
+        try:
+            self.connection.execute("BEGIN IMMEDIATE")
+        except Exception as error:  # sqlite3/sqlean OperationalError: database is locked
+            raise StoreBusyError(
+                f"{self.describe()}: another writer holds the database ({error}); nothing was "
+                "written. Run one migration at a time."
+            ) from None
+        try:
+            backup = self._swap(name, transform, dim, chunk_rows)
+            self.connection.execute("COMMIT")
+        except BaseException:
+            self.connection.execute("ROLLBACK")
+            raise
+        return MigratedLocation(self.location.with_name(name), backup)
+
+    def _swap(self, name: str, transform: Transform, dim: int, chunk_rows: int) -> str | None:
+        if self._schema(self.location.name) != self.sql:
+            raise StoreBusyError(
+                f"{self.describe()}: the table changed since it was opened (another migration?)."
+                " Nothing was written; open it again."
+            )
+        columns = ", ".join(["rowid", *map(_quote, self.columns)])
+        source, backup, indexes = self._table, None, self._indexes()
+        if name == self.location.name:  # in place: keep the old rows under the backup name
+            backup = backup_name(name)
+            self.connection.execute(self._create_sql(backup, self.dim))
+            self.connection.execute(
+                f"INSERT INTO {_quote(backup)} ({columns}) SELECT {columns} FROM {source}"
+            )
+            self.connection.execute(f"DROP TABLE {source}")
+            source = _quote(backup)
+        self.connection.execute(self._create_sql(name, dim))
+        for index in indexes:  # a plain table's indexes, on the same table name
+            self.connection.execute(index)
+        self._copy(source, _quote(name), columns, transform, chunk_rows)
+        self._check(source, _quote(name))
+        return backup
+
+    def _copy(self, source: str, target: str, columns: str, transform: Transform, chunk_rows: int):
+        at = self.columns.index(self.column) + 1
+        marks = ", ".join("?" * (len(self.columns) + 1))
+        cursor = self.connection.cursor().execute(f"SELECT {columns} FROM {source} ORDER BY rowid")
+        while batch := cursor.fetchmany(chunk_rows):
+            old = np.frombuffer(b"".join(row[at] for row in batch), np.float32)
+            new = np.ascontiguousarray(transform(old.reshape(len(batch), self.dim)), np.float32)
+            rows = [(*row[:at], new[i].tobytes(), *row[at + 1 :]) for i, row in enumerate(batch)]
+            self.connection.executemany(f"INSERT INTO {target} ({columns}) VALUES ({marks})", rows)
+
+    def _check(self, source: str, target: str) -> None:
+        count = self.connection.execute(f"SELECT count(*) FROM {target}").fetchone()[0]
+        old = self.connection.execute(f"SELECT rowid FROM {source} ORDER BY rowid")
+        new = self.connection.execute(f"SELECT rowid FROM {target} ORDER BY rowid")
+        check_copied(self, count, old.fetchall() == new.fetchall(), f"table {target}")
