@@ -1,17 +1,19 @@
-"""Embedding migration (issue #31): the chosen map's recall against the pairwise baselines on
-real encoders, and the streamed rewrite of a large .npy store against a plain NumPy pass.
+"""Embedding migration (issues #31, #37): whether a migration is worth it on real encoders, and
+the streamed rewrite of a large .npy store against a plain NumPy pass.
 
-Quality (``--part quality``), in both retrieval directions: ``queries``, the issue's protocol
-(mapped row i must find new row i among the new encoder's own vectors of the test rows) and
-``corpus``, what a migrated store serves (new-encoder row i must find mapped row i among the
-mapped test rows); the choice is cross-validated on the direction scored. The real group's 5,000 English verses (`benchmarks.spaces.real_encoders`;
-``--quick``: 400 verses, three encoders, no SmolLM2). For each fit size K, the shared linear
-anchor set (the library's default, shrinkage chosen from the rows) is fitted on the first K rows
-of every encoder, each encoder's projector from the same rows. For each ordered pair (old, new),
-`select_migration_map` gets the pair's K rows and the anchor path (old projector, then the new
-one's inverse) as the prior, refitted on each fold's rows (`AnchorPaths`); every candidate and the chosen one map the old encoder's last 1,000
-rows (re-embedding scores 1.0 in both directions: the new rows themselves). The pairwise baselines are
-affine least squares, ridge with cross-validated penalty and standardised Procrustes.
+Quality (``--part quality``): the real group's 5,000 English verses
+(`benchmarks.spaces.real_encoders`; ``--quick``: 400 verses, three encoders, no SmolLM2). For
+each fit size K, the shared linear anchor set (the library's default, shrinkage chosen from the
+rows) is fitted on the first K rows of every encoder, each encoder's projector from the same
+rows. For each ordered pair (old, new), `select_migration_map` gets the pair's K rows and the
+anchor path as the prior, refitted on each fold's rows (`AnchorPaths`), with ``--criteria``
+deciding (default: the mean of cross-validated Recall@1 and retention@10); the bridge is the
+same choice fitted new -> old. On the last 1,000 rows (`migration_report`): new-encoder
+queries (the new rows themselves) search the corpus migrated by every candidate (the defaults
+and ``low_rank``), by the chosen one, through the bridge, and ranked by CSLS over the chosen
+map (`csls`: a retrieval-time hubness correction, measured as a scoring option); Recall@1 and
+retention@10 of each, the best candidate in hindsight, the selection's loss, and per K the mean
+over pairs as a ratio to affine least squares.
 
 Throughput (``--part throughput``): ``rows x 384`` float32 in a .npy file mapped to 768-d, our
 `migrate_store` (chunked reads, one ``addmm`` per chunk, NaN check, written aside, fsync,
