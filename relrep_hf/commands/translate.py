@@ -4,6 +4,10 @@ measured or applied to stored vectors."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
+import sys
+import time
 from pathlib import Path
 
 from relrep_hf.commands.arguments import add_command, add_run_dir
@@ -16,7 +20,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         "translate",
         help="migrate old-encoder vectors into a new encoder's space: the map chosen by "
         "cross-validated recall on the run's training rows (the anchor path among the "
-        "candidates); without --vectors, measure the recall every candidate keeps",
+        "candidates), with the held-out report (every candidate, the chosen map and the bridge "
+        "against re-embedding: Recall@1, retention@10) and a recommendation: migrate, bridge "
+        "or re-embed",
     )
     add_run_dir(parser)
     parser.add_argument("--source", required=True, metavar="NAME", help="the old encoder")
@@ -38,52 +44,73 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="evaluation: the run's encoder whose test rows query the migrated corpus (the new "
         "encoder on another column; default: --target)",
     )
+    parser.add_argument(
+        "--json", action="store_true", help="print the report as JSON (timings go to stderr)"
+    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> None:
     from relrep_hf.pipeline import migration
 
-    if args.vectors is None and args.save_map is None:
-        _print_recall(args)
-        return
     if args.save_map is not None:  # refused before the fit, as the save itself would refuse it
         from relrep_hf.utils.artifacts import check_save_folder
 
         check_save_folder(args.save_map, "migration_map", what="migration map")
+    start = time.perf_counter()
+    report = None
     if args.map == "anchors":
         migration_map = migration.anchor_path_map(args.run_dir, args.source, args.target)
     else:
-        migration_map = migration.run_migration_map(args.run_dir, args.source, args.target)
-    if args.save_map is not None:
-        migration_map.save_pretrained(args.save_map)
-        print(f"Saved the migration map ({migration_map.info.get('chosen')}) to {args.save_map}")
-    if args.vectors is not None:
-        migrate_vectors(args, migration_map)
+        report, migration_map = migration.evaluate_migration(
+            args.run_dir, args.source, args.target, args.queries
+        )
+    fit_seconds = time.perf_counter() - start
+    if report is not None and not args.json:
+        _print_report(report)
+    # with --json, stdout holds the JSON alone: what the steps below say goes to stderr
+    with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+        if args.save_map is not None:
+            migration_map.save_pretrained(args.save_map)
+            print(
+                f"Saved the migration map ({migration_map.info.get('chosen')}) to {args.save_map}"
+            )
+        if args.vectors is not None:
+            start = time.perf_counter()
+            migrate_vectors(args, migration_map)
+            stream_seconds = time.perf_counter() - start
+            print(f"Fit and evaluation {fit_seconds:.2f} s; stream {stream_seconds:.2f} s")
+    if args.json and report is not None:
+        print(json.dumps(report, indent=2))
 
 
-def _print_recall(args: argparse.Namespace) -> None:
-    """The recall every candidate map keeps on the run's test rows, beside re-embedding."""
+def _print_report(report: dict) -> None:
+    """Every search's held-out Recall@1 and retention@10 beside re-embedding, and the advice."""
     from relrep_hf.functional.tables import format_table
-    from relrep_hf.pipeline import migration
 
-    report = migration.evaluate_migration(args.run_dir, args.source, args.target, args.queries)
-    names = [n for n in report if isinstance(report[n], dict) and "recall@1" in report[n]]
+    searches = [n for n in report if isinstance(report[n], dict) and "recall@1" in report[n]]
     rows = [
         {
-            "corpus": name,
+            "corpus": name + (f" ({report[name]['candidate']})" if name == "migrate" else ""),
             "R@1": report[name]["recall@1"],
-            "R@5": report[name]["recall@5"],
-            "MRR": report[name]["mrr"],
-            "R@1 / re-embedded R@1": report[name].get("fraction", 1.0),
+            "R@1 / re-embedded R@1": report[name]["fraction"],
+            "retention@10": report[name]["retention@10"],
         }
-        | ({"CV R@1 (train rows)": report[name]["cv_recall@1"]} if name != "re-embedded" else {})
-        for name in names
+        | ({"CV R@1": report[name]["cv_recall@1"]} if "cv_recall@1" in report[name] else {})
+        | (
+            {"CV retention@10": report[name]["cv_retention@10"]}
+            if "cv_retention@10" in report[name]
+            else {}
+        )
+        for name in searches
     ]
     print(
         f"Queries {report['queries']} against the {report['rows']} test rows of "
-        f"{report['source']} migrated to {report['target']} (chosen by cross-validation on the "
-        f"training rows: {report['choice']}):\n"
+        f"{report['source']}: re-embedded by {report['target']}, migrated to it by every "
+        f"candidate (chosen by cross-validation on the training rows: {report['choice']}), "
+        f"or searched through the bridge (queries mapped back by {report['bridge_choice']}):\n"
     )
-    columns = ["R@1", "R@5", "MRR", "R@1 / re-embedded R@1", "CV R@1 (train rows)"]
+    columns = ["R@1", "R@1 / re-embedded R@1", "retention@10", "CV R@1", "CV retention@10"]
     print(format_table(rows, columns) + "\n(in %)")
+    advice = report["recommendation"]
+    print(f"\nRecommendation: {advice['action']}: {advice['reason']}.")

@@ -56,6 +56,11 @@ if TYPE_CHECKING:
         oas_shrinkage,
         supported_rank,
     )
+    from relrep_hf.functional.retention import (
+        retention_at_k,
+        retention_of_neighbours,
+        top_k_neighbours,
+    )
     from relrep_hf.functional.shared_linear import (
         SharedLinearFit,
         fit_shared_linear,
@@ -125,6 +130,9 @@ _LAZY = {
     "retrieval_ranks": "relrep_hf.functional.metrics",
     "rr_std": "relrep_hf.functional.metrics",
     "weighted_f1": "relrep_hf.functional.metrics",
+    "retention_at_k": "relrep_hf.functional.retention",
+    "retention_of_neighbours": "relrep_hf.functional.retention",
+    "top_k_neighbours": "relrep_hf.functional.retention",
     "format_table": "relrep_hf.functional.tables",
     "markdown_table": "relrep_hf.functional.tables",
     "mean_std": "relrep_hf.functional.tables",
@@ -170,6 +178,8 @@ __all__ = [
     "recall_at_k",
     "register_similarity",
     "relative_projection",
+    "retention_at_k",
+    "retention_of_neighbours",
     "retrieval_metrics",
     "retrieval_ranks",
     "rr_std",
@@ -177,6 +187,7 @@ __all__ = [
     "shrunk_covariance",
     "summarize_seeds",
     "supported_rank",
+    "top_k_neighbours",
     "weighted_f1",
     "whiten",
     "whitening_matrix",

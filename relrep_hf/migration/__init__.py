@@ -2,7 +2,10 @@
 re-embedding the corpus. One package, as a PEFT method is one folder of ``tuners/``:
 
 - `candidates`: the maps a migration can use (affine least squares, ridge, Procrustes, the
-  anchor path, least squares shrunk toward it), chosen by out-of-fold recall;
+  anchor path, least squares shrunk toward it, low rank), one registry entry each
+  (`register_migration_candidate`);
+- `selection`: `select_migration_map`, the choice by out-of-fold Recall@1 and retention@10;
+- `report`: the held-out report and its recommendation (migrate, bridge or re-embed);
 - `fit`: `fit_migration`, the chosen map fitted on a user's paired rows;
 - `map`: `MigrationMap`, the artifact (saved, loaded, pushed);
 - `stores`, `files`, `tables`: the stores a map rewrites (.npy, .safetensors, parquet,
@@ -14,12 +17,19 @@ re-embedding the corpus. One package, as a PEFT method is one folder of ``tuners
   anchor path alone.
 """
 
-from relrep_hf.migration.candidates import CANDIDATES, MigrationSelection, select_migration_map
+from relrep_hf.migration.candidates import (
+    CANDIDATES,
+    MIGRATION_CANDIDATES,
+    MigrationCandidate,
+    register_migration_candidate,
+)
 from relrep_hf.migration.databases import MigratedLocation
 from relrep_hf.migration.files import open_store
-from relrep_hf.migration.fit import fit_migration
+from relrep_hf.migration.fit import anchor_path_maps, fit_migration
 from relrep_hf.migration.map import MigrationMap
 from relrep_hf.migration.migrate import migrate, migrate_store
+from relrep_hf.migration.report import migration_report
+from relrep_hf.migration.selection import DEFAULT_FOLDS, MigrationSelection, select_migration_map
 from relrep_hf.migration.stores import (
     STORE_KINDS,
     StoreKind,
@@ -30,17 +40,23 @@ from relrep_hf.migration.stores import (
 
 __all__ = [
     "CANDIDATES",
+    "DEFAULT_FOLDS",
+    "MIGRATION_CANDIDATES",
     "STORE_KINDS",
     "MigratedLocation",
+    "MigrationCandidate",
     "MigrationMap",
     "MigrationSelection",
     "StoreKind",
     "VectorStore",
     "VectorStoreError",
+    "anchor_path_maps",
     "fit_migration",
     "migrate",
     "migrate_store",
+    "migration_report",
     "open_store",
+    "register_migration_candidate",
     "register_store_kind",
     "select_migration_map",
 ]

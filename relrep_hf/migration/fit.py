@@ -3,8 +3,9 @@
 From the user's paired rows (the same inputs embedded by both encoders) every candidate of
 `relrep_hf.migration.candidates` is fitted (affine least squares, ridge, Procrustes after
 standardisation; with the two encoders' projectors of one anchor set, also the anchor path and
-least squares shrunk toward it) and the best by cross-validated Recall@1 is returned as a
-`MigrationMap`, with every candidate's score in its ``info``.
+least squares shrunk toward it) and the best by cross-validated Recall@1 and retention@10
+(`relrep_hf.migration.selection`) is returned as a `MigrationMap`, with every candidate's
+scores in its ``info``.
 """
 
 from __future__ import annotations
@@ -17,17 +18,19 @@ import torch
 from torch import Tensor
 
 from relrep_hf.functional.least_squares import AffineMap
-from relrep_hf.migration.candidates import (
+from relrep_hf.migration.map import MigrationMap
+from relrep_hf.migration.selection import (
     DEFAULT_FOLDS,
+    Criterion,
     Direction,
+    MigrationSelection,
     PriorFit,
     select_migration_map,
 )
-from relrep_hf.migration.map import MigrationMap
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from relrep_hf.translation.translator import translation_map
 
-__all__ = ["INVERSE_RIDGES", "anchor_path_maps", "fit_migration"]
+__all__ = ["INVERSE_RIDGES", "anchor_path_maps", "fit_migration", "migration_map_of"]
 
 # the anchor path's variants: the target inverse's ridge, times the mean squared singular value
 # of the target's (whitened) anchors; a larger ridge tames the inverse's noise, which otherwise
@@ -66,12 +69,28 @@ def anchor_path_maps(
 
 
 def _rows(rows: Tensor | np.ndarray, name: str) -> Tensor:
+    """The rows as a tensor, on the device they are on (the fit runs there)."""
     if isinstance(rows, Tensor):
-        return rows.detach().cpu()
+        return rows.detach()
     array = np.asarray(rows)
     if array.dtype.kind != "f":
         raise ValueError(f"{name} must be floating-point vectors, got {array.dtype}.")
     return torch.from_numpy(np.ascontiguousarray(array))
+
+
+def _check_projector(projector: Any, name: str) -> None:
+    if projector is not None and not isinstance(projector, RelativeProjector):
+        hint = (
+            " A MigrationMap is a fitted map already: apply it, or pass it as prior= to have "
+            "it among the candidates."
+            if isinstance(projector, AffineMap)
+            else ""
+        )
+        raise ValueError(
+            f"{name} must be the {'old' if name == 'source' else 'new'} encoder's "
+            f"RelativeProjector (e.g. a run's projectors/NAME), got {type(projector).__name__}."
+            + hint
+        )
 
 
 def _encoder_name(projector: RelativeProjector | None, given: str | None) -> str | None:
@@ -93,8 +112,9 @@ def fit_migration(
     seed: int = 0,
     candidates: tuple[str, ...] | None = None,
     direction: Direction = "corpus",
+    criterion: Criterion = "both",
 ) -> MigrationMap:
-    """The migration map chosen by cross-validated Recall@1 on paired rows.
+    """The migration map chosen by cross-validated Recall@1 and retention@10 on paired rows.
 
     Args:
         old_rows: ``[n, d_old]`` rows embedded by the old encoder.
@@ -109,20 +129,27 @@ def fit_migration(
             honest cross-validation; projectors built from these same rows are scored on rows
             they saw, which favours the anchor path).
         folds, seed: the cross-validation.
-        candidates: a subset of `relrep_hf.migration.candidates.CANDIDATES`.
+        candidates: names of `relrep_hf.migration.candidates.MIGRATION_CANDIDATES` (default:
+            the registered defaults that apply).
         direction: the retrieval the choice is scored on: ``corpus`` (new-encoder queries
             search the migrated vectors), ``queries`` (migrated vectors query the new
             encoder's) or ``both``.
+        criterion: ``both`` (the mean of cross-validated Recall@1 and retention@10, the
+            default), ``recall`` or ``retention``.
 
     Returns:
-        A `MigrationMap` in the rows' dtype; ``info`` holds ``chosen``, ``cv_recall`` (every
-        candidate), ``penalties``, ``rows``, ``folds``, ``source`` and ``target``.
+        A `MigrationMap` in the rows' dtype, on their device; ``info`` holds ``chosen``,
+        ``criterion``, ``cv_recall`` and ``cv_retention@10`` (every candidate), ``settings``
+        (each candidate's cross-validated penalty, rank or prior variant), ``rows``,
+        ``folds``, ``direction``, ``source`` and ``target``.
 
     Example:
         >>> migration_map = fit_migration(old[:2000], new[:2000])  # doctest: +SKIP
         >>> migration_map.save_pretrained("minilm-to-e5")  # doctest: +SKIP
     """
     old, new = _rows(old_rows, "old_rows"), _rows(new_rows, "new_rows")
+    _check_projector(source, "source")
+    _check_projector(target, "target")
     if (source is None) != (target is None):
         raise ValueError("Give both projectors (source and target) or neither.")
     if source is not None and prior is not None:
@@ -130,17 +157,33 @@ def fit_migration(
     if source is not None:
         prior = anchor_path_maps(source, target)
     selection = select_migration_map(
-        old, new, prior=prior, folds=folds, seed=seed, candidates=candidates, direction=direction
+        old,
+        new.to(old.device),
+        prior=prior,
+        folds=folds,
+        seed=seed,
+        candidates=candidates,
+        direction=direction,
+        criterion=criterion,
     )
-    chosen = selection.map
-    info: dict[str, Any] = {
+    info = {
         "source": _encoder_name(source, source_name),
         "target": _encoder_name(target, target_name),
         "rows": int(old.shape[0]),
         "folds": folds,
         "direction": direction,
-        "chosen": selection.chosen,
-        "cv_recall": selection.cv_recall,
-        "penalties": selection.penalties,
     }
-    return MigrationMap(chosen.weight, chosen.bias, info)
+    return migration_map_of(selection, info)
+
+
+def migration_map_of(selection: MigrationSelection, info: dict[str, Any]) -> MigrationMap:
+    """The chosen map of a selection as a `MigrationMap`, ``info`` completed with the choice
+    and every candidate's cross-validated scores."""
+    info = dict(info) | {
+        "chosen": selection.chosen,
+        "criterion": selection.criterion,
+        "cv_recall": selection.cv_recall,
+        "cv_retention@10": selection.cv_retention,
+        "settings": selection.settings,
+    }
+    return MigrationMap(selection.map.weight, selection.map.bias, info)

@@ -1,10 +1,11 @@
 """A run folder's migration: the map a migration should use, fitted on a run's training rows
-(`run_migration_map`: `relrep_hf.fit_migration` over every candidate, the anchor path among
-them, chosen by cross-validated recall), the anchor path alone (`anchor_path_map`), and
-`evaluate_migration`, what a migrating user needs on a run folder: the Recall@1 of new-encoder
-queries against the migrated old vectors of every candidate and of the chosen map, each as a
-fraction of the Recall@1 against the corpus re-embedded with the new encoder. The maps and the
-stores themselves are `relrep_hf.migration`.
+(`run_migration_map`: every candidate, the anchor path among them, chosen by cross-validated
+Recall@1 and retention@10), the anchor path alone (`anchor_path_map`), and
+`evaluate_migration`, what a migrating user needs on a run folder: on held-out rows, the
+Recall@1 and retention@10 of new-encoder queries against the migrated old vectors of every
+candidate and of the chosen map, and through the bridge (queries mapped back to the old
+space), beside re-embedding, with a recommendation. The maps and the stores themselves are
+`relrep_hf.migration`.
 """
 
 from __future__ import annotations
@@ -18,11 +19,16 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from relrep_hf.functional.metrics import retrieval_metrics
-from relrep_hf.migration.candidates import Direction, select_migration_map
-from relrep_hf.migration.fit import anchor_path_maps, fit_migration
+from relrep_hf.migration.fit import anchor_path_maps, migration_map_of
 from relrep_hf.migration.map import MigrationMap
 from relrep_hf.migration.migrate import migrate
+from relrep_hf.migration.report import migration_report
+from relrep_hf.migration.selection import (
+    DEFAULT_FOLDS,
+    Direction,
+    MigrationSelection,
+    select_migration_map,
+)
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from relrep_hf.pipeline.run_folder import RunError, read_run, run_embeddings
 from relrep_hf.translation.translator import translation_map
@@ -98,6 +104,47 @@ def run_anchor_path(
     return fit_on
 
 
+def _selection(
+    run_dir: Path,
+    run: dict[str, Any],
+    spaces: dict[str, Tensor],
+    old: str,
+    new: str,
+    seed: int,
+    direction: Direction = "corpus",
+) -> MigrationSelection:
+    """`select_migration_map` on the run's training rows of ``old`` -> ``new``, the run's
+    anchor path among the candidates."""
+    train = torch.tensor(run["train_rows"])
+    prior = run_anchor_path(run_dir, run, spaces, old, new)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # thin folds' statistics, the rank cap
+        return select_migration_map(
+            spaces[old][train], spaces[new][train], prior=prior, seed=seed, direction=direction
+        )
+
+
+def _fitted(run_dir: str | os.PathLike, names: tuple[str, ...]) -> tuple[Path, dict, dict]:
+    run_dir = Path(run_dir)
+    run = read_run(run_dir, fitted=True)
+    spaces = run_embeddings(run_dir, run)
+    for name in names:
+        if name not in spaces:
+            raise RunError(f"Unknown encoder {name!r}; the run's encoders are {list(spaces)}.")
+    return run_dir, run, spaces
+
+
+def _map(
+    selection: MigrationSelection,
+    run: dict[str, Any],
+    source: str,
+    target: str,
+    direction: Direction = "corpus",
+) -> Any:
+    info = {"source": source, "target": target, "rows": len(run["train_rows"])}
+    return migration_map_of(selection, info | {"folds": DEFAULT_FOLDS, "direction": direction})
+
+
 def run_migration_map(
     run_dir: str | os.PathLike,
     source: str,
@@ -110,24 +157,9 @@ def run_migration_map(
     with the run's anchor path (`run_anchor_path`) among the candidates, and the pairwise map
     shrunk toward it; ``direction`` is the retrieval it is chosen on (``queries`` for a bridge,
     whose mapped queries search ``target``'s vectors)."""
-    run_dir = Path(run_dir)
-    run = read_run(run_dir, fitted=True)
-    spaces = run_embeddings(run_dir, run)
-    for name in (source, target):
-        if name not in spaces:
-            raise RunError(f"Unknown encoder {name!r}; the run's encoders are {list(spaces)}.")
-    train = torch.tensor(run["train_rows"])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # thin folds' statistics, the rank cap
-        return fit_migration(
-            spaces[source][train],
-            spaces[target][train],
-            prior=run_anchor_path(run_dir, run, spaces, source, target),
-            source_name=source,
-            target_name=target,
-            seed=seed,
-            direction=direction,
-        )
+    run_dir, run, spaces = _fitted(run_dir, (source, target))
+    selection = _selection(run_dir, run, spaces, source, target, seed, direction=direction)
+    return _map(selection, run, source, target, direction=direction)
 
 
 def anchor_path_map(run_dir: str | os.PathLike, source: str, target: str) -> MigrationMap:
@@ -140,51 +172,58 @@ def anchor_path_map(run_dir: str | os.PathLike, source: str, target: str) -> Mig
 
 
 def evaluate_migration(
-    run_dir: str | os.PathLike, source: str, target: str, queries: str | None = None
-) -> dict[str, Any]:
-    """Recall of new-encoder queries against a migrated corpus, on a run's held-out rows.
+    run_dir: str | os.PathLike,
+    source: str,
+    target: str,
+    queries: str | None = None,
+    *,
+    seed: int = 0,
+) -> tuple[dict[str, Any], MigrationMap]:
+    """Whether migrating a run's ``source`` corpus to ``target`` is worth it, on held-out rows.
 
     The corpus is the test rows embedded by ``source`` (the old encoder); ``queries`` (default
     ``target``) are the test rows embedded in the new encoder's space, e.g. the new encoder on
     another column (a paraphrase, another translation, another language). Query i should find
-    document i. The corpora searched: re-embedded with ``target`` (the reference), and migrated
-    by every candidate of `relrep_hf.fit_migration` fitted on the run's training rows
-    (``affine``: least squares; ``ridge``; ``procrustes``; ``anchors``: through the anchor set,
-    `migrate`; ``shrunk``: least squares shrunk toward the anchor path) and by the one it
-    chooses by cross-validated recall on the training rows (``chosen``).
+    document i. Fitted on the run's training rows: every candidate old -> new
+    (`relrep_hf.migration.selection`, the run's anchor path among them) and the one chosen by
+    cross-validation, and the bridge (the same choice new -> old, applied to the queries). The
+    report is `relrep_hf.migration.report.migration_report` (Recall@1, retention@10 and the
+    fraction of re-embedding's Recall@1 of every search, and the recommendation) with
+    ``source``, ``target``, ``queries``, ``choice``, ``bridge_choice``, each candidate's
+    ``cv_recall@1`` and ``cv_retention@10``.
 
-    Returns ``{"source", "target", "queries", "rows", "choice", "re-embedded", CANDIDATE...,
-    "chosen"}``: each corpus ``{"recall@1", "recall@5", "mrr"}``, the migrated ones with
-    ``"fraction"`` (their Recall@1 over the re-embedded one's) and ``"cv_recall@1"``.
+    Returns:
+        ``(report, migration_map)``: the chosen map fitted on the training rows, its ``info``
+        holding the report's ``held_out`` searches and ``recommendation``.
     """
-    run_dir = Path(run_dir)
-    run = read_run(run_dir, fitted=True)
     queries = queries or target
-    spaces = run_embeddings(run_dir, run)
-    for name in (source, target, queries):
-        if name not in spaces:
-            raise RunError(f"Unknown encoder {name!r}; the run's encoders are {list(spaces)}.")
+    run_dir, run, spaces = _fitted(run_dir, (source, target, queries))
     if spaces[queries].shape[1] != spaces[target].shape[1]:
         raise RunError(
             f"The queries {queries!r} ({spaces[queries].shape[1]}-d) are not in the new "
             f"encoder's space ({target!r}, {spaces[target].shape[1]}-d): give the new encoder."
         )
-    train, test = torch.tensor(run["train_rows"]), torch.tensor(run["test_rows"])
-    old, new, query = spaces[source].double(), spaces[target].double(), spaces[queries][test]
-    prior = run_anchor_path(run_dir, run, spaces, source, target)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # thin folds' statistics, the rank cap
-        selection = select_migration_map(old[train], new[train], prior=prior)
-    report: dict[str, Any] = {"source": source, "target": target, "queries": queries}
-    report |= {"rows": len(test), "choice": selection.chosen}
-    report["re-embedded"] = retrieval_metrics(query.double(), new[test])
-    reference = report["re-embedded"]["recall@1"]
-    maps = selection.maps | {"chosen": selection.map}
-    for name, candidate in maps.items():
-        with torch.no_grad():
-            report[name] = retrieval_metrics(query.double(), candidate(old[test]))
-        report[name]["fraction"] = report[name]["recall@1"] / reference if reference else 0.0
-        report[name]["cv_recall@1"] = selection.cv_recall[
-            selection.chosen if name == "chosen" else name
-        ]
-    return report
+    test = torch.tensor(run["test_rows"])
+    forward = _selection(run_dir, run, spaces, source, target, seed)
+    backward = _selection(run_dir, run, spaces, target, source, seed)
+    report = migration_report(
+        spaces[source][test],
+        spaces[target][test],
+        spaces[queries][test],
+        forward.maps,
+        forward.chosen,
+        bridge=backward.map,
+    )
+    report |= {"source": source, "target": target, "queries": queries}
+    report |= {"choice": forward.chosen, "bridge_choice": backward.chosen}
+    for name in forward.maps:
+        report[name]["cv_recall@1"] = forward.cv_recall[name]
+        report[name]["cv_retention@10"] = forward.cv_retention[name]
+    migration_map = _map(forward, run, source, target)
+    searches = ("re-embedded", "migrate", "bridge")
+    migration_map.info["held_out"] = {
+        w: {"recall@1": report[w]["recall@1"], "retention@10": report[w]["retention@10"]}
+        for w in searches
+    } | {"rows": report["rows"], "queries": queries}
+    migration_map.info["recommendation"] = report["recommendation"]
+    return report, migration_map

@@ -16,12 +16,9 @@ import torch
 import relrep_hf
 from relrep_hf.functional.least_squares import AffineMap
 from relrep_hf.functional.metrics import retrieval_metrics
-from relrep_hf.migration.candidates import (
-    CANDIDATES,
-    fit_standardised_procrustes,
-    select_migration_map,
-)
+from relrep_hf.migration.candidates import CANDIDATES, fit_standardised_procrustes
 from relrep_hf.migration.map import MIGRATION_MAP_FILE, MigrationMap
+from relrep_hf.migration.selection import select_migration_map
 from relrep_hf.utils.file_checks import ArtifactFileError
 from tests.fixtures.hub_server import LocalHub, hub_env
 
@@ -85,11 +82,15 @@ def test_standardised_procrustes_recovers_a_rotation_between_rescaled_coordinate
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"candidates": ("affine", "magic")}, r"Invalid candidates \['magic'\]"),
+        ({"candidates": ("affine", "magic")}, "Unknown migration candidate 'magic'. Registered"),
+        ({"candidates": ()}, "candidates is empty"),
+        ({"candidates": ("shrunk",)}, r"candidates \['shrunk'\] need the anchor path"),
         ({"folds": 1}, "folds must be an int"),
+        ({"criterion": "mrr"}, "Invalid criterion 'mrr'. Valid: recall, retention, both"),
         (
             {"prior": AffineMap(torch.zeros(3, 16), torch.zeros(16))},
-            "prior map .prior. goes 3 -> 16",
+            "prior map .prior. must be an AffineMap of 24 -> 16 dimensions .the rows'., got "
+            "'3 -> 16'",
         ),
     ],
 )
@@ -107,11 +108,13 @@ def test_fit_migration_returns_a_map_in_the_rows_dtype_with_every_score(tmp_path
     assert isinstance(migration_map, MigrationMap) and migration_map.weight.dtype == torch.float32
     info = migration_map.info
     assert info["rows"] == 120 and info["chosen"] in info["cv_recall"]
-    assert set(info["cv_recall"]) == {"affine", "ridge", "procrustes"}
+    assert (
+        set(info["cv_recall"]) == set(info["cv_retention@10"]) == {"affine", "ridge", "procrustes"}
+    )
     mapped = migration_map.apply(old.float().numpy())
     assert mapped.dtype == np.float32 and mapped.shape == (120, 16)
     torch.testing.assert_close(torch.from_numpy(mapped), migration_map(old.float()))
-    with pytest.raises(ValueError, match="both projectors"):
+    with pytest.raises(ValueError, match="source must be the old encoder's RelativeProjector"):
         relrep_hf.fit_migration(old, new, source=object())
 
 

@@ -13,7 +13,13 @@ import torch
 from relrep_hf.cli import main
 from relrep_hf.evaluation.language_pairs import AFFINE
 from relrep_hf.migration import migrate
-from relrep_hf.migration.candidates import CANDIDATES
+from relrep_hf.migration.candidates import (
+    CANDIDATES,
+    MIGRATION_CANDIDATES,
+    MigrationCandidate,
+    fit_least_squares,
+    register_migration_candidate,
+)
 from relrep_hf.migration.map import MigrationMap
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from relrep_hf.pipeline.migration import evaluate_migration, migrate_run_vectors
@@ -35,7 +41,7 @@ def run_dir(tmp_path_factory):
 
 
 def test_migration_keeps_most_of_the_recall_of_re_embedding(run_dir):
-    report = evaluate_migration(run_dir, OLD, NEW, QUERIES)
+    report, migration_map = evaluate_migration(run_dir, OLD, NEW, QUERIES)
     assert report["rows"] == 100
     # German queries by the new encoder find English verses embedded by the old one
     assert report["re-embedded"]["recall@1"] > 0.5
@@ -45,8 +51,15 @@ def test_migration_keeps_most_of_the_recall_of_re_embedding(run_dir):
     )
     # every candidate is reported, and the chosen one is the candidate cross-validation picked
     assert report["choice"] in CANDIDATES and set(CANDIDATES) <= set(report)
-    assert report["chosen"]["recall@1"] == report[report["choice"]]["recall@1"]
-    assert report["chosen"]["cv_recall@1"] == max(report[c]["cv_recall@1"] for c in CANDIDATES)
+    assert report["migrate"]["recall@1"] == report[report["choice"]]["recall@1"]
+    merit = {c: report[c]["cv_recall@1"] + report[c]["cv_retention@10"] for c in CANDIDATES}
+    assert merit[report["choice"]] == max(merit.values())
+    for search in ("migrate", "bridge", *CANDIDATES):
+        assert 0.0 <= report[search]["retention@10"] <= 1.0
+    assert report["recommendation"]["action"] in ("migrate", "bridge", "re-embed")
+    # the map records what the card shows: the held-out searches and the recommendation
+    assert migration_map.info["recommendation"] == report["recommendation"]
+    assert migration_map.info["held_out"]["bridge"]["recall@1"] == report["bridge"]["recall@1"]
     with pytest.raises(RunError, match="not in the new encoder's space"):
         evaluate_migration(run_dir, NEW, OLD, QUERIES)
 
@@ -60,10 +73,13 @@ def test_translate_migrates_a_vector_file(run_dir, tmp_path, capsys):
     vectors = ["--vectors", str(tmp_path / "old.npy")]
     saved = ["--save-map", str(tmp_path / "map")]
     assert main([*argv, *vectors, "--out", str(tmp_path / "new.npy"), *saved]) == 0
+    timings = capsys.readouterr().out.splitlines()[-1]
+    assert timings.startswith("Fit and evaluation ") and "; stream " in timings
     migrated = np.load(tmp_path / "new.npy")
     assert migrated.shape == (10, 512)
     migration_map = MigrationMap.from_pretrained(tmp_path / "map")
     assert set(migration_map.info["cv_recall"]) == set(CANDIDATES)
+    assert migration_map.info["recommendation"]["action"] in ("migrate", "bridge", "re-embed")
     assert migration_map.info["source"] == OLD and migration_map.info["rows"] == 300
     np.testing.assert_allclose(migrated, migration_map.apply(old), rtol=1e-5, atol=1e-5)
     assert main([*argv, *vectors, "--out", str(tmp_path / "anchors.npy"), "--map", "anchors"]) == 0
@@ -75,10 +91,21 @@ def test_translate_migrates_a_vector_file(run_dir, tmp_path, capsys):
         migrate_run_vectors(run_dir, OLD, NEW, old), migrate(old, *projectors)
     )
     capsys.readouterr()
-    assert main([*argv, "--queries", QUERIES]) == 0
+    # a registered candidate is fitted and reported by the command (toy: least squares again)
+    toy = MigrationCandidate("toy", lambda old, new, priors: [({}, fit_least_squares(old, new))])
+    register_migration_candidate(toy)
+    try:
+        assert main([*argv, "--queries", QUERIES]) == 0
+    finally:
+        MIGRATION_CANDIDATES.unregister("toy")
     out = capsys.readouterr().out
     assert "| re-embedded |" in out and "| anchors |" in out and "| affine |" in out
-    assert "| chosen |" in out and "| shrunk |" in out and "chosen by cross-validation" in out
+    assert "| toy |" in out and "| bridge |" in out and "| shrunk |" in out
+    assert "retention@10" in out and "Recommendation: " in out
+    assert main([*argv, "--queries", QUERIES, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["recommendation"]["action"] in ("migrate", "bridge", "re-embed")
+    assert {"migrate", "bridge", "re-embedded"} <= set(report)
 
 
 def test_evaluate_reports_the_language_pairs(run_dir):

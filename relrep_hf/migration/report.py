@@ -1,0 +1,123 @@
+"""Whether a migration is worth it: held-out Recall@1 and retention@10 of every way to serve
+new-encoder queries over a corpus stored with the old encoder, and a recommendation.
+
+- **re-embed**: the corpus embedded again by the new encoder (the reference);
+- **migrate**: the stored vectors mapped old -> new once (each candidate map, and the chosen
+  one), searched by new-encoder queries;
+- **bridge**: the stored vectors untouched, each new-encoder query mapped new -> old (a map
+  fitted the other way) and searched against them.
+
+Retention@10 is Drift-Adapter's protocol: the share of the re-embedded corpus's 10 nearest
+documents of a query that the served search also returns (the query's own document left out:
+Recall@1 measures it). `recommend` turns the two into migrate / bridge / re-embed with the
+thresholds `RETENTION_FLOOR` and `RECALL_FLOOR` (why these: docs/migration.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from relrep_hf.functional.least_squares import AffineMap
+from relrep_hf.functional.metrics import retrieval_metrics
+from relrep_hf.functional.retention import retention_at_k
+
+__all__ = ["RECALL_FLOOR", "RETENTION_FLOOR", "migration_report", "recommend"]
+
+RETENTION_K = 10
+RETENTION_FLOOR = 0.90  # 9 of the re-embedded top 10 kept, on average
+RECALL_FLOOR = 0.95  # the served Recall@1 over the re-embedded one
+TIE = 0.005  # migrate and bridge closer than this: migrate (the store joins the new space)
+
+
+def _served(queries: Tensor, keys: Tensor, reference: Tensor, reembedded_recall: float) -> dict:
+    """Recall@1, retention@10 and Recall@1 as a fraction of re-embedding's for one search."""
+    k = min(RETENTION_K, len(keys) - 1)
+    recall = retrieval_metrics(queries, keys, ks=(1,))["recall@1"]
+    retention = retention_at_k(queries, keys, reference[0], reference[1], k, exclude_own=True)
+    fraction = recall / reembedded_recall if reembedded_recall else 0.0
+    return {"recall@1": recall, "retention@10": retention, "fraction": fraction}
+
+
+def migration_report(
+    old: Tensor,
+    new: Tensor,
+    queries: Tensor,
+    maps: dict[str, AffineMap],
+    chosen: str,
+    bridge: AffineMap | None = None,
+) -> dict[str, Any]:
+    """The held-out report of a migration.
+
+    Args:
+        old: ``[n, d_old]`` held-out documents as stored by the old encoder.
+        new: ``[n, d_new]`` the same documents re-embedded by the new encoder.
+        queries: ``[n, d_new]`` new-encoder queries, query i for document i (``new`` itself,
+            or the new encoder on another column: a paraphrase, a translation).
+        maps: old -> new candidate maps by name; ``chosen``: the one a migration would use.
+        bridge: the new -> old map of the bridge, if measured.
+
+    Returns:
+        ``{"re-embedded": {...}, CANDIDATE: {...}, "migrate": {...}, "bridge": {...},
+        "recommendation": recommend(...)}``, each search ``{"recall@1", "retention@10",
+        "fraction"}`` (``migrate`` is the chosen candidate, named in ``"candidate"``).
+    """
+    if len(old) < 2:
+        raise ValueError(f"The report needs at least 2 held-out rows, got {len(old)}.")
+    old, new, queries = old.double(), new.double(), queries.double()
+    reference = (queries, new)
+    reembedded = retrieval_metrics(queries, new, ks=(1,))["recall@1"]
+    out: dict[str, Any] = {"rows": len(old)}
+    out["re-embedded"] = {"recall@1": reembedded, "retention@10": 1.0, "fraction": 1.0}
+    with torch.no_grad():
+        for name, m in maps.items():
+            out[name] = _served(queries, m(old).double(), reference, reembedded)
+        out["migrate"] = out[chosen] | {"candidate": chosen}
+        if bridge is not None:
+            out["bridge"] = _served(bridge(queries).double(), old, reference, reembedded)
+    out["recommendation"] = recommend(out)
+    return out
+
+
+def recommend(report: dict[str, Any]) -> dict[str, Any]:
+    """``{"action": "migrate" | "bridge" | "re-embed", "reason": ..., "thresholds": ...}``:
+    the better of migrate and bridge (by the mean of retention@10 and the Recall@1 fraction;
+    migrate within `TIE`) when it keeps at least `RETENTION_FLOOR` retention@10 and
+    `RECALL_FLOOR` of re-embedding's Recall@1 on held-out rows, else re-embed."""
+    thresholds = {"retention@10": RETENTION_FLOOR, "recall@1 fraction": RECALL_FLOOR}
+    ways = {w: report[w] for w in ("migrate", "bridge") if w in report}
+
+    def merit(way: str) -> float:
+        return (ways[way]["retention@10"] + ways[way]["fraction"]) / 2
+
+    passing = [
+        w
+        for w in ways
+        if ways[w]["retention@10"] >= RETENTION_FLOOR and ways[w]["fraction"] >= RECALL_FLOOR
+    ]
+    if not passing:
+        best = max(ways, key=merit) if ways else None
+        reason = (
+            "no map keeps enough of re-embedding's search"
+            + (
+                f" (best: {best}, retention@10 {ways[best]['retention@10']:.3f}, Recall@1 "
+                f"{ways[best]['fraction']:.1%} of re-embedding's)"
+                if best
+                else ""
+            )
+            + f"; the floors are retention@10 >= {RETENTION_FLOOR} and Recall@1 >= "
+            f"{RECALL_FLOOR:.0%} of re-embedding's"
+        )
+        return {"action": "re-embed", "reason": reason, "thresholds": thresholds}
+    action = max(passing, key=merit)
+    if action == "bridge" and "migrate" in passing and merit("bridge") - merit("migrate") < TIE:
+        action = "migrate"
+    way = ways[action]
+    reason = (
+        f"{action} keeps retention@10 {way['retention@10']:.3f} and Recall@1 "
+        f"{way['fraction']:.1%} of re-embedding's on held-out rows (floors {RETENTION_FLOOR} "
+        f"and {RECALL_FLOOR:.0%})"
+    )
+    return {"action": action, "reason": reason, "thresholds": thresholds}
