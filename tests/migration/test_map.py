@@ -35,6 +35,28 @@ def test_saved_with_a_manifest_and_card_and_verified_on_load(tmp_path):
         MigrationMap.from_pretrained(tmp_path / "map")
 
 
+def test_the_card_shows_the_held_out_report_and_its_recommendation(tmp_path):
+    """The fields `evaluate_migration` records (retention beside recall, held-out searches, the
+    advice) reach the card; a map without them gets the plain card above."""
+    info = INFO | {
+        "cv_retention@10": {"affine": 0.5},
+        "held_out": {
+            "re-embedded": {"recall@1": 0.9, "retention@10": 1.0},
+            "migrate": {"recall@1": 0.8, "retention@10": 0.45},
+            "bridge": {"recall@1": 0.7, "retention@10": 0.3},
+            "rows": 40,
+            "queries": "new",
+        },
+        "recommendation": {"action": "re-embed", "reason": "no map keeps enough"},
+    }
+    weight, bias = small_map().weight, small_map().bias
+    MigrationMap(weight, bias, info).save_pretrained(tmp_path / "map")
+    card = (tmp_path / "map" / "README.md").read_text()
+    assert "| affine (chosen) | 0.7500 | 0.5000 |" in card
+    assert "| migrate | 0.8000 | 0.4500 |" in card and "| bridge | 0.7000 | 0.3000 |" in card
+    assert "**Recommendation: re-embed** (no map keeps enough)." in card
+
+
 def test_a_missing_folder_is_named(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(FileNotFoundError, match=r"The folder './no-such-map' does not exist"):

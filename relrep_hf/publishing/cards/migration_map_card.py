@@ -33,6 +33,29 @@ def read_migration_map_facts(folder: Path) -> dict[str, Any]:
     return {"info": info, "in_features": in_features, "out_features": out_features}
 
 
+def _held_out_lines(info: Mapping[str, Any]) -> list[str]:
+    """The held-out report (migrate, bridge, re-embed: Recall@1 and retention@10 against
+    re-embedding) and its recommendation, where the map was fitted with one."""
+    held_out, advice = info.get("held_out") or {}, info.get("recommendation") or {}
+    rows = [
+        [name, f"{v['recall@1']:.4f}", f"{v['retention@10']:.4f}"]
+        for name, v in held_out.items()
+        if isinstance(v, Mapping) and "recall@1" in v and "retention@10" in v
+    ]
+    lines = []
+    if rows:
+        lines += [
+            "",
+            "Measured on held-out rows, new-encoder queries (the re-embedded corpus is",
+            "the reference; retention@10: the share of its top-10 neighbours found too):",
+            "",
+        ]
+        lines += [markdown_table(["search", "Recall@1", "retention@10"], rows)]
+    if advice.get("action"):
+        lines += ["", f"**Recommendation: {advice['action']}** ({advice.get('reason', '')})."]
+    return lines
+
+
 def migration_map_card(facts: Mapping[str, Any], *, repo_id: str | None = None) -> ModelCard:
     """The card of a migration map, from `read_migration_map_facts`' facts. Written here rather
     than from a ``model_cards/`` template: it is one table and a snippet."""
@@ -40,10 +63,14 @@ def migration_map_card(facts: Mapping[str, Any], *, repo_id: str | None = None) 
     source = info.get("source") or "the old encoder"
     target = info.get("target") or "the new encoder"
     chosen = info.get("chosen", "?")
+    retention = info.get("cv_retention@10") or {}
     candidates = [
         [f"{name}{' (chosen)' if name == chosen else ''}", f"{recall:.4f}"]
+        + ([f"{retention[name]:.4f}" if name in retention else "-"] if retention else [])
         for name, recall in (info.get("cv_recall") or {}).items()
     ]
+    columns = ["candidate", "cross-validated Recall@1"]
+    columns += ["cross-validated retention@10"] if retention else []
     lines = [
         "---",
         card_data(repo_id or "migration-map", tags=TAGS).to_yaml(),
@@ -56,10 +83,11 @@ def migration_map_card(facts: Mapping[str, Any], *, repo_id: str | None = None) 
         f"{facts['out_features']}-d space, so vectors stored with the old encoder join a corpus "
         "of the new one without re-embedding. Fitted with `relrep_hf.fit_migration` on "
         f"{info.get('rows', '?')} paired rows; the candidate chosen by {info.get('folds', '?')}-"
-        f"fold cross-validated Recall@1: **{chosen}**.",
+        f"fold cross-validation: **{chosen}**.",
         "",
-        markdown_table(["candidate", "cross-validated Recall@1"], candidates),
+        markdown_table(columns, candidates),
     ]
+    lines += _held_out_lines(info)
     evaluation = info.get("evaluation")
     if evaluation:
         lines += [
