@@ -287,6 +287,9 @@ DEVICE_BRANCHES = {
     ("functional/regularization.py", "top_eigenpairs"): "scipy's subset eigh (else torch eigh)",
     ("functional/statistics.py", "symmetric_gram"): "NumPy's syrk (else blocked_gram)",
     ("functional/least_squares.py", "fit_affine"): "LAPACK gelsd (else pseudo_inverse_solve)",
+    ("migration/candidates.py", "fit_least_squares"): "LAPACK gelsd (else the pseudo-inverse)",
+    # a transfer, not a kernel: pinned host memory and a queued copy exist only toward a GPU
+    ("encoding/batches.py", "_to_model"): "pinned memory, non_blocking copy (else .to)",
 }
 BRANCH = re.compile(r"\bif\b.*(\.is_cuda\b|device\.type\b|\.is_cpu\b)")
 
