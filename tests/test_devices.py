@@ -287,7 +287,6 @@ DEVICE_BRANCHES = {
     ("functional/regularization.py", "top_eigenpairs"): "scipy's subset eigh (else torch eigh)",
     ("functional/statistics.py", "symmetric_gram"): "NumPy's syrk (else blocked_gram)",
     ("functional/least_squares.py", "fit_affine"): "LAPACK gelsd (else pseudo_inverse_solve)",
-    ("migration/candidates.py", "fit_least_squares"): "LAPACK gelsd (else the pseudo-inverse)",
     # a transfer, not a kernel: pinned host memory and a queued copy exist only toward a GPU
     ("encoding/batches.py", "_to_model"): "pinned memory, non_blocking copy (else .to)",
 }

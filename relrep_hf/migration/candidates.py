@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from relrep_hf.functional.least_squares import AffineMap, fit_procrustes
+from relrep_hf.functional.least_squares import AffineMap, fit_affine, fit_procrustes
 from relrep_hf.utils.registry import Registry
 
 __all__ = [
@@ -95,14 +95,9 @@ def _centred(xs: Tensor, xt: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
 
 
 def fit_least_squares(xs: Tensor, xt: Tensor) -> AffineMap:
-    """Affine least squares, the minimum-norm solution where the rows are too few (an SVD
-    solve: ``gelsd`` on the CPU, the pseudo-inverse on other devices, which lack it)."""
-    centred_s, centred_t, mu_s, mu_t = _centred(xs.double(), xt.double())
-    if centred_s.device.type == "cpu":
-        weight = torch.linalg.lstsq(centred_s, centred_t, driver="gelsd").solution
-    else:
-        weight = torch.linalg.pinv(centred_s) @ centred_t  # [d_s, d_t]
-    return AffineMap(weight, mu_t - mu_s @ weight)
+    """Affine least squares in float64, the minimum-norm solution where the rows are too few
+    (`fit_affine`'s SVD solve, on any device)."""
+    return fit_affine(xs.double(), xt.double())
 
 
 def fit_standardised_procrustes(source: Tensor, target: Tensor) -> AffineMap:
