@@ -39,7 +39,11 @@ def median_seconds(function: Callable[[], Any], *, repeats: int = 7, warmup: int
 def interleaved_medians(
     functions: dict[str, Callable[[], Any]], *, repeats: int = 9, warmup: int = 2
 ) -> dict[str, float]:
-    """Median time of each function, runs interleaved so that drift hits all alike."""
+    """Median time of each function, runs interleaved so that drift hits all alike. The objects
+    alive now are frozen out of the collector first: with transformers loaded, each run's
+    ``gc.collect()`` took a fraction of a second (the wrapper's per-batch rows on an H200 ran past
+    two minutes); freezing keeps it to what the timed functions allocate."""
+    gc.freeze()
     for _ in range(warmup):
         for function in functions.values():
             function()

@@ -125,7 +125,10 @@ def _loop(model, tokenizer, sentences: list[str], batch_size: int, by_length: bo
 
 
 def _row(name: str, times: dict, results: dict, **extra) -> dict:
+    """The table row of one setting, printed as soon as it is measured (a GPU grid is long)."""
     medians = {arm: statistics.median(values) for arm, values in times.items()}
+    print(f"  {name}: " + ", ".join(f"{arm} {t:.3f} s" for arm, t in medians.items())
+          + f" (ours / ST {medians['ours'] / medians['st']:.3f}x)", flush=True)  # fmt: skip
     spread = {
         f"runs_{arm.replace(' ', '_')}_s": [round(t, 3) for t in v] for arm, v in times.items()
     }
@@ -151,14 +154,14 @@ def _weights_hash_seconds(model) -> float:
     return time.perf_counter() - start
 
 
-def minilm_row(quick: bool) -> dict:
+def minilm_row(quick: bool, repeats: int = 5) -> dict:
     """The real MiniLM on this machine's device, ours against ST."""
     from sentence_transformers import SentenceTransformer
     from transformers import AutoTokenizer
 
     from benchmarks.perf.minilm import model_path, sentences
 
-    count, batch_size, repeats = (256, 64, 1) if quick else (4192, 64, 5)
+    count, batch_size, repeats = (256, 64, 1) if quick else (4192, 64, repeats)
     device = _device()
     full = SentenceTransformer(model_path(), device=device)
     st = SentenceTransformer(modules=[full[0], full[1]], device=device)  # no Normalize
@@ -195,7 +198,13 @@ def _built(shape: str, folder: Path, tokenizer, layers: int | None):
     return st[0].auto_model.eval(), tokenizer, st
 
 
-def grid_rows(quick: bool) -> list[dict]:
+def grid_rows(
+    quick: bool,
+    shapes: tuple[str, ...] = tuple(SHAPES),
+    sizes: tuple[int, ...] = GRID_ROWS,
+    batch_sizes: tuple[int, ...] = BATCH_SIZES,
+    repeats: int = 5,
+) -> list[dict]:
     """#38's grid: two shapes x two batch sizes x two sizes, ours against ST and the loops."""
     from benchmarks.perf.device import wordpiece_tokenizer
     from benchmarks.perf.minilm import sentences
@@ -205,16 +214,16 @@ def grid_rows(quick: bool) -> list[dict]:
         print("extraction_speed: the shape grid needs a GPU (or --quick for a smoke run).")
         return []
     # --quick: 96 rows and one layer of each shape, a smoke run that the grid works
-    sizes, repeats, layers = ((96,), 1, 1) if quick else (GRID_ROWS, 5, None)
+    sizes, repeats, layers = ((96,), 1, 1) if quick else (sizes, repeats, None)
     tokenizer = wordpiece_tokenizer(base)
     rows = []
-    for shape in SHAPES:
+    for shape in shapes:
         with tempfile.TemporaryDirectory() as folder:
             model, tokenizer, st = _built(shape, Path(folder), tokenizer, layers)
             hash_seconds = _weights_hash_seconds(model)
             for count in sizes:
                 texts = (base * -(-count // len(base)))[:count]
-                for batch_size in BATCH_SIZES:
+                for batch_size in batch_sizes:
                     arms = _arms(model, tokenizer, st, texts, batch_size, True)
                     times, results = _interleaved(arms, repeats)
                     rows.append(

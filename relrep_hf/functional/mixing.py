@@ -65,13 +65,14 @@ def mixed_anchors(mixture: Tensor, support_embeddings: Tensor, center: Tensor | 
     """``center + M @ (X_sub - center)`` ([m, d], float64); ``center=None`` means 0.
 
     For WIP the center is the encoder's mean, so the anchors' WIP features are exactly the
-    full-support features mixed by M: ``wip(x, A) = wip(x, X_sub) @ M.T``.
+    full-support features mixed by M: ``wip(x, A) = wip(x, X_sub) @ M.T``. The mixture (an
+    anchor set's stored parameter) goes to the support's device: the user's rows stay where they are.
     """
-    mixture = mixture.to(torch.float64)
     support = support_embeddings.to(torch.float64)
+    mixture = mixture.to(support.device, torch.float64)
     if center is None:
         return mixture @ support
-    center = center.to(torch.float64)
+    center = center.to(support.device, torch.float64)
     return center + mixture @ (support - center)
 
 

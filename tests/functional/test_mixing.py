@@ -1,8 +1,9 @@
 """The one "same anchor set" rule (`mixing.check_same_anchor_set`) on configs and artifacts."""
 
 import pytest
+import torch
 
-from relrep_hf.functional.mixing import check_same_anchor_set
+from relrep_hf.functional.mixing import check_same_anchor_set, mixed_anchors
 from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
 from relrep_hf.models.configuration_relative_projector import RelativeProjectorConfig
 
@@ -60,3 +61,12 @@ def test_anchor_count_and_similarity_always_count():
             projector_config(anchor_set_fingerprint="aaaa"),
             projector_config(anchor_set_fingerprint="aaaa", similarity="cosine"),
         )
+
+
+def test_mixed_anchors_follow_the_support_rows_device():
+    """An anchor set's stored mixture (CPU) meets rows on another device (found on an H200:
+    CUDA rows against a CPU mixture raised); ``meta`` stands for that device on every machine."""
+    mixture, center = torch.full((2, 3), 1 / 3), torch.zeros(4)
+    support = torch.randn(3, 4, device="meta")
+    assert mixed_anchors(mixture, support, center).device.type == "meta"
+    assert mixed_anchors(mixture, support, None).device.type == "meta"
