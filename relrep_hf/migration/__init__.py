@@ -29,7 +29,12 @@ from relrep_hf.migration.fit import anchor_path_maps, fit_migration
 from relrep_hf.migration.map import MigrationMap
 from relrep_hf.migration.migrate import migrate, migrate_store
 from relrep_hf.migration.report import migration_report
-from relrep_hf.migration.selection import DEFAULT_FOLDS, MigrationSelection, select_migration_map
+from relrep_hf.migration.selection import (
+    BLEND,
+    DEFAULT_FOLDS,
+    MigrationSelection,
+    select_migration_map,
+)
 from relrep_hf.migration.stores import (
     STORE_KINDS,
     StoreKind,
@@ -39,6 +44,7 @@ from relrep_hf.migration.stores import (
 )
 
 __all__ = [
+    "BLEND",
     "CANDIDATES",
     "DEFAULT_FOLDS",
     "MIGRATION_CANDIDATES",

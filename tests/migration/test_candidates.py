@@ -18,7 +18,7 @@ from relrep_hf.functional.least_squares import AffineMap
 from relrep_hf.functional.metrics import retrieval_metrics
 from relrep_hf.migration.candidates import CANDIDATES, fit_standardised_procrustes
 from relrep_hf.migration.map import MIGRATION_MAP_FILE, MigrationMap
-from relrep_hf.migration.selection import select_migration_map
+from relrep_hf.migration.selection import BLEND, select_migration_map
 from relrep_hf.utils.file_checks import ArtifactFileError
 from tests.fixtures.hub_server import LocalHub, hub_env
 
@@ -46,7 +46,7 @@ def test_a_good_prior_wins_where_the_pairs_alone_cannot_fit_the_map():
     # 20 rows of a 24-d space: least squares is underdetermined; the prior is the true map
     old, new, truth = _pair(20, noise=0.05)
     selection = select_migration_map(old, new, prior=truth, folds=4)
-    assert set(selection.cv_recall) == set(CANDIDATES)
+    assert set(selection.cv_recall) == {*CANDIDATES, BLEND}
     assert selection.chosen in ("anchors", "shrunk")
     test_old, test_new, _ = _pair(300, seed=1)
     test_new = test_old @ truth.weight + truth.bias
@@ -109,7 +109,9 @@ def test_fit_migration_returns_a_map_in_the_rows_dtype_with_every_score(tmp_path
     info = migration_map.info
     assert info["rows"] == 120 and info["chosen"] in info["cv_recall"]
     assert (
-        set(info["cv_recall"]) == set(info["cv_retention@10"]) == {"affine", "ridge", "procrustes"}
+        set(info["cv_recall"])
+        == set(info["cv_retention@10"])
+        == {"affine", "ridge", "procrustes", BLEND}
     )
     mapped = migration_map.apply(old.float().numpy())
     assert mapped.dtype == np.float32 and mapped.shape == (120, 16)

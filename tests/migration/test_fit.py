@@ -17,7 +17,7 @@ from relrep_hf.migration.candidates import (
 )
 from relrep_hf.migration.map import MigrationMap
 from relrep_hf.migration.report import RECALL_FLOOR, RETENTION_FLOOR, migration_report, recommend
-from relrep_hf.migration.selection import select_migration_map
+from relrep_hf.migration.selection import BLEND, select_migration_map
 
 
 def _pair(rows: int, d_old: int = 24, d_new: int = 16, noise: float = 0.0, seed: int = 0):
@@ -50,7 +50,13 @@ def test_a_registered_candidate_is_fitted_and_chosen_when_it_wins(oracle):
     assert default_candidates()[-1] == "oracle"
     migration_map = relrep_hf.fit_migration(old, new, folds=4)
     assert migration_map.info["chosen"] == "oracle"
-    assert set(migration_map.info["cv_recall"]) == {"affine", "ridge", "procrustes", "oracle"}
+    assert set(migration_map.info["cv_recall"]) == {
+        "affine",
+        "ridge",
+        "procrustes",
+        "oracle",
+        BLEND,
+    }
     torch.testing.assert_close(migration_map.weight, oracle.weight)
     with pytest.raises(ValueError, match="migration candidate 'oracle' is registered already"):
         register_migration_candidate(MigrationCandidate("oracle", lambda *a: []))
@@ -93,6 +99,7 @@ def test_the_fit_runs_on_the_rows_device(device):
     assert migration_map.weight.device.type == device.type
     assert migration_map.weight.dtype == torch.float32
     assert set(migration_map.info["cv_recall"]) == {
+        BLEND,
         "affine",
         "ridge",
         "procrustes",
@@ -140,3 +147,31 @@ def test_projectors_that_are_not_projectors_are_named():
         relrep_hf.fit_migration(old, new, source=None, target=target)
     with pytest.raises(ValueError, match=r"candidates \['anchors'\] need the anchor path"):
         relrep_hf.fit_migration(old, new, candidates=("anchors",))
+
+
+def test_a_blend_of_two_candidates_that_err_apart_is_chosen():
+    """Two toy candidates, the true map plus and minus one perturbation: their even blend is the
+    true map, scored from their out-of-fold predictions, chosen, and refitted as that blend."""
+    old, new, truth = _pair(200, seed=4)
+    push = 0.5 * torch.randn(truth.weight.shape, generator=torch.Generator().manual_seed(5))
+
+    def toy(sign: float):
+        def fit(o, n, priors):
+            weight = truth.weight.to(o.device) + sign * push.double().to(o.device)
+            return [({}, AffineMap(weight, truth.bias.to(o.device)))]
+
+        return fit
+
+    for name, sign in (("plus", 1.0), ("minus", -1.0)):
+        register_migration_candidate(MigrationCandidate(name, toy(sign), default=False))
+    try:
+        selection = select_migration_map(old, new, folds=4, candidates=("plus", "minus"))
+    finally:
+        MIGRATION_CANDIDATES.unregister("plus")
+        MIGRATION_CANDIDATES.unregister("minus")
+    assert selection.chosen == BLEND
+    assert selection.settings[BLEND] == {"of": ["plus", "minus"], "weight": 0.5}
+    assert selection.cv_recall[BLEND] > max(
+        selection.cv_recall["plus"], selection.cv_recall["minus"]
+    )
+    torch.testing.assert_close(selection.map.weight, truth.weight)

@@ -21,6 +21,7 @@ from relrep_hf.migration.candidates import (
     register_migration_candidate,
 )
 from relrep_hf.migration.map import MigrationMap
+from relrep_hf.migration.selection import BLEND
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from relrep_hf.pipeline.migration import evaluate_migration, migrate_run_vectors
 from relrep_hf.pipeline.run_folder import RunError, read_run, run_embeddings
@@ -50,11 +51,13 @@ def test_migration_keeps_most_of_the_recall_of_re_embedding(run_dir):
         report["affine"]["recall@1"] / report["re-embedded"]["recall@1"]
     )
     # every candidate is reported, and the chosen one is the candidate cross-validation picked
-    assert report["choice"] in CANDIDATES and set(CANDIDATES) <= set(report)
+    # (and the best blend of two of them)
+    chosen_from = (*CANDIDATES, BLEND)
+    assert report["choice"] in chosen_from and set(chosen_from) <= set(report)
     assert report["migrate"]["recall@1"] == report[report["choice"]]["recall@1"]
-    merit = {c: report[c]["cv_recall@1"] + report[c]["cv_retention@10"] for c in CANDIDATES}
+    merit = {c: report[c]["cv_recall@1"] + report[c]["cv_retention@10"] for c in chosen_from}
     assert merit[report["choice"]] == max(merit.values())
-    for search in ("migrate", "bridge", *CANDIDATES):
+    for search in ("migrate", "bridge", *chosen_from):
         assert 0.0 <= report[search]["retention@10"] <= 1.0
     assert report["recommendation"]["action"] in ("migrate", "bridge", "re-embed")
     # the map records what the card shows: the held-out searches and the recommendation
@@ -78,7 +81,7 @@ def test_translate_migrates_a_vector_file(run_dir, tmp_path, capsys):
     migrated = np.load(tmp_path / "new.npy")
     assert migrated.shape == (10, 512)
     migration_map = MigrationMap.from_pretrained(tmp_path / "map")
-    assert set(migration_map.info["cv_recall"]) == set(CANDIDATES)
+    assert set(migration_map.info["cv_recall"]) == {*CANDIDATES, BLEND}
     assert migration_map.info["recommendation"]["action"] in ("migrate", "bridge", "re-embed")
     assert migration_map.info["source"] == OLD and migration_map.info["rows"] == 300
     np.testing.assert_allclose(migrated, migration_map.apply(old), rtol=1e-5, atol=1e-5)
