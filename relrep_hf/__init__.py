@@ -72,7 +72,8 @@ if TYPE_CHECKING:
         SharedLinearTuningArguments,
         fine_tune_shared_linear,
     )
-    from relrep_hf.translation.translator import LatentTranslator, relative_inverse, translate
+    from relrep_hf.translation.inverse import relative_inverse
+    from relrep_hf.translation.translator import LatentTranslator, translate
 
 __version__ = "0.1.0"
 
@@ -113,7 +114,7 @@ _LAZY = {
     "Statistics": "relrep_hf.functional.statistics",
     "whitening_matrix": "relrep_hf.functional.statistics",
     "LatentTranslator": "relrep_hf.translation.translator",
-    "relative_inverse": "relrep_hf.translation.translator",
+    "relative_inverse": "relrep_hf.translation.inverse",
     "translate": "relrep_hf.translation.translator",
     "MigrationMap": "relrep_hf.migration.map",
     "fit_migration": "relrep_hf.migration.fit",

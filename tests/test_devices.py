@@ -43,13 +43,8 @@ from relrep_hf.training.shared_linear_trainer import (
     SharedLinearTuningArguments,
     fine_tune_shared_linear,
 )
-from relrep_hf.translation.translator import (
-    LatentTranslator,
-    evaluate_translation,
-    invert,
-    relative_inverse,
-    translation_map,
-)
+from relrep_hf.translation.inverse import invert, relative_inverse
+from relrep_hf.translation.translator import LatentTranslator, evaluate_translation, translation_map
 from relrep_hf.utils.validation import DeviceMismatchError
 from tests.fixtures.synthetic import affine_spaces
 

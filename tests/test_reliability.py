@@ -63,7 +63,7 @@ from relrep_hf.encoding.encoders import ArraySpec, EncoderSpec
 from relrep_hf.encoding.extraction import extract_embeddings
 from relrep_hf.evaluation.zero_shot import EncoderData, ZeroShotStitching
 from relrep_hf.pipeline.steps import demo_sizes, load_dataset_for_run
-from relrep_hf.translation.translator import relative_inverse
+from relrep_hf.translation.inverse import relative_inverse
 from tests.fixtures import (
     artifact_inputs,
     bridge_inputs,

@@ -213,9 +213,7 @@ def top_singular_vectors(
     (`feature_factor`): the left singular vectors of ``[F_1, ..., F_n]``, same checks, signs
     and eigenvalues (the squared singular values). ``cap=True`` returns at most as many
     columns as the rank the factors support instead of raising (the caller says so)."""
-    k = factors[0].shape[0] if factors else 0
-    requested = min(num_anchors, k) if cap else num_anchors
-    check_encoders_and_size([f.shape[0] for f in factors], len(factors), requested)
+    requested = _requested([f.shape[0] for f in factors], num_anchors, cap)
     stacked = torch.cat([f.to(torch.float64) for f in factors], dim=1)
     if stacked.shape[0] > stacked.shape[1]:  # K > sum d_i: the [D, D] eigh beats the SVD
         eigenvalues, vectors = top_eigenpairs(stacked.T @ stacked, requested)
@@ -225,9 +223,7 @@ def top_singular_vectors(
     else:
         u, singular, _ = torch.linalg.svd(stacked, full_matrices=False)
         eigenvalues = singular.square()
-    if cap:
-        requested = max(min(requested, supported_rank(eigenvalues, rank_tolerance)), 1)
-    return _top(u, eigenvalues, requested, rank_tolerance)
+    return _top(u, eigenvalues, requested, rank_tolerance, cap)
 
 
 def check_encoders_and_size(sizes: Sequence[int], encoders: int, num_anchors: int) -> int:
@@ -262,23 +258,30 @@ def top_eigenvectors(
     must have rank ``>= m`` (an eigenvector of a zero eigenvalue is arbitrary). The sign of
     each column is fixed (largest entry positive), so the result is deterministic.
     """
-    k = grams[0].shape[1] if grams else 0
-    requested = min(num_anchors, k) if cap else num_anchors
-    check_encoders_and_size([g.shape[1] for g in grams], len(grams), requested)
+    requested = _requested([g.shape[1] for g in grams], num_anchors, cap)
     total = sum(g.to(torch.float64) for g in grams)
     eigenvalues, eigenvectors = torch.linalg.eigh((total + total.T) / 2)
     eigenvalues, eigenvectors = eigenvalues.flip(0), eigenvectors.flip(1)
-    if cap:
-        requested = max(min(requested, supported_rank(eigenvalues, rank_tolerance)), 1)
-    return _top(eigenvectors, eigenvalues, requested, rank_tolerance)
+    return _top(eigenvectors, eigenvalues, requested, rank_tolerance, cap)
+
+
+def _requested(sizes: Sequence[int], num_anchors: int, cap: bool) -> int:
+    """How many columns to return before the rank is known: ``num_anchors``, at most K with
+    ``cap``; after `check_encoders_and_size` (one size per encoder)."""
+    requested = min(num_anchors, sizes[0]) if cap and sizes else num_anchors
+    check_encoders_and_size(sizes, len(sizes), requested)
+    return requested
 
 
 def _top(
-    vectors: Tensor, eigenvalues: Tensor, num_anchors: int, rank_tolerance: float
+    vectors: Tensor, eigenvalues: Tensor, num_anchors: int, rank_tolerance: float, cap: bool
 ) -> tuple[Tensor, Tensor]:
-    """The first ``num_anchors`` of eigenvectors sorted by decreasing eigenvalue, after the
-    rank check, each column's sign fixed (largest entry positive)."""
+    """The first ``num_anchors`` of eigenvectors sorted by decreasing eigenvalue (with ``cap``,
+    at most the supported rank), after the rank check, each column's sign fixed (largest entry
+    positive)."""
     rank = supported_rank(eigenvalues, rank_tolerance)
+    if cap:
+        num_anchors = max(min(num_anchors, rank), 1)
     if rank < num_anchors:
         raise ValueError(
             f"The training encoders' full-support features have rank {rank} < num_anchors="

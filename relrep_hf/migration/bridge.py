@@ -29,11 +29,11 @@ from typing import Any
 
 import torch
 from sentence_transformers import SentenceTransformer
-from sentence_transformers.base.modules import Module
 from torch import Tensor
 
 from relrep_hf.migration.fit import fit_migration
 from relrep_hf.migration.map import MIGRATION_MAP_FILE, MigrationMap
+from relrep_hf.models.sentence_transformers_module import ArtifactModule
 from relrep_hf.utils.io import atomic_directory
 from relrep_hf.utils.manifest import verify_folder, write_manifest
 
@@ -69,7 +69,7 @@ def fit_bridge(new_rows: Any, old_rows: Any, **kwargs: Any) -> MigrationMap:
     return fit_migration(new_rows, old_rows, **kwargs)
 
 
-class Bridge(Module):
+class Bridge(ArtifactModule):
     r"""The new model's embedding mapped into the old encoder's space, inside a
     `SentenceTransformer`.
 
@@ -90,7 +90,6 @@ class Bridge(Module):
     """
 
     config_file_name = BRIDGE_CONFIG_FILE
-    config_keys: list[str] = ["module_input_name", "module_output_name"]  # noqa: RUF012 (ST's API)
 
     def __init__(
         self,
@@ -98,22 +97,17 @@ class Bridge(Module):
         module_input_name: str = "sentence_embedding",
         module_output_name: str | None = None,
     ):
-        super().__init__()
+        super().__init__(module_input_name, module_output_name)
         if not isinstance(migration_map, MigrationMap):
             raise BridgeError(
                 f"A Bridge holds a MigrationMap, got {type(migration_map).__name__}. Fit one with "
                 "fit_bridge(new_rows, old_rows) or load one with MigrationMap.from_pretrained."
             )
         self.migration_map = migration_map.eval()
-        self.module_input_name = module_input_name
-        self.module_output_name = module_output_name or module_input_name
 
-    def forward(self, features: dict[str, Tensor | Any], **kwargs: Any) -> dict[str, Tensor | Any]:
-        """Write ``features[module_output_name] [B, d_old]`` from ``[B, d_new]`` embeddings."""
-        features[self.module_output_name] = bridge_embeddings(
-            self.migration_map, features[self.module_input_name]
-        )
-        return features
+    def map_embeddings(self, embeddings: Tensor) -> Tensor:
+        """``[B, d_old]`` from ``[B, d_new]`` embeddings."""
+        return bridge_embeddings(self.migration_map, embeddings)
 
     def get_embedding_dimension(self) -> int:
         """The old encoder's dimension: the size of what ``encode`` returns."""
@@ -129,26 +123,11 @@ class Bridge(Module):
         write_manifest(output_path)
 
     @classmethod
-    def load(
-        cls,
-        model_name_or_path: str,
-        subfolder: str = "",
-        token: bool | str | None = None,
-        cache_folder: str | None = None,
-        revision: str | None = None,
-        local_files_only: bool = False,
-        **kwargs: Any,
+    def load_module(
+        cls, model_name_or_path: str, subfolder: str, hub_kwargs: dict[str, Any]
     ) -> Bridge:
-        """Load from a saved model folder or Hub repo (``subfolder`` is the module's folder),
-        after checking its files against the manifest."""
-        folder = cls.load_dir_path(
-            model_name_or_path,
-            subfolder=subfolder,
-            token=token,
-            cache_folder=cache_folder,
-            revision=revision,
-            local_files_only=local_files_only,
-        )
+        """The module's folder, after checking its files against the manifest."""
+        folder = cls.load_dir_path(model_name_or_path, subfolder=subfolder, **hub_kwargs)
         source = f"{model_name_or_path}/{subfolder}" if subfolder else str(model_name_or_path)
         verify_folder(
             folder, required=(BRIDGE_CONFIG_FILE, MIGRATION_MAP_FILE), what="bridge", source=source

@@ -19,17 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from relrep_hf.migration.databases import (
-    DatabaseLocation,
-    DatabaseStore,
-    MigratedLocation,
-    StoreBusyError,
-    backup_name,
-    check_copied,
-    output_name,
-    require,
-    staging_name,
-)
+from relrep_hf.migration import databases as db
 from relrep_hf.migration.stores import DEFAULT_CHUNK_ROWS, Transform, VectorStoreError
 from relrep_hf.utils.locking import FolderLockedError, folder_lock
 
@@ -38,11 +28,11 @@ __all__ = ["ChromaStore"]
 CARRIED = ["documents", "metadatas", "uris"]
 
 
-class ChromaStore(DatabaseStore):
+class ChromaStore(db.DatabaseStore):
     kind = "chroma"
 
-    def __init__(self, location: DatabaseLocation):
-        chromadb = require("chromadb", "chromadb")
+    def __init__(self, location: db.DatabaseLocation):
+        chromadb = db.require("chromadb", "chromadb")
         self.location, self.path = location, Path(location.database)
         if not self.path.is_dir():
             raise VectorStoreError(f"{location.shown()!r}: no such Chroma folder.")
@@ -65,25 +55,25 @@ class ChromaStore(DatabaseStore):
 
     def rewrite_into(
         self, out: str, transform: Transform, dim: int, chunk_rows: int, *, overwrite: bool = False
-    ) -> MigratedLocation:
+    ) -> db.MigratedLocation:
         """A new collection, then the two renames (see the module)."""
         names = {c.name for c in self.client.list_collections()}
-        name, found = output_name(self, out, overwrite, names.__contains__)
+        name, found = db.output_name(self, out, overwrite, names.__contains__)
         try:
             with folder_lock(self.path):
                 return self._migrate(name, found, transform, chunk_rows)
         except FolderLockedError as error:
-            raise StoreBusyError(f"{self.describe()}: {error}") from None
+            raise db.StoreBusyError(f"{self.describe()}: {error}") from None
 
     def _migrate(self, name: str, found: bool, transform: Transform, chunk_rows: int):
         self.collection = self.client.get_collection(self.location.name)  # as of the lock
         if self.collection.count() != self.rows:
-            raise StoreBusyError(
+            raise db.StoreBusyError(
                 f"{self.describe()}: the collection changed since it was opened (another "
                 "migration?). Nothing was written; open it again."
             )
         new = self.client.create_collection(
-            staging_name(name),
+            db.staging_name(name),
             metadata=self.collection.metadata,
             configuration=self.collection.configuration,
             embedding_function=None,
@@ -95,9 +85,11 @@ class ChromaStore(DatabaseStore):
             new.add(ids=batch["ids"], embeddings=transform(vectors), **carried)
         copied = [i for b in self._batches(new, chunk_rows, []) for i in b["ids"]]
         old = [i for b in self._batches(self.collection, chunk_rows, []) for i in b["ids"]]
-        check_copied(self, new.count(), sorted(copied) == sorted(old), f"collection {new.name!r}")
-        backup = backup_name(name) if found else None
+        db.check_copied(
+            self, new.count(), sorted(copied) == sorted(old), f"collection {new.name!r}"
+        )
+        backup = db.backup_name(name) if found else None
         if found:
             self.client.get_collection(name).modify(name=backup)
         new.modify(name=name)
-        return MigratedLocation(self.location.with_name(name), backup)
+        return db.MigratedLocation(self.location.with_name(name), backup)

@@ -22,17 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from relrep_hf.migration.databases import (
-    DatabaseLocation,
-    DatabaseStore,
-    MigratedLocation,
-    StoreBusyError,
-    backup_name,
-    check_copied,
-    output_name,
-    require,
-    staging_name,
-)
+from relrep_hf.migration import databases as db
 from relrep_hf.migration.stores import DEFAULT_CHUNK_ROWS, Transform, VectorStoreError
 
 __all__ = ["PgvectorStore"]
@@ -42,11 +32,11 @@ SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
 HEADER = SIGNATURE + struct.pack(">ii", 0, 0)
 
 
-class PgvectorStore(DatabaseStore):
+class PgvectorStore(db.DatabaseStore):
     kind = "pgvector"
 
-    def __init__(self, location: DatabaseLocation):
-        psycopg = require("psycopg", "psycopg[binary]")
+    def __init__(self, location: db.DatabaseLocation):
+        psycopg = db.require("psycopg", "psycopg[binary]")
         self.location, self.path = location, Path(location.name or "pgvector")
         self.dtype = np.dtype(np.float32)
         try:
@@ -134,17 +124,17 @@ class PgvectorStore(DatabaseStore):
 
     def rewrite_into(
         self, out: str, transform: Transform, dim: int, chunk_rows: int, *, overwrite: bool = False
-    ) -> MigratedLocation:
+    ) -> db.MigratedLocation:
         """One transaction: staging table, copy, indexes, check, renames (see the module)."""
-        psycopg = require("psycopg", "psycopg[binary]")
-        name, found = output_name(self, out, overwrite, self._exists)
+        psycopg = db.require("psycopg", "psycopg[binary]")
+        name, found = db.output_name(self, out, overwrite, self._exists)
         writer = psycopg.connect(self.location.database)
         try:
             with writer.transaction():
                 backup = self._write(writer, name, found, transform, dim, chunk_rows)
         finally:
             writer.close()
-        return MigratedLocation(self.location.with_name(name), backup)
+        return db.MigratedLocation(self.location.with_name(name), backup)
 
     def _exists(self, name: str) -> bool:
         return self.query("SELECT to_regclass(%s)", (self._sql(name),))[0][0] is not None
@@ -152,7 +142,7 @@ class PgvectorStore(DatabaseStore):
     def _write(self, writer, name, found, transform, dim, chunk_rows) -> str | None:
         lock = f"relrep_hf migrate {self.table}"
         if not self.query("SELECT pg_try_advisory_xact_lock(hashtext(%s))", (lock,), writer)[0][0]:
-            raise StoreBusyError(
+            raise db.StoreBusyError(
                 f"{self.describe()}: another migration of this table is running; nothing was "
                 "written. Run one migration at a time."
             )
@@ -163,11 +153,11 @@ class PgvectorStore(DatabaseStore):
             "%s::regclass AND attname = %s", (self._sql(self.table), self.column), writer
         )  # fmt: skip
         if now != [(self.type,)]:
-            raise StoreBusyError(
+            raise db.StoreBusyError(
                 f"{self.describe()}: column {self.column!r} is now {now}, not {self.type} (another"
                 " migration finished meanwhile?). Nothing was written; open the store again."
             )
-        staging = staging_name(name) if found else name
+        staging = db.staging_name(name) if found else name
         old, new = self._sql(self.table), self._sql(staging)
         writer.execute(f"CREATE TABLE {new} (LIKE {old} INCLUDING ALL EXCLUDING INDEXES)")
         writer.execute(
@@ -181,10 +171,10 @@ class PgvectorStore(DatabaseStore):
         same = not self.key or not self.query(
             f"SELECT {key} FROM {old} EXCEPT SELECT {key} FROM {new} LIMIT 1", (), writer
         )
-        check_copied(self, count, same, f"table {staging!r}")
+        db.check_copied(self, count, same, f"table {staging!r}")
         if not found:
             return None
-        backup = backup_name(name)
+        backup = db.backup_name(name)
         writer.execute(f"LOCK TABLE {self._sql(name)} IN ACCESS EXCLUSIVE MODE")
         writer.execute(f"ALTER TABLE {self._sql(name)} RENAME TO {self._sql(backup)}")
         for index, (temporary, constraint) in indexes.items():

@@ -24,25 +24,17 @@ from pathlib import Path
 
 import numpy as np
 
-from relrep_hf.migration.databases import (
-    DatabaseLocation,
-    DatabaseStore,
-    MigratedLocation,
-    StoreBusyError,
-    check_copied,
-    output_name,
-    require,
-)
+from relrep_hf.migration import databases as db
 from relrep_hf.migration.stores import DEFAULT_CHUNK_ROWS, Transform, VectorStoreError
 
 __all__ = ["QdrantStore"]
 
 
-class QdrantStore(DatabaseStore):
+class QdrantStore(db.DatabaseStore):
     kind = "qdrant"
 
-    def __init__(self, location: DatabaseLocation):
-        require("qdrant_client", "qdrant-client")
+    def __init__(self, location: db.DatabaseLocation):
+        db.require("qdrant_client", "qdrant-client")
         self.location, self.path = location, Path(location.database)
         if not self.path.is_dir():
             raise VectorStoreError(f"{location.shown()!r}: no such Qdrant local folder.")
@@ -53,11 +45,11 @@ class QdrantStore(DatabaseStore):
     def _opened(self) -> Iterator[None]:
         """``self.client`` open for the block: a local folder is held by one client at a time,
         so the store holds it only while it reads or writes."""
-        qdrant_client = require("qdrant_client", "qdrant-client")
+        qdrant_client = db.require("qdrant_client", "qdrant-client")
         try:
             self.client = qdrant_client.QdrantClient(path=str(self.path))
         except RuntimeError as error:  # the folder is held by another client
-            raise StoreBusyError(
+            raise db.StoreBusyError(
                 f"{self.location.shown()!r}: {error} Nothing was written; run one migration at "
                 "a time, with no other client open on the folder."
             ) from None
@@ -66,7 +58,7 @@ class QdrantStore(DatabaseStore):
         finally:
             self.client.close()
 
-    def _read_collection(self, location: DatabaseLocation) -> None:
+    def _read_collection(self, location: db.DatabaseLocation) -> None:
         self.aliases = {a.alias_name: a.collection_name for a in self.client.get_aliases().aliases}
         name = location.name
         self.collection = self.aliases.get(name, name)
@@ -110,21 +102,21 @@ class QdrantStore(DatabaseStore):
 
     def rewrite_into(
         self, out: str, transform: Transform, dim: int, chunk_rows: int, *, overwrite: bool = False
-    ) -> MigratedLocation:
+    ) -> db.MigratedLocation:
         """A new collection, then the alias switched to it (see the module)."""
         with self._opened():
             opened = (self.collection, self.rows, self.dim)
             self._read_collection(self.location)  # as of now that the folder is held
             if (self.collection, self.rows, self.dim) != opened:
-                raise StoreBusyError(
+                raise db.StoreBusyError(
                     f"{self.describe()}: the collection changed since it was opened (another "
                     "migration?). Nothing was written; open it again."
                 )
             return self._migrate(out, transform, dim, chunk_rows, overwrite)
 
-    def _migrate(self, out, transform, dim, chunk_rows, overwrite) -> MigratedLocation:
+    def _migrate(self, out, transform, dim, chunk_rows, overwrite) -> db.MigratedLocation:
         exists = lambda name: name in self.aliases or self.client.collection_exists(name)  # noqa: E731
-        name, found = output_name(self, out, overwrite, exists)
+        name, found = db.output_name(self, out, overwrite, exists)
         if found and name not in self.aliases:
             raise VectorStoreError(
                 f"{str(out)!r}: {name!r} is a collection searched by its own name, and Qdrant "
@@ -138,13 +130,15 @@ class QdrantStore(DatabaseStore):
         self._create(new, dim)
         self._copy(new, transform, chunk_rows)
         self._check(new, chunk_rows)
-        models = require("qdrant_client.models", "qdrant-client")
+        models = db.require("qdrant_client.models", "qdrant-client")
         operations = [models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=name))]
         operations = operations if found else []
         operations.append(models.CreateAliasOperation(
             create_alias=models.CreateAlias(collection_name=new, alias_name=name)))  # fmt: skip
         self.client.update_collection_aliases(change_aliases_operations=operations)
-        return MigratedLocation(self.location.with_name(name), self.collection if found else None)
+        return db.MigratedLocation(
+            self.location.with_name(name), self.collection if found else None
+        )
 
     def _create(self, new: str, dim: int) -> None:
         params = self.params.model_copy(update={"size": dim})
@@ -161,7 +155,7 @@ class QdrantStore(DatabaseStore):
             self.client.create_payload_index(new, field, field_schema=schema.data_type)
 
     def _copy(self, new: str, transform: Transform, chunk_rows: int) -> None:
-        models = require("qdrant_client.models", "qdrant-client")
+        models = db.require("qdrant_client.models", "qdrant-client")
         for points in self._points(
             self.collection, chunk_rows, with_vectors=True, with_payload=True
         ):
@@ -177,4 +171,4 @@ class QdrantStore(DatabaseStore):
         old = self._points(self.collection, chunk_rows, with_vectors=False, with_payload=False)
         copied = self._points(new, chunk_rows, with_vectors=False, with_payload=False)
         ids = [p.id for batch in old for p in batch] == [p.id for batch in copied for p in batch]
-        check_copied(self, count, ids, f"collection {new!r}")
+        db.check_copied(self, count, ids, f"collection {new!r}")

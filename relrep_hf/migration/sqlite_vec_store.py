@@ -19,16 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from relrep_hf.migration.databases import (
-    DatabaseLocation,
-    DatabaseStore,
-    MigratedLocation,
-    StoreBusyError,
-    backup_name,
-    check_copied,
-    output_name,
-    require,
-)
+from relrep_hf.migration import databases as db
 from relrep_hf.migration.stores import DEFAULT_CHUNK_ROWS, Transform, VectorStoreError
 
 __all__ = ["SqliteVecStore", "connect"]
@@ -40,11 +31,11 @@ VECTOR_NAMES = ("embedding", "embeddings", "vector", "vectors")
 def connect(path: str | Path, *, timeout: float = BUSY_SECONDS):
     """An SQLite connection with sqlite-vec loaded (the standard library's ``sqlite3`` where it
     loads extensions, else the ``sqlean.py`` wheel's drop-in one)."""
-    sqlite_vec = require("sqlite_vec", "sqlite-vec")
+    sqlite_vec = db.require("sqlite_vec", "sqlite-vec")
     import sqlite3
 
     if not hasattr(sqlite3.Connection, "enable_load_extension"):
-        sqlite3 = require("sqlean", "sqlean.py")  # this Python's sqlite3 loads no extensions
+        sqlite3 = db.require("sqlean", "sqlean.py")  # this Python's sqlite3 loads no extensions
     connection = sqlite3.connect(str(path), timeout=timeout, isolation_level=None)
     connection.enable_load_extension(True)
     sqlite_vec.load(connection)
@@ -56,10 +47,10 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-class SqliteVecStore(DatabaseStore):
+class SqliteVecStore(db.DatabaseStore):
     kind = "sqlite-vec"
 
-    def __init__(self, location: DatabaseLocation):
+    def __init__(self, location: db.DatabaseLocation):
         self.location, self.path = location, Path(location.database)
         if not self.path.is_file():
             raise VectorStoreError(f"{location.shown()!r}: no such SQLite file.")
@@ -150,14 +141,14 @@ class SqliteVecStore(DatabaseStore):
 
     def rewrite_into(
         self, out: str, transform: Transform, dim: int, chunk_rows: int, *, overwrite: bool = False
-    ) -> MigratedLocation:
+    ) -> db.MigratedLocation:
         """One transaction: the old table kept as a backup copy, the new one written under the
         output's name (see the module)."""
-        name, _ = output_name(self, out, overwrite, self._exists)
+        name, _ = db.output_name(self, out, overwrite, self._exists)
         try:
             self.connection.execute("BEGIN IMMEDIATE")
         except Exception as error:  # sqlite3/sqlean OperationalError: database is locked
-            raise StoreBusyError(
+            raise db.StoreBusyError(
                 f"{self.describe()}: another writer holds the database ({error}); nothing was "
                 "written. Run one migration at a time."
             ) from None
@@ -167,18 +158,18 @@ class SqliteVecStore(DatabaseStore):
         except BaseException:
             self.connection.execute("ROLLBACK")
             raise
-        return MigratedLocation(self.location.with_name(name), backup)
+        return db.MigratedLocation(self.location.with_name(name), backup)
 
     def _swap(self, name: str, transform: Transform, dim: int, chunk_rows: int) -> str | None:
         if self._schema(self.location.name) != self.sql:
-            raise StoreBusyError(
+            raise db.StoreBusyError(
                 f"{self.describe()}: the table changed since it was opened (another migration?)."
                 " Nothing was written; open it again."
             )
         columns = ", ".join(["rowid", *map(_quote, self.columns)])
         source, backup, indexes = self._table, None, self._indexes()
         if name == self.location.name:  # in place: keep the old rows under the backup name
-            backup = backup_name(name)
+            backup = db.backup_name(name)
             self.connection.execute(self._create_sql(backup, self.dim))
             self.connection.execute(
                 f"INSERT INTO {_quote(backup)} ({columns}) SELECT {columns} FROM {source}"
@@ -206,4 +197,4 @@ class SqliteVecStore(DatabaseStore):
         count = self.connection.execute(f"SELECT count(*) FROM {target}").fetchone()[0]
         old = self.connection.execute(f"SELECT rowid FROM {source} ORDER BY rowid")
         new = self.connection.execute(f"SELECT rowid FROM {target} ORDER BY rowid")
-        check_copied(self, count, old.fetchall() == new.fetchall(), f"table {target}")
+        db.check_copied(self, count, old.fetchall() == new.fetchall(), f"table {target}")

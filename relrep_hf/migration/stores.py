@@ -317,16 +317,20 @@ def rewrite_file_or_folder(
     given, out = out, Path(os.path.abspath(out))
     _check_output(store, out, overwrite)
     extra = {} if dtype == store.dtype else {"dtype": dtype}
+
+    def write(path: Path) -> None:
+        store.write(path, apply, dim, chunk_rows, **extra)
+
     if store.path.is_dir():
         with atomic_directory(out) as staging:  # holds the lock; removes dead runs' staging
             _check_output(store, out, overwrite)  # again: another run may have finished
-            store.write(staging, apply, dim, chunk_rows, **extra)
+            write(staging)
         return given
     out.parent.mkdir(parents=True, exist_ok=True)
     with folder_lock(out):  # a second run on the same out fails at once (FolderLockedError)
         _remove_stale_partials(out)
         _check_output(store, out, overwrite)
-        _write_file_aside(store, out, apply, dim, chunk_rows, overwrite, extra)
+        _write_file_aside(out, write, overwrite)
     return given
 
 
@@ -345,20 +349,14 @@ def _remove_stale_partials(out: Path) -> None:
             candidate.unlink(missing_ok=True)
 
 
-def _write_file_aside(
-    store: VectorStore,
-    out: Path,
-    apply: Transform,
-    dim: int,
-    chunk_rows: int,
-    overwrite: bool,
-    extra: dict,
-) -> None:
+def _write_file_aside(out: Path, write: Callable[[Path], None], overwrite: bool) -> None:
+    """``write(path)`` a file beside ``out``, then give it the name ``out`` (over an existing
+    one only with ``overwrite``: `_link_new`); a failed write leaves nothing behind."""
     staging = out.with_name(
         f"{_partial_prefix(out)}{os.getpid()}-{secrets.token_hex(4)}{out.suffix}"
     )
     try:
-        store.write(staging, apply, dim, chunk_rows, **extra)
+        write(staging)
         fsync_file(staging)
         if overwrite:
             os.replace(staging, out)

@@ -38,12 +38,72 @@ from relrep_hf.models.anchor_set import AnchorSet
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from relrep_hf.utils.defaults import DEFAULT_ENCODE_BATCH_SIZE
 
-__all__ = ["RelativeProjection", "add_relative_projection", "projector_from_sentence_transformer"]
+__all__ = [
+    "ArtifactModule",
+    "RelativeProjection",
+    "add_relative_projection",
+    "projector_from_sentence_transformer",
+]
 
 # sentence-transformers' pooling modes that are exactly relrep_hf's poolings of the last layer
 
 
-class RelativeProjection(Module):
+class ArtifactModule(Module):
+    """A sentence-transformers module around one relrep_hf artifact: it reads the feature
+    ``module_input_name`` and writes ``module_output_name`` (the same feature unless another is
+    named) through `map_embeddings`, and loads from a saved model's folder or Hub repo with
+    sentence-transformers' ``load`` arguments. `RelativeProjection` and
+    `relrep_hf.migration.bridge.Bridge` are the two; each says how its artifact maps the
+    embeddings and how it is read back (`load_module`)."""
+
+    config_keys: list[str] = ["module_input_name", "module_output_name"]  # noqa: RUF012 (ST's API)
+
+    def __init__(
+        self, module_input_name: str = "sentence_embedding", module_output_name: str | None = None
+    ):
+        super().__init__()
+        self.module_input_name = module_input_name
+        self.module_output_name = module_output_name or module_input_name
+
+    def map_embeddings(self, embeddings: Tensor) -> Tensor:
+        """What this module writes for ``embeddings`` (the feature it reads)."""
+        raise NotImplementedError
+
+    def forward(self, features: dict[str, Tensor | Any], **kwargs: Any) -> dict[str, Tensor | Any]:
+        """Write ``features[module_output_name]`` from ``features[module_input_name]``."""
+        features[self.module_output_name] = self.map_embeddings(features[self.module_input_name])
+        return features
+
+    @classmethod
+    def load(
+        cls,
+        model_name_or_path: str,
+        subfolder: str = "",
+        token: bool | str | None = None,
+        cache_folder: str | None = None,
+        revision: str | None = None,
+        local_files_only: bool = False,
+        **kwargs: Any,
+    ) -> ArtifactModule:
+        """Load from a saved model folder or Hub repo (``subfolder`` is the module's folder)."""
+        hub_kwargs = {
+            "token": token,
+            "cache_folder": cache_folder,
+            "revision": revision,
+            "local_files_only": local_files_only,
+        }
+        return cls.load_module(model_name_or_path, subfolder, hub_kwargs)
+
+    @classmethod
+    def load_module(
+        cls, model_name_or_path: str, subfolder: str, hub_kwargs: dict[str, Any]
+    ) -> ArtifactModule:
+        """The module saved in ``subfolder`` of ``model_name_or_path`` (``hub_kwargs``: token,
+        cache_folder, revision, local_files_only, as sentence-transformers names them)."""
+        raise NotImplementedError
+
+
+class RelativeProjection(ArtifactModule):
     r"""Relative features of the sentence embedding, inside a `SentenceTransformer`.
 
     Args:
@@ -61,7 +121,6 @@ class RelativeProjection(Module):
     """
 
     config_file_name = "relative_projection.json"
-    config_keys: list[str] = ["module_input_name", "module_output_name"]  # noqa: RUF012 (ST's API)
 
     def __init__(
         self,
@@ -69,7 +128,7 @@ class RelativeProjection(Module):
         module_input_name: str = "sentence_embedding",
         module_output_name: str | None = None,
     ):
-        super().__init__()
+        super().__init__(module_input_name, module_output_name)
         if not isinstance(projector, RelativeProjector):
             raise ValueError(
                 f"Expected a RelativeProjector, got {type(projector).__name__}. Load one with "
@@ -77,13 +136,10 @@ class RelativeProjection(Module):
                 "projector_from_sentence_transformer(model, anchor_set, corpus)."
             )
         self.projector = projector.eval()
-        self.module_input_name = module_input_name
-        self.module_output_name = module_output_name or module_input_name
 
-    def forward(self, features: dict[str, Tensor | Any], **kwargs: Any) -> dict[str, Tensor | Any]:
-        """Write the relative features ``[B, m]`` of ``features[module_input_name] [B, d]``."""
-        features[self.module_output_name] = self.projector(features[self.module_input_name])
-        return features
+    def map_embeddings(self, embeddings: Tensor) -> Tensor:
+        """The relative features ``[B, m]`` of ``embeddings [B, d]``."""
+        return self.projector(embeddings)
 
     def get_embedding_dimension(self) -> int:
         """The number of anchors: the size of the relative features."""
@@ -99,23 +155,10 @@ class RelativeProjection(Module):
         self.save_config(output_path)
 
     @classmethod
-    def load(
-        cls,
-        model_name_or_path: str,
-        subfolder: str = "",
-        token: bool | str | None = None,
-        cache_folder: str | None = None,
-        revision: str | None = None,
-        local_files_only: bool = False,
-        **kwargs: Any,
+    def load_module(
+        cls, model_name_or_path: str, subfolder: str, hub_kwargs: dict[str, Any]
     ) -> RelativeProjection:
-        """Load from a saved model folder or Hub repo (``subfolder`` is the module's folder)."""
-        hub_kwargs = {
-            "token": token,
-            "cache_folder": cache_folder,
-            "revision": revision,
-            "local_files_only": local_files_only,
-        }
+        """Its config checked for unknown keys, then the projector of the same folder."""
         config = cls.load_config(model_name_or_path, subfolder=subfolder, **hub_kwargs)
         unknown = sorted(set(config) - set(cls.config_keys))
         if unknown:
@@ -125,13 +168,9 @@ class RelativeProjection(Module):
                 f"{unknown}; valid: {cls.config_keys}. It was written by another version: "
                 "upgrade relrep_hf."
             )
+        cache_dir = hub_kwargs.pop("cache_folder")  # transformers' name for it
         projector = RelativeProjector.from_pretrained(
-            model_name_or_path,
-            subfolder=subfolder,
-            token=token,
-            cache_dir=cache_folder,
-            revision=revision,
-            local_files_only=local_files_only,
+            model_name_or_path, subfolder=subfolder, cache_dir=cache_dir, **hub_kwargs
         )
         return cls(projector, **config)
 

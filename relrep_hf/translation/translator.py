@@ -20,47 +20,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from relrep_hf.functional.least_squares import (
-    AffineMap,
-    LeastSquaresOperator,
-    fit_affine,
-    fit_procrustes,
-    least_squares_operator,
-)
+from relrep_hf.functional.least_squares import AffineMap
 from relrep_hf.functional.metrics import accuracy, normalized_mse, retrieval_metrics
 from relrep_hf.functional.mixing import check_same_anchor_set
 from relrep_hf.functional.statistics import Statistics
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
-from relrep_hf.translation.inverse import (
-    INVERTIBLE_SIMILARITIES,
-    IllConditionedInversionWarning,
-    InversionWarning,
-    RelativeInverse,
-    UnderdeterminedInversionWarning,
-    invert,
-    relative_inverse,
-)
+from relrep_hf.translation.inverse import RelativeInverse, relative_inverse
 from relrep_hf.utils.validation import check_embeddings, check_same_device
 
-__all__ = [
-    "INVERTIBLE_SIMILARITIES",
-    "AffineMap",
-    "IllConditionedInversionWarning",
-    "InversionWarning",
-    "LatentTranslator",
-    "LeastSquaresOperator",
-    "RelativeInverse",
-    "UnderdeterminedInversionWarning",
-    "check_same_anchor_set",
-    "evaluate_translation",
-    "fit_affine",
-    "fit_procrustes",
-    "invert",
-    "least_squares_operator",
-    "relative_inverse",
-    "translate",
-    "translation_map",
-]
+__all__ = ["LatentTranslator", "evaluate_translation", "translate", "translation_map"]
 
 
 def translate(

@@ -7,16 +7,14 @@ import pytest
 import torch
 from torch import nn
 
+from relrep_hf.functional.least_squares import AffineMap, fit_affine
+from relrep_hf.functional.mixing import check_same_anchor_set
 from relrep_hf.functional.statistics import Statistics
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
+from relrep_hf.translation.inverse import InversionWarning, relative_inverse
 from relrep_hf.translation.translator import (
-    AffineMap,
-    InversionWarning,
     LatentTranslator,
-    check_same_anchor_set,
     evaluate_translation,
-    fit_affine,
-    relative_inverse,
     translate,
     translation_map,
 )
