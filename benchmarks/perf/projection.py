@@ -18,8 +18,26 @@ def _synchronized(function):
     return lambda: (function(), torch.cuda.synchronize())
 
 
+CALLS = 1000  # small batches: each timed run is this many calls (the per-call overhead shows)
+
+
+def _repeated(function, calls: int):
+    """``function`` called ``calls`` times in a row (one timed run)."""
+
+    def many():
+        for _ in range(calls):
+            function()
+
+    return many
+
+
 def run(quick: bool = False) -> list[dict]:
     n, d, m = (8192, 768, 300) if quick else (65536, 768, 300)
+    return _rows(n, d, m, 1) + _rows(8, d, m, CALLS // 10 if quick else CALLS)
+
+
+def _rows(n: int, d: int, m: int, calls: int) -> list[dict]:
+    """Both similarities on ``n`` rows, each timed run ``calls`` calls."""
     device = "cuda" if torch.cuda.is_available() else "cpu"
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(n, d, generator=generator).to(device)
@@ -38,10 +56,13 @@ def run(quick: bool = False) -> list[dict]:
                 bare = lambda w=weight: torch.nn.functional.normalize(x, dim=-1) @ w  # noqa: E731
                 baseline = "normalize + matmul"
             arms = {"bare": bare, "projector": lambda p=projector: p(x)}
-            times = interleaved_medians({k: _synchronized(f) for k, f in arms.items()})
+            arms = {k: _synchronized(_repeated(f, calls)) for k, f in arms.items()}
+            times = interleaved_medians(arms)
         results.append(
             row(
-                f"projector forward ({similarity}, N={n}, d={d}, m={m}, float32, {device})",
+                f"projector forward ({similarity}, N={n}, d={d}, m={m}, float32, {device}"
+                + (f", {calls} calls" if calls > 1 else "")
+                + ")",
                 baseline,
                 times["bare"],
                 times["projector"],

@@ -158,6 +158,8 @@ def relative_projection(
 
 def apply_prepared(embeddings: Tensor, weight: Tensor, bias: Tensor, *, similarity: str) -> Tensor:
     """Apply prepared anchors to ``embeddings [..., d]`` -> ``[..., m]``."""
+    if embeddings.ndim == 2:  # the common case, without the two reshapes
+        return get_similarity(similarity).apply(embeddings, weight, bias)
     rows = embeddings.reshape(-1, embeddings.shape[-1])  # (N, d)
     out = get_similarity(similarity).apply(rows, weight, bias)  # (N, m)
     return out.reshape(*embeddings.shape[:-1], weight.shape[-1])
