@@ -1,5 +1,6 @@
 """Test-wide settings: no telemetry, an isolated Hugging Face cache, deterministic threads."""
 
+import gc
 import os
 import tempfile
 
@@ -10,6 +11,17 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("HF_EVALUATE_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="relrep-hf-test-home-")
+
+
+def pytest_collection_finish(session):
+    """Freeze the objects alive after collection (the imported modules of torch, transformers,
+    datasets, ...: about half a million) out of the cyclic garbage collector. transformers'
+    Trainer runs ``gc.collect()`` at the start of every ``train()`` (accelerate's
+    ``free_memory``), and each full collection walked all of them: 0.83 s each, 80 of them in
+    the multilingual smoke run (113 s, 48 s frozen, measured). Objects created by the tests are
+    collected as before; the frozen ones are alive for the whole session anyway."""
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture

@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 
 os.environ["HF_EVALUATE_OFFLINE"] = (
-    "1"  # before evaluate is imported (by relrep_hf.functional.metrics)
+    "1"  # before evaluate is imported (by relrep_hf.functional.metric_modules)
 )
 
 import math
 import socket
+import subprocess
+import sys
 
 import evaluate
 import numpy as np
@@ -193,6 +195,20 @@ def test_weighted_f1_by_hand_with_strings_and_tensors() -> None:
 
 
 # --------------------------------------------------------------------- evaluate modules
+
+
+def test_the_pure_functions_import_neither_evaluate_nor_transformers() -> None:
+    """`evaluate` imports transformers' pipelines (seconds in every migration or training
+    process that computes a Recall@k): the evaluate modules are imported on first use."""
+    code = (
+        "import sys\n"
+        "from relrep_hf.functional.metrics import retrieval_metrics\n"
+        "print(sorted(m for m in ('evaluate', 'transformers', 'datasets') if m in sys.modules))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.strip() == "[]"
+    assert metrics.Retrieval.__module__ == "relrep_hf.functional.metric_modules"
 
 
 def test_load_names_and_errors() -> None:

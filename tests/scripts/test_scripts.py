@@ -44,8 +44,8 @@ def assert_figures(results):
         assert Path(path).is_file() and Path(path).stat().st_size > 1000, path
 
 
-def smoke(module, tmp_path, *extra):
-    return module.main(["--smoke", "--seeds", "0", "1", "--output-dir", str(tmp_path), *extra])
+def smoke(module, tmp_path, *extra, seeds=("0", "1")):
+    return module.main(["--smoke", "--seeds", *seeds, "--output-dir", str(tmp_path), *extra])
 
 
 @pytest.mark.slow
@@ -95,7 +95,9 @@ def test_vision_stitching_smoke(script, tmp_path):
 @pytest.mark.slow
 def test_multilingual_stitching_smoke(script, tmp_path):
     module = script("multilingual_stitching")
-    results = smoke(module, tmp_path)
+    # one seed: the seeds' mean ± std of the shared stitching experiment (scripts.common) is
+    # the vision smoke run's, over two seeds; each seed here trains 40 heads
+    results = smoke(module, tmp_path, seeds=("0",))
     stitching_table_checks(module, results, num_encoders=5)
     assert list(results["encoders"]) == ["de", "en", "es", "fr", "zh"]
     # non-parallel reviews per language, one shared parallel set

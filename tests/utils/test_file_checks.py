@@ -14,15 +14,12 @@ tracemalloc where that is missing). The number of cases run per target is printe
 from __future__ import annotations
 
 import contextlib
-import gc
 import json
 import math
-import re
 import shutil
 import struct
 import subprocess
 import sys
-import tracemalloc
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -36,8 +33,8 @@ from relrep_hf import AnchorSet, RelativeHeadConfig, RelativeProjector, Statisti
 from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
 from relrep_hf.publishing.cards import write_folder_card
 from relrep_hf.utils.manifest import write_manifest
+from tests.fixtures.memory_probe import MIB, RSS, run_measured
 
-MIB = 1024**2
 LIMIT = 50 * MIB
 CASES: Counter[str] = Counter()
 REJECTED: Counter[str] = Counter()
@@ -59,49 +56,8 @@ JSON_VALUES = st.recursive(
 
 
 # ---------------------------------------------------------------------------------------------
-# Memory
+# Memory (measured by tests/fixtures/memory_probe.py)
 # ---------------------------------------------------------------------------------------------
-
-_CLEAR_REFS = Path("/proc/self/clear_refs")
-
-
-def _status(key: str) -> int:
-    found = re.search(rf"^{key}:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.M)
-    return int(found.group(1)) * 1024
-
-
-def _can_reset_peak() -> bool:
-    try:
-        _CLEAR_REFS.write_text("5")
-        return True
-    except OSError:
-        return False
-
-
-RSS = _can_reset_peak()
-
-
-def run_measured(load: Callable[[], object]) -> tuple[BaseException | None, int]:
-    """The error ``load()`` raised (or None) and the peak memory above the baseline."""
-    error = None
-    gc.collect()  # garbage of earlier tests freed during the load would hide what it allocates
-    if RSS:
-        _CLEAR_REFS.write_text("5")  # the high-water mark restarts from the current RSS
-        baseline = _status("VmRSS")
-        try:
-            load()
-        except Exception as raised:  # every exception is inspected by the caller
-            error = raised
-        return error, _status("VmHWM") - baseline
-    tracemalloc.start()
-    try:
-        load()
-    except Exception as raised:
-        error = raised
-    finally:
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-    return error, peak
 
 
 def check_clean(target: str, load: Callable[[], object], files: tuple[str, ...]) -> None:
@@ -366,10 +322,11 @@ def test_model_card_case_counts():
 
 def test_the_memory_probe_sees_a_large_allocation():
     """The measurement can fail: 200 MiB allocated inside the load shows up. Probed in a fresh
-    interpreter: after the whole suite, this process's allocator state hid it (0 MiB, twice)."""
+    interpreter: after the whole suite, this process's allocator state hid it (0 MiB, twice).
+    The probe imports torch and the measurement alone (importing this module too took 33 s)."""
     probe = (
         "import torch\n"
-        "from tests.utils.test_file_checks import MIB, run_measured\n"
+        "from tests.fixtures.memory_probe import MIB, run_measured\n"
         "error, peak = run_measured(lambda: torch.ones(200 * MIB // 4).sum())\n"
         "print(error is None, peak)\n"
     )

@@ -1,8 +1,9 @@
 """Silent corruption becomes a clear error: the manifest of sha256 digests, checked on load.
 
 The bit-flip test flips one byte in every region of every file of a small projector, head and
-anchor set in turn (every byte of the weights and configs, one byte per 32-byte region of the
-larger files) and checks that each load is refused with an error naming the flipped file. The
+anchor set in turn (every byte of the weights, configs and manifest, which the loader parses; one
+byte per 32-byte region of the larger files and of the card and remote code, which it only
+hashes) and checks that each load is refused with an error naming the flipped file. The
 Hub test pushes to the local Hub server and corrupts the downloaded snapshot.
 """
 
@@ -27,6 +28,10 @@ from tests.fixtures.hub_server import LocalHub, hub_env
 REPO = Path(__file__).resolve().parents[2]
 EVERY_BYTE = 2048  # files up to this size get every byte flipped; larger ones one per region
 REGION = 32
+# read by nothing but the digest check, which catches a flip anywhere in a file alike: one flip
+# per region (every byte of the head's card and the projector's configuration code took 3400 of
+# the 8300 loads, 40 % of this test)
+HASHED_ONLY = (".md", ".py")
 
 
 def small_projector() -> RelativeProjector:
@@ -50,8 +55,9 @@ ARTIFACTS = {
 }
 
 
-def offsets(size: int) -> range:
-    return range(size) if size <= EVERY_BYTE else range(0, size, REGION)
+def offsets(path: Path, size: int) -> range:
+    every_byte = size <= EVERY_BYTE and path.suffix not in HASHED_ONLY
+    return range(size) if every_byte else range(0, size, REGION)
 
 
 @pytest.mark.parametrize("kind", ARTIFACTS)
@@ -65,7 +71,7 @@ def test_every_flipped_byte_region_is_rejected_naming_the_file(kind, tmp_path):
     flips = 0
     for path in files:
         original = path.read_bytes()
-        for offset in offsets(len(original)):
+        for offset in offsets(path, len(original)):
             damaged = bytearray(original)
             damaged[offset] ^= 0xFF
             path.write_bytes(bytes(damaged))
