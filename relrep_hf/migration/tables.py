@@ -7,7 +7,7 @@ every other column (and a FAISS index's ids) is carried over as it was
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -123,14 +123,22 @@ class _ArrowStore(VectorStore):
     schema: pa.Schema
     column: str
 
-    def _setup(self, schema: pa.Schema, column: str | None, first: pa.RecordBatch | None) -> None:
+    def _setup(
+        self,
+        schema: pa.Schema,
+        column: str | None,
+        first: Callable[[], pa.RecordBatch | None] | None,
+    ) -> None:
+        """``first()``: the first rows, read only for variable-length lists (a parquet file's
+        first batch decodes a whole row group; a fixed-size list's type gives the dimension)."""
         self.schema = schema
         self.column = _pick_column(schema.names, column, self.path)
         self.dtype, dim = _vector_type(schema.field(self.column), self.path)
         if dim is None:  # variable-length lists: the first row says
+            batch = first() if first is not None else None
             dim = (
-                _matrix(first.column(self.column), self.path, self.column).shape[1]
-                if first is not None and first.num_rows
+                _matrix(batch.column(self.column), self.path, self.column).shape[1]
+                if batch is not None and batch.num_rows
                 else 0
             )
         self.dim = dim
@@ -202,8 +210,7 @@ class ParquetStore(_ArrowStore):
                 f"{str(path)!r}: not a readable parquet file ({error})."
             ) from None
         self.rows = self.file.metadata.num_rows
-        first = next(self.file.iter_batches(batch_size=1), None)
-        self._setup(self.file.schema_arrow, column, first)
+        self._setup(self.file.schema_arrow, column, lambda: next(self.file.iter_batches(1), None))
 
     def batches(self, chunk_rows: int) -> Iterator[pa.RecordBatch]:
         return self.file.iter_batches(batch_size=chunk_rows)
@@ -229,7 +236,7 @@ class DatasetsStore(_ArrowStore):
         self.dataset = _load_dataset(path)
         self.rows = len(self.dataset)
         table = self.dataset.with_format("arrow")
-        self._setup(table.data.schema, column, table[:1].to_batches()[0] if self.rows else None)
+        self._setup(table.data.schema, column, lambda: next(iter(table[:1].to_batches()), None))
 
     def batches(self, chunk_rows: int) -> Iterator[pa.RecordBatch]:
         for start in range(0, self.rows, chunk_rows):
