@@ -1,13 +1,13 @@
 """Vector stores with other columns beside the vectors: parquet files, datasets folders, FAISS
 flat indexes (with their ids); LanceDB tables in `relrep_hf.migration.lance_tables`. Each is
-read and rewritten in record batches of ``chunk_rows`` rows; only the vector column changes,
-every other column (and a FAISS index's ids) is carried over as it was
-(`relrep_hf.migration.stores`)."""
+read and rewritten in batches of ``chunk_rows`` rows; only the vector column changes, every
+other column (and a FAISS index's ids) is carried over (`relrep_hf.migration.stores`)."""
 
 from __future__ import annotations
 
+import functools
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -123,14 +123,16 @@ class _ArrowStore(VectorStore):
     schema: pa.Schema
     column: str
 
-    def _setup(self, schema: pa.Schema, column: str | None, first: pa.RecordBatch | None) -> None:
+    def _setup(self, schema: pa.Schema, column: str | None, first: Callable | None) -> None:
+        """``first()``: the first rows, read only for variable-length lists (parquet: a row group)."""
         self.schema = schema
         self.column = _pick_column(schema.names, column, self.path)
         self.dtype, dim = _vector_type(schema.field(self.column), self.path)
         if dim is None:  # variable-length lists: the first row says
+            batch = first() if first is not None else None
             dim = (
-                _matrix(first.column(self.column), self.path, self.column).shape[1]
-                if first is not None and first.num_rows
+                _matrix(batch.column(self.column), self.path, self.column).shape[1]
+                if batch is not None and batch.num_rows
                 else 0
             )
         self.dim = dim
@@ -196,14 +198,14 @@ class ParquetStore(_ArrowStore):
 
         self.path = path
         try:
-            self.file = pq.ParquetFile(path)
+            # pages streamed through a buffer, not a column chunk at once: half the peak memory
+            self.file = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
         except (pa.ArrowException, OSError) as error:
             raise VectorStoreError(
                 f"{str(path)!r}: not a readable parquet file ({error})."
             ) from None
         self.rows = self.file.metadata.num_rows
-        first = next(self.file.iter_batches(batch_size=1), None)
-        self._setup(self.file.schema_arrow, column, first)
+        self._setup(self.file.schema_arrow, column, lambda: next(self.file.iter_batches(1), None))
 
     def batches(self, chunk_rows: int) -> Iterator[pa.RecordBatch]:
         return self.file.iter_batches(batch_size=chunk_rows)
@@ -229,7 +231,7 @@ class DatasetsStore(_ArrowStore):
         self.dataset = _load_dataset(path)
         self.rows = len(self.dataset)
         table = self.dataset.with_format("arrow")
-        self._setup(table.data.schema, column, table[:1].to_batches()[0] if self.rows else None)
+        self._setup(table.data.schema, column, lambda: next(iter(table[:1].to_batches()), None))
 
     def batches(self, chunk_rows: int) -> Iterator[pa.RecordBatch]:
         for start in range(0, self.rows, chunk_rows):
@@ -318,8 +320,8 @@ def _load_dataset(path: Path):
 
 class FaissStore(VectorStore):
     """A flat FAISS index (``IndexFlatL2``/``IndexFlatIP``, optionally inside an ``IndexIDMap``
-    or ``IndexIDMap2``, whose ids are carried over). FAISS holds a flat index in memory, so the
-    old and the new index both do during a rewrite."""
+    or ``IndexIDMap2``, whose ids are carried over). The old index's codes are memory-mapped;
+    FAISS builds the new index in memory."""
 
     kind = "faiss"
     output_dtypes = (np.dtype(np.float32),)  # a flat index holds float32
@@ -329,7 +331,8 @@ class FaissStore(VectorStore):
 
         self.path = path
         try:
-            self.owner = index = faiss.read_index(str(path))  # already downcast; owns the rest
+            # codes memory-mapped: an open (an overwritten output's check too) reads header, ids
+            self.owner = index = faiss.read_index(str(path), faiss.IO_FLAG_MMAP_IFC)
         except RuntimeError as error:
             raise VectorStoreError(
                 f"{str(path)!r}: not a readable FAISS index ({str(error).splitlines()[0]})."
@@ -354,17 +357,22 @@ class FaissStore(VectorStore):
             )
         self.index, self.metric = index, index.metric_type
         self.rows, self.dim, self.dtype = index.ntotal, index.d, np.dtype(np.float32)
-        self.vectors = faiss.rev_swig_ptr(index.get_xb(), self.rows * self.dim).reshape(
-            self.rows, self.dim
-        )
-        self.normalised = (
+        codes = faiss.rev_swig_ptr(index.get_xb(), self.rows * self.dim)
+        self.vectors = codes.reshape(self.rows, self.dim)
+
+    @functools.cached_property
+    def normalised(self) -> bool:
+        """An inner-product index of unit rows (cosine); a pass over every row, by a rewrite."""
+        import faiss
+
+        return (
             self.rows > 0
             and self.metric == faiss.METRIC_INNER_PRODUCT
             and all(
                 bool(np.abs(np.linalg.norm(chunk.astype(np.float64), axis=1) - 1.0).max() < 1e-3)
                 for chunk in self.chunks()
             )
-        )  # every row a unit vector: a cosine index (one longer row: not one)
+        )
 
     def chunks(self, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[np.ndarray]:
         for start in range(0, self.rows, chunk_rows):
