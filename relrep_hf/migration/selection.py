@@ -190,7 +190,8 @@ def select_migration_map(
     direction: Direction = "corpus",
     criterion: Criterion = "both",
 ) -> MigrationSelection:
-    """Fit every candidate on the paired rows and choose one by cross-validation.
+    """Fit every candidate on the paired rows and choose one by cross-validation: a candidate
+    or, where it scores better out of fold, the best convex blend of two (``"blend"``).
 
     Args:
         old: ``[n, d_s]`` the rows embedded by the old encoder.
