@@ -719,6 +719,8 @@ BAD_INPUTS = [
     # wrapper inputs
     BadInput("empty input list", "`RelativeWrapper.encode`",
              lambda s: s.wrapper().encode([])),
+    BadInput("an empty string among the texts (no tokens)", "`RelativeWrapper.encode`",
+             lambda s: s.wrapper().encode(["a b", "b", ""])),
     BadInput("a single string instead of a list", "`RelativeWrapper.encode`",
              lambda s: s.wrapper().encode("a b")),
     # training runs

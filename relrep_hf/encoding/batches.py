@@ -1,17 +1,20 @@
 """Batches: tokenizing at the model's input limit, and the one encoding loop `encode_in_order`.
 
-`encode_in_order` (run by `RelativeWrapper.encode` and `extract_embeddings`) tokenizes the texts
-once at the model's real input limit, sorts them by token length, pads each batch (NumPy), runs
-a forward under ``torch.inference_mode()`` in eval mode, and puts every row back at its input's
-position in one indexed copy at the end. On a GPU no step waits for the device: inputs go from
-pinned memory, outputs stay there (or go to pinned memory), so tokenizing and padding the next
-batch overlaps the forward of this one (#38).
+`encode_in_order` (run by `RelativeWrapper.encode` and `extract_embeddings`) sorts the texts by
+length in characters (as sentence-transformers does: nothing is tokenized up front), tokenizes
+and pads each batch at the model's real input limit (NumPy), runs a forward under
+``torch.inference_mode()`` in eval mode, and puts every row back at its input's position in one
+indexed copy at the end. On a GPU the next batch is tokenized in a thread while the device runs
+this one; inputs go from pinned memory and outputs stay on the device (or go to pinned memory).
+Tokenizing a whole window first cost an H200 as much time as the window's BERT-base forwards
+(#38).
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from itertools import chain
 from typing import Any
@@ -165,12 +168,10 @@ def encode_in_order(
         _eval_mode(encoder, *eval_modules),
         masks_checked_on_host(),
     ):
-        # No step of this loop waits for the device: inputs go from pinned memory, outputs stay
-        # on the device (or go to pinned memory), so the next batch is tokenized while the
-        # device runs this one.
-        for start in range(0, len(order), batch_size):
-            positions = order[start : start + batch_size]
-            batch = {key: _to_model(v, device, dtype) for key, v in batch_of(positions).items()}
+        for start, positions, batch in _prefetched(
+            batch_of, order, batch_size, device.type != "cpu"
+        ):
+            batch = {key: _to_model(v, device, dtype) for key, v in batch.items()}
             outputs.write(start, forward(batch))
             progress.update(len(positions))
         results = outputs.in_input_order()
@@ -186,10 +187,10 @@ def _batches(
     modality: InputModality,
     max_length: int | None,
 ) -> tuple[list[int], Callable[[list[int]], Mapping[str, Any]], list[int], int | None]:
-    """The order to encode ``items`` in (texts: longest first, so that a batch that does not
-    fit in memory fails at once, not at the end), the batch of given positions, the truncated
-    items and the truncation length decided. Texts are tokenized once, here, and padded per
-    batch."""
+    """The order to encode ``items`` in (texts: longest in characters first, so that a batch
+    that does not fit in memory fails early, not at the end), the batch of given positions, the
+    truncated items (filled in as batches are made) and the truncation length decided. Texts
+    are tokenized and padded per batch, when it is made."""
     if modality != "text":
         return (
             list(range(len(items))),
@@ -207,21 +208,54 @@ def _batches(
         )
     if max_length is None:
         max_length = max_input_length(preprocessor, encoder)
-    encoded, lengths, truncated = _tokenize_rows(preprocessor, items, max_length)
-    empty = [i for i, n in enumerate(lengths) if n == 0]
-    if empty:
-        raise ValueError(
-            f"Inputs {empty[:5]} tokenize to no tokens at all (empty strings?), so there is "
-            f"nothing to pool. Drop them before encoding."
-        )
-    order = sorted(range(len(items)), key=lambda i: -lengths[i])
+    empty = [i for i, text in enumerate(items) if not text]
+    if empty and not _tokenize_rows(preprocessor, [""], max_length)[1][0]:
+        _check_tokens(empty)  # at once, not after the longer texts
+    order = sorted(range(len(items)), key=lambda i: -len(items[i]))
+    truncated: list[int] = []
 
     def batch_of(positions: list[int]) -> BatchEncoding:
-        return _pad(
-            preprocessor, {key: [rows[i] for i in positions] for key, rows in encoded.items()}
+        encoded, lengths, cut = _tokenize_rows(
+            preprocessor, [items[i] for i in positions], max_length
         )
+        _check_tokens([positions[j] for j, n in enumerate(lengths) if n == 0])
+        truncated.extend(positions[j] for j in cut)
+        return _pad(preprocessor, encoded)
 
     return order, batch_of, truncated, max_length
+
+
+def _check_tokens(empty: list[int]) -> None:
+    """Refuse inputs that tokenize to no tokens: there is nothing to pool."""
+    if empty:
+        raise ValueError(
+            f"Inputs {sorted(empty)[:5]} tokenize to no tokens at all (empty strings?), so there "
+            f"is nothing to pool. Drop them before encoding."
+        )
+
+
+def _prefetched(
+    batch_of: Callable[[list[int]], Mapping[str, Any]],
+    order: list[int],
+    batch_size: int,
+    threaded: bool,
+) -> Iterator[tuple[int, list[int], Mapping[str, Any]]]:
+    """``(start, positions, batch)`` in ``order``; ``threaded`` (on an accelerator) makes the
+    next batch in a thread while the device runs this one (on the CPU the forward wants every
+    core)."""
+    starts = range(0, len(order), batch_size)
+    if not threaded:
+        for start in starts:
+            positions = order[start : start + batch_size]
+            yield start, positions, batch_of(positions)
+        return
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="relrep-tokenize") as pool:
+        pending = pool.submit(batch_of, order[:batch_size])
+        for start in starts:
+            batch = pending.result()
+            if start + batch_size < len(order):
+                pending = pool.submit(batch_of, order[start + batch_size : start + 2 * batch_size])
+            yield start, order[start : start + batch_size], batch
 
 
 class _Outputs:

@@ -8,6 +8,7 @@ reads (text or images), where its inputs go and whether it is a causal decoder.
 from __future__ import annotations
 
 import inspect
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -71,7 +72,7 @@ def layer_hidden_states(
             raise ValueError(f"Expected layer to be an int (e.g. -1 for the last), got {layer!r}.")
     modality = _modality(inputs)
     module = base_model_for_hidden_states(model, modality)
-    accepted, takes_kwargs = _forward_parameters(module)
+    accepted, takes_kwargs, causal = _forward_facts(module)
     kwargs = {name: value for name, value in inputs.items() if name in accepted}
     if not kwargs:
         raise ValueError(
@@ -88,7 +89,7 @@ def layer_hidden_states(
         and "position_ids" not in kwargs
         and isinstance(mask, Tensor)
         and mask.dim() == 2
-        and is_causal_decoder(module)  # before the check below, which waits for a GPU
+        and causal  # before the check below, which waits for a GPU
     ):
         position_ids = _position_ids_from_mask(mask)
         default = torch.arange(mask.shape[1], device=mask.device).expand_as(mask)
@@ -180,6 +181,24 @@ def _text_config(config: PreTrainedConfig) -> PreTrainedConfig:
         return config.get_text_config(decoder=True)
     except (AttributeError, ValueError):
         return config
+
+
+# Per module, read once: a forward's signature (through transformers' decorators) and a walk of
+# every submodule cost ~0.5 ms a batch, as much as a small model's forward on a GPU (#38).
+_FORWARD_FACTS: weakref.WeakKeyDictionary[nn.Module, tuple[Any, frozenset[str], bool, bool]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _forward_facts(module: nn.Module) -> tuple[frozenset[str], bool, bool]:
+    """`_forward_parameters` of ``module`` and whether it `is_causal_decoder`, cached per module
+    (weakly: a model freed is dropped) and per forward (a forward replaced is read again)."""
+    forward = getattr(module.forward, "__func__", module.forward)
+    cached = _FORWARD_FACTS.get(module)
+    if cached is None or cached[0] is not forward:
+        cached = (forward, *_forward_parameters(module), is_causal_decoder(module))
+        _FORWARD_FACTS[module] = cached
+    return cached[1], cached[2], cached[3]
 
 
 def _forward_parameters(module: nn.Module) -> tuple[frozenset[str], bool]:

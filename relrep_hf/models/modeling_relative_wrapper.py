@@ -239,8 +239,8 @@ class RelativeWrapper(nn.Module):
     ) -> Tensor | Any:
         """Relative features of a list of texts (or PIL images), rows in input order.
 
-        Texts are sorted by token length and batched so that padding is not wasted; the outputs
-        are put back in input order, so they do not depend on ``batch_size``. Texts longer than
+        Texts are sorted by length (characters, as sentence-transformers does) and batched so
+        that padding is not wasted; the outputs are put back in input order. Texts longer than
         the model's input limit (the tokenizer's ``model_max_length`` capped by the positions
         the model has; never the config's generation ``max_length``) are truncated, with one
         warning. Runs under ``torch.inference_mode()`` with the model in eval mode.

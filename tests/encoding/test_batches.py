@@ -5,12 +5,14 @@ pads them, rows put back in input order on every device (CPU here, CUDA where a 
 from __future__ import annotations
 
 import copy
+import threading
 
 import pytest
 import torch
 from transformers import AutoTokenizer, BertConfig, BertModel
 
 from relrep_hf.encoding import encode_in_order, pool, pool_model_output, tokenize
+from relrep_hf.encoding.batches import _prefetched
 from relrep_hf.encoding.pooling import masks_checked_on_host
 
 TEXTS = [
@@ -82,3 +84,25 @@ def test_pool_checks_masks_on_the_cpu_inside_the_loop_and_on_any_device_outside(
         pytest.raises(ValueError, match=r"Rows \[1\] of attention_mask have no real token"),
     ):
         pool(states.cpu(), mask.cpu(), "mean")
+
+
+def test_prefetched_batches_are_made_in_a_thread_in_order_and_errors_reach_the_caller():
+    order = [4, 2, 0, 3, 1]
+    made = []
+
+    def batch_of(positions):
+        made.append(threading.current_thread().name)
+        if 1 in positions:
+            raise ValueError("Inputs [1] tokenize to no tokens at all")
+        return {"rows": torch.tensor(positions)}
+
+    steps = []
+    with pytest.raises(ValueError, match=r"Inputs \[1\]"):
+        for start, positions, batch in _prefetched(batch_of, order, 2, threaded=True):
+            assert batch["rows"].tolist() == positions == order[start : start + 2]
+            steps.append(start)
+    assert steps == [0, 2]  # the failing last batch raised where it was consumed
+    assert all(name.startswith("relrep-tokenize") for name in made)
+    serial = [(s, p) for s, p, _ in _prefetched(batch_of, order[:4], 2, threaded=False)]
+    assert serial == [(0, [4, 2]), (2, [0, 3])]
+    assert made[-1] == threading.current_thread().name
