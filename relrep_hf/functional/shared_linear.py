@@ -91,39 +91,6 @@ def normalize_features(features: Tensor, normalization: Normalization) -> Tensor
     )
 
 
-def feature_gram(
-    embeddings: Tensor,
-    support_embeddings: Tensor,
-    statistics: Statistics,
-    *,
-    shrinkage: float = DEFAULT_SHRINKAGE,
-    eps: float = DEFAULT_EPS,
-    normalization: Normalization = "none",
-) -> Tensor:
-    """``R.T @ R`` ([K, K], float64) of one encoder's normalised full-support features.
-
-    When ``statistics`` are those of ``embeddings`` and no row normalisation is asked for,
-    ``R.T @ R = S (L scatter L) S.T`` with ``S`` the whitened support: ``O(K^2 d)`` instead of
-    ``O(N K^2)``, and the rows never need to be held as ``[N, K]`` features.
-    """
-    if normalization == "row" or statistics.count != len(embeddings):
-        r = normalize_features(
-            full_support_features(
-                embeddings, support_embeddings, statistics, shrinkage=shrinkage, eps=eps
-            ),
-            normalization,
-        )
-        check_finite_features(r)
-        return r.T @ r
-    whitening, s = whitened_support(embeddings, support_embeddings, statistics, shrinkage, eps)
-    gram = s @ (whitening @ statistics.scatter @ whitening) @ s.T
-    if normalization == "encoder":  # ||R||_F^2 / (N K) is the mean square entry
-        gram = gram / (gram.trace() / (statistics.count * gram.shape[0])).clamp_min(1e-300)
-    elif normalization != "none":
-        normalize_features(gram, normalization)  # raises, naming the valid ones
-    return (gram + gram.T) / 2
-
-
 def feature_factor(
     embeddings: Tensor,
     support_embeddings: Tensor,
@@ -138,11 +105,14 @@ def feature_factor(
     ``R.T @ R = S (L G L) S.T`` with ``S`` the whitened support and ``G`` the scatter of the
     rows about the statistics' mean (the statistics may come from other rows), so ``F = S (L G L)^(1/2)``: the closed form is then one SVD
     of the encoders' factors side by side (``[K, sum d_i]``), whatever K, never a ``[K, K]``
-    eigenproblem. Row normalisation has no such factor (use `feature_gram`).
+    eigenproblem. Row normalisation has no such factor (use `shared_linear_map` on the
+    features).
     """
     if normalization not in ("none", "encoder"):
         normalize_features(embeddings[:0], normalization)  # raises for unknown names
-        raise ValueError("Row normalisation has no d-column factor: use feature_gram.")
+        raise ValueError(
+            "Row normalisation has no d-column factor: use shared_linear_map on the features."
+        )
     whitening, s = whitened_support(embeddings, support_embeddings, statistics, shrinkage, eps)
     centred = embeddings.to(torch.float64) - statistics.mean  # O(N d^2): any statistics
     inner = whitening @ (centred.T @ centred) @ whitening
@@ -194,12 +164,15 @@ def shared_linear_map(
 
     ``features`` holds each training encoder's full-support features ``R_i [N_i, K]``.
     """
-    grams = []
-    for r in features:
-        r = normalize_features(r.to(torch.float64), normalization)
-        check_finite_features(r)
-        grams.append(r.T @ r)
+    grams = [features_gram(r, normalization) for r in features]
     return top_eigenvectors(grams, num_anchors, rank_tolerance=rank_tolerance)
+
+
+def features_gram(features: Tensor, normalization: Normalization) -> Tensor:
+    """``R.T @ R`` ([K, K], float64) of one encoder's ``[N, K]`` features once normalised."""
+    r = normalize_features(features.to(torch.float64), normalization)
+    check_finite_features(r)
+    return r.T @ r
 
 
 def top_singular_vectors(
@@ -370,18 +343,18 @@ def fit_shared_linear(
             for n in names
         ]
     else:
-        make = feature_gram if normalization == "row" else feature_factor
-        parts = [
-            make(
-                fit_spaces[name],
-                support_spaces[name],
-                Statistics.from_embeddings(fit_spaces[name]),
-                shrinkage=shrinkage,
-                eps=eps,
-                normalization=normalization,
-            )
-            for name in names
-        ]
+        parts = []
+        for n in names:
+            spaces = (fit_spaces[n], support_spaces[n], Statistics.from_embeddings(fit_spaces[n]))
+            if normalization == "row":  # no d-column factor: the [K, K] Gram matrices
+                features = full_support_features(*spaces, shrinkage=shrinkage, eps=eps)
+                parts.append(features_gram(features, "row"))
+            else:
+                parts.append(
+                    feature_factor(
+                        *spaces, shrinkage=shrinkage, eps=eps, normalization=normalization
+                    )
+                )
     if normalization == "row":
         u, eigenvalues = top_eigenvectors(parts, num_anchors, cap=True)
         total_energy = float(sum(g.trace() for g in parts))

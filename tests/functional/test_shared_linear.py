@@ -17,7 +17,6 @@ from relrep_hf import AnchorSet, ParamTrainer, ParamTrainingArguments, RelativeP
 from relrep_hf.functional.metrics import retrieval_metrics
 from relrep_hf.functional.shared_linear import (
     feature_factor,
-    feature_gram,
     full_support_features,
     normalize_features,
     shared_linear_map,
@@ -332,15 +331,6 @@ def test_fingerprint_tells_local_anchor_sets_apart(spaces):
         check_head_matches_projector(head.config, projector_b.config)
 
 
-@pytest.mark.parametrize("normalization", ["none", "encoder", "row"])
-def test_feature_gram_shortcut_equals_the_features_gram(spaces, normalization):
-    x = spaces["e1"][:600]
-    stats = Statistics.from_embeddings(x)
-    r = normalize_features(full_support_features(x, x[SUPPORT_ROWS], stats), normalization)
-    gram = feature_gram(x, x[SUPPORT_ROWS], stats, normalization=normalization)
-    torch.testing.assert_close(gram, r.T @ r, rtol=1e-9, atol=1e-9 * gram.abs().max().item())
-
-
 @pytest.mark.parametrize("normalization", ["none", "encoder"])
 @pytest.mark.parametrize("own_statistics", [True, False])
 def test_feature_factor_is_a_square_root_of_the_features_gram(
@@ -355,7 +345,7 @@ def test_feature_factor_is_a_square_root_of_the_features_gram(
     assert factor.shape == (K, 12)
     gram = r.T @ r
     torch.testing.assert_close(factor @ factor.T, gram, rtol=1e-8, atol=1e-8 * gram.abs().max())
-    with pytest.raises(ValueError, match="use feature_gram"):
+    with pytest.raises(ValueError, match="use shared_linear_map"):
         feature_factor(x, x[SUPPORT_ROWS], stats, normalization="row")
 
 
