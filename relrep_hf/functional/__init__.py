@@ -71,6 +71,7 @@ if TYPE_CHECKING:
         get_similarity,
         register_similarity,
         relative_projection,
+        unregister_similarity,
     )
     from relrep_hf.functional.statistics import (
         Statistics,
@@ -96,6 +97,7 @@ _LAZY = {
     "Similarity": "relrep_hf.functional.similarities",
     "get_similarity": "relrep_hf.functional.similarities",
     "register_similarity": "relrep_hf.functional.similarities",
+    "unregister_similarity": "relrep_hf.functional.similarities",
     "relative_projection": "relrep_hf.functional.similarities",
     "farthest_point_mixture": "relrep_hf.functional.anchor_strategies",
     "kmeans_mixture": "relrep_hf.functional.anchor_strategies",
@@ -188,6 +190,7 @@ __all__ = [
     "summarize_seeds",
     "supported_rank",
     "top_k_neighbours",
+    "unregister_similarity",
     "weighted_f1",
     "whiten",
     "whitening_matrix",

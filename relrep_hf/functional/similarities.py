@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from relrep_hf.utils.registry import Registry
 from relrep_hf.utils.validation import as_embeddings, check_embeddings, check_same_device
 
 SimilarityName = Literal["wip", "cosine", "inner", "euclidean", "l1", "linf"]
@@ -73,15 +74,19 @@ def _distance_apply(p: float) -> Apply:
     return apply
 
 
-SIMILARITIES: dict[str, Similarity] = {}
+# name -> similarity, the registry shape of every extension point (`relrep_hf.utils.registry`)
+SIMILARITIES: Registry[Similarity] = Registry("similarity")
 
 
 def register_similarity(similarity: Similarity) -> Similarity:
-    """Add a similarity to the registry; a name can be registered once."""
-    if similarity.name in SIMILARITIES:
-        raise ValueError(f"A similarity named {similarity.name!r} is already registered.")
-    SIMILARITIES[similarity.name] = similarity
-    return similarity
+    """Add ``similarity``: projectors, anchor sets and the CLI's ``--similarity`` then take its
+    name. A ValueError if the name is taken."""
+    return SIMILARITIES.register(similarity)
+
+
+def unregister_similarity(name: str) -> Similarity:
+    """Take similarity ``name`` out (a ValueError if it is not registered)."""
+    return SIMILARITIES.unregister(name)
 
 
 register_similarity(Similarity("wip", _wip_prepare, _affine_apply, True, True))

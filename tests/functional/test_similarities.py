@@ -14,6 +14,7 @@ from relrep_hf.functional.similarities import (
     linf,
     register_similarity,
     relative_projection,
+    unregister_similarity,
     wip,
 )
 from relrep_hf.functional.statistics import Statistics, whitening_matrix
@@ -72,8 +73,31 @@ def test_wip_without_statistics_is_an_error():
 
 
 def test_duplicate_registration_is_an_error():
-    with pytest.raises(ValueError, match="already registered"):
+    with pytest.raises(ValueError, match="similarity 'cosine' is registered already"):
         register_similarity(Similarity("cosine", *SIMILARITIES["cosine"][1:]))
+
+
+def test_a_registered_toy_similarity_projects_through_a_projector_and_unregisters():
+    from relrep_hf import RelativeProjector
+
+    def negative_squared_distance(x, weight, bias):  # -||x - a||^2, anchors as weight's columns
+        return -torch.cdist(x, weight.T.contiguous()).square()
+
+    toy = Similarity("toy_neg_sq", SIMILARITIES["euclidean"].prepare, negative_squared_distance,
+                     needs_statistics=False, affine=False)  # fmt: skip
+    register_similarity(toy)
+    try:
+        x, anchors = torch.randn(5, D, dtype=torch.float64), torch.randn(M, D, dtype=torch.float64)
+        expected = -torch.cdist(x, anchors).square()
+        got = relative_projection(x, anchors, similarity="toy_neg_sq")
+        torch.testing.assert_close(got, expected)
+        stats = Statistics.from_embeddings(torch.randn(200, D, dtype=torch.float64))
+        projector = RelativeProjector.from_statistics(anchors, stats, similarity="toy_neg_sq")
+        torch.testing.assert_close(projector(x.float()), expected.float(), rtol=1e-4, atol=1e-4)
+    finally:
+        assert unregister_similarity("toy_neg_sq") is toy
+    with pytest.raises(ValueError, match="Invalid similarity 'toy_neg_sq'"):
+        relative_projection(x, anchors, similarity="toy_neg_sq")
 
 
 # ---- invariance table -----------------------------------------------------------------------
