@@ -26,6 +26,11 @@ __all__ = ["SqliteVecStore", "connect"]
 
 BUSY_SECONDS = 2.0
 VECTOR_NAMES = ("embedding", "embeddings", "vector", "vectors")
+# The migration's page cache, at least (SQLite's default is 2 MiB): a vec0 insert rewrites its
+# row's slot of a chunk's vector BLOB (1,024 rows: 3 MiB at 768-d), walking the BLOB's overflow
+# pages; a cache smaller than the chunks read and written reads them back from the file on every
+# row. Pages are allocated as the transaction touches them, so a small table takes little.
+CACHE_BYTES = 64 * 2**20
 
 
 def connect(path: str | Path, *, timeout: float = BUSY_SECONDS):
@@ -145,6 +150,7 @@ class SqliteVecStore(db.DatabaseStore):
         """One transaction: the old table kept as a backup copy, the new one written under the
         output's name (see the module)."""
         name, _ = db.output_name(self, out, overwrite, self._exists)
+        self.connection.execute(f"PRAGMA cache_size = -{self._cache_bytes(dim) // 1024}")
         try:
             self.connection.execute("BEGIN IMMEDIATE")
         except Exception as error:  # sqlite3/sqlean OperationalError: database is locked
@@ -159,6 +165,13 @@ class SqliteVecStore(db.DatabaseStore):
             self.connection.execute("ROLLBACK")
             raise
         return db.MigratedLocation(self.location.with_name(name), backup)
+
+    def _cache_bytes(self, dim: int) -> int:
+        """The page cache the migration needs: ``CACHE_BYTES``, or eight of the vec0 table's
+        chunks (``chunk_size`` rows of the wider vectors) if they are larger."""
+        declared = re.search(r"\bchunk_size\s*=\s*(\d+)", self.sql, re.I) if self.virtual else None
+        chunk_rows = int(declared.group(1)) if declared else 1024  # sqlite-vec's default
+        return max(CACHE_BYTES, 8 * chunk_rows * max(self.dim, dim) * 4)
 
     def _swap(self, name: str, transform: Transform, dim: int, chunk_rows: int) -> str | None:
         if self._schema(self.location.name) != self.sql:
