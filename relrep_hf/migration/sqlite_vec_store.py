@@ -199,7 +199,8 @@ class SqliteVecStore(db.DatabaseStore):
     def _copy(self, source: str, target: str, columns: str, transform: Transform, chunk_rows: int):
         at = self.columns.index(self.column) + 1
         marks = ", ".join("?" * (len(self.columns) + 1))
-        cursor = self.connection.cursor().execute(f"SELECT {columns} FROM {source} ORDER BY rowid")
+        # no ORDER BY: each row carries its rowid, and a vec0 table sorts in a temporary B-tree
+        cursor = self.connection.cursor().execute(f"SELECT {columns} FROM {source}")
         while batch := cursor.fetchmany(chunk_rows):
             old = np.frombuffer(b"".join(row[at] for row in batch), np.float32)
             new = np.ascontiguousarray(transform(old.reshape(len(batch), self.dim)), np.float32)
