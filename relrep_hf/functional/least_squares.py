@@ -117,7 +117,10 @@ def least_squares_operators(
     path of ridges costs one decomposition, not one each)."""
     for ridge in ridges:
         if ridge < 0 or not math.isfinite(ridge):
-            raise ValueError(f"ridge must be a finite number >= 0, got {ridge}.")
+            raise ValueError(
+                f"ridge must be a finite number >= 0, got {ridge}: 0 gives the pseudo-inverse, "
+                "a positive value regularises the solve."
+            )
     matrix = matrix.detach().to(torch.float64)
     m, d = matrix.shape
     if rtol is None:
