@@ -63,7 +63,7 @@ from relrep_hf.encoding.encoders import ArraySpec, EncoderSpec
 from relrep_hf.encoding.extraction import extract_embeddings
 from relrep_hf.evaluation.zero_shot import EncoderData, ZeroShotStitching
 from relrep_hf.pipeline.steps import demo_sizes, load_dataset_for_run
-from relrep_hf.translation.inverse import relative_inverse
+from relrep_hf.translation.inverse import relative_inverse, relative_inverses
 from tests.fixtures import (
     artifact_inputs,
     bridge_inputs,
@@ -616,6 +616,8 @@ BAD_INPUTS = [
     BadInput("inverting distance features", "`relative_inverse`",
              lambda s: relative_inverse(
                  RelativeProjector.from_statistics(s.data[:4], None, similarity="euclidean"))),
+    BadInput("a negative ridge among a path of ridges", "`relative_inverses`",
+             lambda s: relative_inverses(s.projector, ridges=(0.0, -1.0))),
     # broken files
     BadInput("corrupted model.safetensors", "`RelativeProjector.from_pretrained`",
              lambda s: RelativeProjector.from_pretrained(

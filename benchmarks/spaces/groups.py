@@ -13,7 +13,7 @@ Every group embeds the same rows in several spaces (row i of every space is the 
 * ``affine``: the paper's anisotropic stress (Appendix E.3, `benchmarks.spaces.affine_stress`): four
   anisotropic autoencoders of MiniLM's sentence embeddings, each then rotated and shifted.
 
-Embeddings come through `relrep_hf.encoding.extraction.extract_embeddings` and its cache; the trained
+Embeddings come through `relrep_hf.encoding.extraction.extract_embedding_views` and its cache; the trained
 LMs and the autoencoder spaces are cached under `benchmarks.spaces.small_lms.cache_root`. A cold call
 trains and embeds (minutes); a warm one only reads (seconds). ``quick=True`` takes the first
 400 sentences and the quick LMs, for CI.
@@ -34,8 +34,8 @@ from transformers import AutoModel, AutoTokenizer
 
 from benchmarks.spaces.affine_stress import QUICK_STRESS, StressConfig, anisotropic_spaces
 from benchmarks.spaces.small_lms import cache_root, ensure_small_lms
-from relrep_hf import embeddings_tensor, extract_embeddings
-from relrep_hf.encoding import EncoderSpec, load_encoder, load_sentences
+from relrep_hf import embeddings_tensor
+from relrep_hf.encoding import EncoderSpec, extract_embedding_views, load_encoder, load_sentences
 
 GROUPS: tuple[str, ...] = ("real", "minilm", "small_lms", "affine")
 MINILM_ENCODERS = ("minilm:mean:-1", "minilm:mean:4", "minilm:mean:2", "minilm:cls:-1")
@@ -75,16 +75,13 @@ def _sentences(quick: bool) -> datasets.Dataset:
 def _minilm_embeddings(
     sentences: datasets.Dataset, specs: tuple[str, ...] = MINILM_ENCODERS
 ) -> dict[str, torch.Tensor]:
-    """One space per spec, the model loaded once; extraction reads its cache when warm."""
+    """One space per spec, the model loaded once and run once for every view (a folder each in
+    the extraction cache, read when warm)."""
     parsed = [EncoderSpec.parse(spec) for spec in specs]
     model, tokenizer, provenance = load_encoder(parsed[0])
-    spaces = {}
-    for spec in parsed:
-        embedded = extract_embeddings(
-            model, tokenizer, sentences, pooling=spec.pooling, layer=spec.layer, **provenance
-        )
-        spaces[spec.name] = embeddings_tensor(embedded)
-    return spaces
+    views = [(spec.pooling, spec.layer) for spec in parsed]
+    embedded = extract_embedding_views(model, tokenizer, sentences, views=views, **provenance)
+    return {spec.name: embeddings_tensor(e) for spec, e in zip(parsed, embedded, strict=True)}
 
 
 def _minilm_group(quick: bool) -> SpaceGroup:
@@ -100,11 +97,12 @@ def _small_lm_group(quick: bool) -> SpaceGroup:
     for name, folder in ensure_small_lms(quick=quick).items():
         model = AutoModel.from_pretrained(folder).eval()
         tokenizer = AutoTokenizer.from_pretrained(folder)
-        for pooling in LM_POOLINGS:
-            embedded = extract_embeddings(
-                model, tokenizer, sentences, pooling=pooling, encoder_id=f"small_lms/{name}"
-            )
-            spaces[f"{name}:{pooling}"] = embeddings_tensor(embedded)
+        views = [(pooling, -1) for pooling in LM_POOLINGS]
+        embedded = extract_embedding_views(
+            model, tokenizer, sentences, views=views, encoder_id=f"small_lms/{name}"
+        )
+        for pooling, one in zip(LM_POOLINGS, embedded, strict=True):
+            spaces[f"{name}:{pooling}"] = embeddings_tensor(one)
     return SpaceGroup("small_lms", list(sentences["text"]), list(sentences["label"]), spaces)
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "fit_affine",
     "fit_procrustes",
     "least_squares_operator",
+    "least_squares_operators",
 ]
 
 
@@ -106,8 +107,20 @@ def least_squares_operator(
     with ``ridge=0`` this is the pseudo-inverse, i.e. the exact solution when ``matrix`` has
     full column rank and the minimum-norm one (in the row space of ``matrix``) otherwise.
     """
-    if ridge < 0 or not math.isfinite(ridge):
-        raise ValueError(f"ridge must be a finite number >= 0, got {ridge}.")
+    return least_squares_operators(matrix, ridges=(ridge,), rtol=rtol)[0]
+
+
+def least_squares_operators(
+    matrix: Tensor, *, ridges: tuple[float, ...], rtol: float | None = None
+) -> list[LeastSquaresOperator]:
+    """`least_squares_operator` for each ridge of ``ridges``, from one SVD of ``matrix`` (a
+    path of ridges costs one decomposition, not one each)."""
+    for ridge in ridges:
+        if ridge < 0 or not math.isfinite(ridge):
+            raise ValueError(
+                f"ridge must be a finite number >= 0, got {ridge}: 0 gives the pseudo-inverse, "
+                "a positive value regularises the solve."
+            )
     matrix = matrix.detach().to(torch.float64)
     m, d = matrix.shape
     if rtol is None:
@@ -115,9 +128,11 @@ def least_squares_operator(
     u, s, vh = torch.linalg.svd(matrix, full_matrices=False)  # [m, k], [k], [k, d]; k = min(m, d)
     keep = s > rtol * s[0] if s.numel() else s > 0  # descending, so the kept ones come first
     rank = int(keep.sum())
-    gains = torch.where(keep, s / (s.square() + ridge).clamp_min(1e-300), 0.0)  # [k]
-    operator = (u * gains) @ vh  # [m, d]
-    return LeastSquaresOperator(operator, s, rank)
+    operators = []
+    for ridge in ridges:
+        gains = torch.where(keep, s / (s.square() + ridge).clamp_min(1e-300), 0.0)  # [k]
+        operators.append(LeastSquaresOperator((u * gains) @ vh, s, rank))  # [m, d]
+    return operators
 
 
 def _parallel(source: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:

@@ -28,6 +28,7 @@ from relrep_hf.migration.selection import (
     select_migration_map,
 )
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
+from relrep_hf.translation.inverse import relative_inverses
 from relrep_hf.translation.translator import translation_map
 
 __all__ = ["INVERSE_RIDGES", "anchor_path_maps", "fit_migration", "migration_map_of"]
@@ -60,11 +61,10 @@ def anchor_path_maps(
     scale = _anchor_scale(target)
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # an underdetermined inverse warns; the CV judges it
+        inverses = relative_inverses(target, ridges=tuple(r * scale for r in ridges))
         return {
-            f"inverse ridge {r:g}": translation_map(source, target, ridge=r * scale).to(
-                torch.float64
-            )
-            for r in ridges
+            f"inverse ridge {r:g}": translation_map(source, inverse).to(torch.float64)
+            for r, inverse in zip(ridges, inverses, strict=True)
         }
 
 

@@ -28,7 +28,7 @@ from torch import Tensor, nn
 from relrep_hf.functional.least_squares import (
     AffineMap,
     LeastSquaresOperator,
-    least_squares_operator,
+    least_squares_operators,
 )
 from relrep_hf.functional.statistics import Statistics, symmetric_power
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
@@ -42,6 +42,7 @@ __all__ = [
     "UnderdeterminedInversionWarning",
     "invert",
     "relative_inverse",
+    "relative_inverses",
 ]
 
 INVERTIBLE_SIMILARITIES = ("wip", "inner", "cosine")
@@ -204,6 +205,30 @@ def relative_inverse(
     embeddings in that span around the mean (as when the encoder's embeddings themselves lie
     in a subspace) and otherwise the minimum-norm solution (in whitened coordinates for wip).
     """
+    return relative_inverses(
+        projector,
+        ridges=(ridge,),
+        target_norm=target_norm,
+        rtol=rtol,
+        max_condition=max_condition,
+        dtype=dtype,
+        stacklevel=4,
+    )[0]
+
+
+def relative_inverses(
+    projector: RelativeProjector,
+    *,
+    ridges: tuple[float, ...],
+    target_norm: float | Statistics | None = None,
+    rtol: float | None = None,
+    max_condition: float = DEFAULT_MAX_CONDITION,
+    dtype: torch.dtype | None = None,
+    stacklevel: int = 3,
+) -> list[RelativeInverse]:
+    """`relative_inverse` for each ridge of ``ridges``, from one de-whitening and one SVD of
+    the anchors (a ridge path costs one decomposition, not one per ridge); ``stacklevel``: of
+    the inversion warnings (3: the caller of this function)."""
     similarity = _invertible_similarity(projector, target_norm)
     anchors = projector.anchors.detach().to(torch.float64)  # [m, d]
     matrix, mean, dewhitening = _linear_system(projector, anchors)
@@ -211,29 +236,37 @@ def relative_inverse(
     if rtol is None:
         precision = torch.promote_types(projector.weight.dtype, torch.float32)
         rtol = max(m, d) * torch.finfo(precision).eps
-    solve = least_squares_operator(matrix, ridge=ridge, rtol=rtol)
-    weight = solve.operator if dewhitening is None else solve.operator @ dewhitening  # [m, d]
     norm = _mean_norm(target_norm, anchors) if similarity == "cosine" else None
-    _warn_if_unstable(
-        solve,
-        f"{similarity!r} projector with m={m} anchors in d={d} dimensions",
-        d,
-        rtol=rtol,
-        ridge=ridge,
-        max_condition=max_condition,
-    )
-    return RelativeInverse(
-        weight.to(dtype or projector.weight.dtype),
-        mean.to(dtype or projector.weight.dtype),
-        similarity=similarity,
-        rank=solve.rank,
-        condition_number=solve.condition_number,
-        target_norm=norm,
-        ridge=ridge,
-        anchor_set_id=projector.config.anchor_set_id,
-        anchor_set_revision=projector.config.anchor_set_revision,
-        anchor_set_fingerprint=projector.config.anchor_set_fingerprint,
-    )
+    dtype = dtype or projector.weight.dtype
+    inverses = []
+    for ridge, solve in zip(
+        ridges, least_squares_operators(matrix, ridges=ridges, rtol=rtol), strict=True
+    ):
+        weight = solve.operator if dewhitening is None else solve.operator @ dewhitening  # [m, d]
+        _warn_if_unstable(
+            solve,
+            f"{similarity!r} projector with m={m} anchors in d={d} dimensions",
+            d,
+            rtol=rtol,
+            ridge=ridge,
+            max_condition=max_condition,
+            stacklevel=stacklevel,
+        )
+        inverses.append(
+            RelativeInverse(
+                weight.to(dtype),
+                mean.to(dtype),
+                similarity=similarity,
+                rank=solve.rank,
+                condition_number=solve.condition_number,
+                target_norm=norm,
+                ridge=ridge,
+                anchor_set_id=projector.config.anchor_set_id,
+                anchor_set_revision=projector.config.anchor_set_revision,
+                anchor_set_fingerprint=projector.config.anchor_set_fingerprint,
+            )
+        )
+    return inverses
 
 
 def _invertible_similarity(
@@ -282,6 +315,7 @@ def _warn_if_unstable(
     rtol: float,
     ridge: float,
     max_condition: float,
+    stacklevel: int = 3,
 ) -> None:
     """Warnings, at the caller of `relative_inverse`, when the anchors span fewer than d
     dimensions or are nearly dependent."""
@@ -292,7 +326,7 @@ def _warn_if_unstable(
             "returns the minimum-norm solution in their span, exact only for embeddings in "
             "that span. Use at least d linearly independent anchors for an exact inverse.",
             UnderdeterminedInversionWarning,
-            stacklevel=3,
+            stacklevel=stacklevel,
         )
     if ridge == 0.0 and solve.condition_number > max_condition:
         warnings.warn(
@@ -300,7 +334,7 @@ def _warn_if_unstable(
             f"{solve.condition_number:.3g} > {max_condition:.3g}, so errors in the relative "
             "features are amplified up to that much. Pass ridge > 0, or use more diverse anchors.",
             IllConditionedInversionWarning,
-            stacklevel=3,
+            stacklevel=stacklevel,
         )
 
 

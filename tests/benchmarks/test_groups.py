@@ -3,6 +3,8 @@ finite, genuinely different spaces, and a second load that reads the caches only
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import torch
 
@@ -19,10 +21,12 @@ EXPECTED_SPACES = {
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    """An empty benchmark cache for this module (the Hugging Face cache is already a fresh
-    temporary folder, see conftest.py)."""
+def cache(tmp_path_factory, quick_lms):
+    """A benchmark cache for this module holding only the quick LMs (trained once per session:
+    `quick_lms`, whose training test_small_lms checks); the Hugging Face cache is already a
+    fresh temporary folder, see conftest.py."""
     root = tmp_path_factory.mktemp("relrep_cache")
+    shutil.copytree(quick_lms[0], root / "small_lms")  # where ensure_small_lms looks by default
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("RELREP_HF_CACHE", str(root))
         threads = torch.get_num_threads()
@@ -79,7 +83,7 @@ def test_second_load_reads_the_caches_only(groups, cache):
 
     hf_cache = datasets.config.HF_DATASETS_CACHE
     before = {**_files(cache), **_files(hf_cache)}
-    assert any(p.name == "model.safetensors" for p in before)  # the LMs were trained here
+    assert any(p.name == "model.safetensors" for p in before)  # the LMs are in this cache
     assert any(p.name.startswith("affine-") for p in before)
     for name in GROUPS:
         again = load_group(name, quick=True)

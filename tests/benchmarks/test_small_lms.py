@@ -14,12 +14,6 @@ from relrep_hf.encoding.corpora import load_sentences
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-@pytest.fixture(scope="module")
-def quick_lms(tmp_path_factory):
-    cache = tmp_path_factory.mktemp("small_lms")
-    return cache, ensure_small_lms(quick=True, cache_dir=cache, progress=False)
-
-
 def test_quick_models_load_through_auto_classes_and_learned(quick_lms):
     _, folders = quick_lms
     assert list(folders) == [spec.name for spec in QUICK_MODELS]

@@ -6,6 +6,7 @@ columns of the parallel verses."""
 from __future__ import annotations
 
 import json
+from importlib import metadata
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ import torch
 from safetensors.numpy import save_file
 
 from relrep_hf.cli import main
+from relrep_hf.encoding import array_encoders
 from relrep_hf.encoding.encoder_kinds import parse_encoder
 from relrep_hf.encoding.encoders import ArraySpec, EncoderSpec
 from relrep_hf.encoding.packaged_encoders import use_multilingual
@@ -55,6 +57,12 @@ def test_every_kind_embeds_and_records_what_it_was(run_dir):
     entries = {e["name"]: e for e in run["encoders"]}
     assert entries["model-st"]["encoder_id"] == "sentence-transformers/all-MiniLM-L6-v2"
     assert entries["use_multilingual"]["encoder_source"] == USE
+    # a callable's version: its distribution's, read once per process (packages_distributions
+    # reads every installed package's metadata)
+    relrep_hf_version = f"relrep-hf {metadata.version('relrep-hf')}"
+    assert entries["use_multilingual"]["encoder_revision"] == relrep_hf_version
+    assert array_encoders._version("relrep_hf.encoding.packaged_encoders") == relrep_hf_version
+    assert array_encoders._distribution_version.cache_info().hits >= 1
     assert entries["npy"]["encoder_source"] == "old.npy"
     assert entries["minilm-mean-L-1"]["architecture"] == "bert"
     spaces = run_embeddings(run_dir, run)

@@ -9,6 +9,8 @@ tokenizer transformers rebuilds from the file: an F32 file must give the same re
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import datasets
@@ -127,10 +129,17 @@ def test_gguf_mismatch_is_an_error(models, texts):
     assert RelativeWrapper.from_pretrained(folder, projector, gguf_file="tiny-llama-F16.gguf")
 
 
-def test_quantization_is_read_from_the_file(models):
+def test_quantization_is_read_from_the_file(models, tmp_path):
     folder = models["gemma3"]["folder"]
     assert gguf_quantization(str(folder / "tiny-gemma3-F16.gguf")) == "F16"
     assert gguf_quantization(str(folder / "tiny-gemma3-F32.gguf")) == "F32"
+    # read once per file version: a file replaced at the same path is read again
+    copy = tmp_path / "model.gguf"
+    shutil.copyfile(folder / "tiny-gemma3-F16.gguf", copy)
+    assert gguf_quantization(str(copy)) == "F16"
+    shutil.copyfile(folder / "tiny-gemma3-F32.gguf", copy)
+    os.utime(copy, ns=(1, 1))  # another modification time even on a coarse clock
+    assert gguf_quantization(str(copy)) == "F32"
 
 
 def test_spec_grammar(models):

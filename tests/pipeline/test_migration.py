@@ -4,6 +4,8 @@ one), queried by USE on the German verses."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 
 import numpy as np
@@ -41,9 +43,22 @@ def run_dir(tmp_path_factory):
     return run_dir
 
 
-def test_migration_keeps_most_of_the_recall_of_re_embedding(run_dir):
-    report, migration_map = evaluate_migration(run_dir, OLD, NEW, QUERIES)
-    assert report["rows"] == 100
+@pytest.fixture(scope="module")
+def translated(run_dir, tmp_path_factory):
+    """``relrep-hf translate --json`` of the German queries, once for the module (each evaluation
+    is two cross-validated selections, ~20 s here): the printed report (`evaluate_migration`'s)
+    and the saved map."""
+    folder = tmp_path_factory.mktemp("translated")
+    argv = ["translate", str(run_dir), "--source", OLD, "--target", NEW, "--queries", QUERIES]
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main([*argv, "--json", "--save-map", str(folder / "map")]) == 0
+    return json.loads(printed.getvalue()), MigrationMap.from_pretrained(folder / "map")
+
+
+def test_migration_keeps_most_of_the_recall_of_re_embedding(run_dir, translated):
+    report, migration_map = translated
+    assert report["rows"] == 100 and report["queries"] == QUERIES
     # German queries by the new encoder find English verses embedded by the old one
     assert report["re-embedded"]["recall@1"] > 0.5
     assert report["anchors"]["recall@1"] > 0.2
@@ -63,11 +78,12 @@ def test_migration_keeps_most_of_the_recall_of_re_embedding(run_dir):
     # the map records what the card shows: the held-out searches and the recommendation
     assert migration_map.info["recommendation"] == report["recommendation"]
     assert migration_map.info["held_out"]["bridge"]["recall@1"] == report["bridge"]["recall@1"]
+    assert migration_map.info["held_out"]["queries"] == QUERIES
     with pytest.raises(RunError, match="not in the new encoder's space"):
         evaluate_migration(run_dir, NEW, OLD, QUERIES)
 
 
-def test_translate_migrates_a_vector_file(run_dir, tmp_path, capsys):
+def test_translate_migrates_a_vector_file(run_dir, translated, tmp_path, capsys):
     # behaviour changed with #31: translate uses the map chosen by cross-validation (the anchor
     # path is one candidate; --map anchors gives it alone, as translate did before)
     old = run_embeddings(run_dir, read_run(run_dir))[OLD][:10].numpy()
@@ -75,15 +91,28 @@ def test_translate_migrates_a_vector_file(run_dir, tmp_path, capsys):
     argv = ["translate", str(run_dir), "--source", OLD, "--target", NEW]
     vectors = ["--vectors", str(tmp_path / "old.npy")]
     saved = ["--save-map", str(tmp_path / "map")]
-    assert main([*argv, *vectors, "--out", str(tmp_path / "new.npy"), *saved]) == 0
-    timings = capsys.readouterr().out.splitlines()[-1]
+    # one run fits, reports, saves and streams, on the default queries (the target's own test
+    # rows); a registered candidate is fitted, reported and saved by the command (toy: least
+    # squares again)
+    toy = MigrationCandidate("toy", lambda old, new, priors: [({}, fit_least_squares(old, new))])
+    register_migration_candidate(toy)
+    try:
+        assert main([*argv, *vectors, "--out", str(tmp_path / "new.npy"), *saved]) == 0
+    finally:
+        MIGRATION_CANDIDATES.unregister("toy")
+    out = capsys.readouterr().out
+    assert "| re-embedded |" in out and "| anchors |" in out and "| affine |" in out
+    assert "| toy |" in out and "| bridge |" in out and "| shrunk |" in out
+    assert "retention@10" in out and "Recommendation: " in out
+    timings = out.splitlines()[-1]
     assert timings.startswith("Fit and evaluation ") and "; stream " in timings
     migrated = np.load(tmp_path / "new.npy")
     assert migrated.shape == (10, 512)
     migration_map = MigrationMap.from_pretrained(tmp_path / "map")
-    assert set(migration_map.info["cv_recall"]) == {*CANDIDATES, BLEND}
+    assert set(migration_map.info["cv_recall"]) == {*CANDIDATES, "toy", BLEND}
     assert migration_map.info["recommendation"]["action"] in ("migrate", "bridge", "re-embed")
     assert migration_map.info["source"] == OLD and migration_map.info["rows"] == 300
+    assert migration_map.info["held_out"]["queries"] == NEW
     np.testing.assert_allclose(migrated, migration_map.apply(old), rtol=1e-5, atol=1e-5)
     assert main([*argv, *vectors, "--out", str(tmp_path / "anchors.npy"), "--map", "anchors"]) == 0
     projectors = [RelativeProjector.from_pretrained(run_dir / "projectors" / n) for n in (OLD, NEW)]
@@ -93,22 +122,12 @@ def test_translate_migrates_a_vector_file(run_dir, tmp_path, capsys):
     torch.testing.assert_close(
         migrate_run_vectors(run_dir, OLD, NEW, old), migrate(old, *projectors)
     )
-    capsys.readouterr()
-    # a registered candidate is fitted and reported by the command (toy: least squares again)
-    toy = MigrationCandidate("toy", lambda old, new, priors: [({}, fit_least_squares(old, new))])
-    register_migration_candidate(toy)
-    try:
-        assert main([*argv, "--queries", QUERIES]) == 0
-    finally:
-        MIGRATION_CANDIDATES.unregister("toy")
-    out = capsys.readouterr().out
-    assert "| re-embedded |" in out and "| anchors |" in out and "| affine |" in out
-    assert "| toy |" in out and "| bridge |" in out and "| shrunk |" in out
-    assert "retention@10" in out and "Recommendation: " in out
-    assert main([*argv, "--queries", QUERIES, "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    # --json (the module's `translated`): the report alone on stdout, the map saved as chosen
+    report, json_map = translated
     assert report["recommendation"]["action"] in ("migrate", "bridge", "re-embed")
-    assert {"migrate", "bridge", "re-embedded"} <= set(report)
+    assert {"migrate", "bridge", "re-embedded"} <= set(report) and "toy" not in report
+    assert set(CANDIDATES) <= set(report)
+    assert set(json_map.info["cv_recall"]) == {*CANDIDATES, BLEND}
 
 
 def test_evaluate_reports_the_language_pairs(run_dir):

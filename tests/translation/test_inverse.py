@@ -12,6 +12,7 @@ from relrep_hf.translation.inverse import (
     UnderdeterminedInversionWarning,
     invert,
     relative_inverse,
+    relative_inverses,
 )
 from tests.fixtures.translation_data import F64, D, anisotropic, generator, make_projector
 
@@ -133,3 +134,24 @@ def test_wrong_feature_size_raises():
     projector = make_projector(x[: 2 * D], Statistics.from_embeddings(x))
     with pytest.raises(ValueError, match=r"expected 24 .*another anchor set"):
         relative_inverse(projector)(torch.zeros(3, 2 * D + 1, dtype=F64))
+
+
+def test_a_ridge_path_is_the_inverses_one_ridge_at_a_time():
+    """`relative_inverses` shares one decomposition across the ridges (the migration's anchor
+    path, 5 ridges per fold) and gives exactly what `relative_inverse` gives per ridge; its
+    warnings point at the caller."""
+    x = anisotropic(300, seed=15)
+    projector = make_projector(x[: D // 2], Statistics.from_embeddings(x))
+    ridges = (0.0, 0.1, 10.0)
+    with pytest.warns(UnderdeterminedInversionWarning) as record:
+        path = relative_inverses(projector, ridges=ridges)
+    assert len(record) == len(ridges) and {r.filename for r in record} == {__file__}
+    for ridge, inverse in zip(ridges, path, strict=True):
+        with pytest.warns(UnderdeterminedInversionWarning) as single:
+            alone = relative_inverse(projector, ridge=ridge)
+        assert single[0].filename == __file__
+        assert inverse.ridge == ridge and inverse.rank == alone.rank
+        assert torch.equal(inverse.weight, alone.weight) and torch.equal(inverse.bias, alone.bias)
+    assert not torch.equal(path[0].weight, path[-1].weight)
+    with pytest.raises(ValueError, match="ridge must be a finite number >= 0, got -1"):
+        relative_inverses(projector, ridges=(0.0, -1.0))

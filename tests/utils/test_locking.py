@@ -130,7 +130,7 @@ from relrep_hf.models.modeling_relative_head import write_head_metrics
 from relrep_hf.publishing.hub import HubError, push_artifact
 from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
 
-work, repo_id, first, go = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+work, repo_id, first, go = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
 folders = []
 for version in range(first, first + 6):  # even versions carry metrics.json, odd ones do not
     torch.manual_seed(version)
@@ -140,7 +140,8 @@ for version in range(first, first + 6):  # even versions carry metrics.json, odd
     if version % 2 == 0:
         write_head_metrics(folder, {"enc": {"accuracy": version / 1000}})
     folders.append((version, folder))
-while time.time() < go:
+(work / "ready").write_text("ready")  # imported and saved: the test says go to both at once
+while not go.exists():
     time.sleep(0.001)
 outcomes = []
 for version, folder in folders:
@@ -188,7 +189,7 @@ def test_two_processes_pushing_one_repo_at_once(tmp_path):
             HF_HUB_DISABLE_PROGRESS_BARS="1", TRANSFORMERS_VERBOSITY="error",
         )  # fmt: skip
         repo_id = f"{hub.user}/head"
-        go = time.time() + 25  # after both interpreters have imported torch and transformers
+        go = tmp_path / "go"  # made once both interpreters have imported and saved
         pushers = [
             subprocess.Popen(
                 [
@@ -207,6 +208,12 @@ def test_two_processes_pushing_one_repo_at_once(tmp_path):
             )
             for name, first in (("a", 0), ("b", 100))
         ]
+        deadline = time.monotonic() + 300
+        while not all((tmp_path / name / "ready").exists() for name in ("a", "b")):
+            assert time.monotonic() < deadline, "the pushers did not get ready in 300 s"
+            assert all(p.poll() is None for p in pushers), [p.communicate() for p in pushers]
+            time.sleep(0.01)
+        go.write_text("go")
         results = [p.communicate(timeout=300) for p in pushers]
         for pusher, (_, err) in zip(pushers, results, strict=True):
             assert pusher.returncode == 0, err[-5000:]
