@@ -166,6 +166,21 @@ def test_errors_are_one_line_unless_debug(tmp_path):
     assert main(["embed", str(tmp_path), "--encoder", "minilm:max"]) == 2
 
 
+def test_a_folder_that_is_not_a_run_is_refused_before_the_heavy_imports(tmp_path):
+    code = (
+        "import sys; from relrep_hf.cli import main\n"
+        "for command in ('fit', 'evaluate', 'onboard', 'translate'):\n"
+        "    extra = {'onboard': ['--encoder', 'minilm'], 'translate': ['--source', 'a', '--target', 'b']}\n"
+        "    assert main([command, sys.argv[1], *extra.get(command, [])]) == 2, command\n"
+        "print(sorted(m for m in ('torch', 'datasets') if m in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                            text=True, timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+    assert result.stderr.count("is not a run folder (no run.json)") == 4
+
+
 def test_every_subcommand_has_complete_help(capsys):
     for command in ("embed", "fit", "onboard", "evaluate", "push", "demo"):
         with pytest.raises(SystemExit) as exit_info:

@@ -11,6 +11,7 @@ from relrep_hf.commands.arguments import (
     fitting_flags,
     method_args,
 )
+from relrep_hf.pipeline.run_file import check_run_folder
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -32,10 +33,12 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from relrep_hf.pipeline import steps as pipeline
-
     # the method's registry entry refuses a flag it ignores, before the run is read
     fit_args = method_args(args, args.method, given=getattr(args, "given", ()))
+    check_run_folder(args.run_dir)  # at once, before the pipeline's imports
+
+    from relrep_hf.pipeline import steps as pipeline
+
     anchor_set = pipeline.fit(
         args.run_dir, held_out=args.held_out, method=args.method, args=fit_args
     )

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from relrep_hf.commands.arguments import add_command, add_run_dir
 from relrep_hf.commands.migrate import add_store_flags, migrate_vectors
+from relrep_hf.pipeline.run_file import check_run_folder
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -51,6 +52,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    check_run_folder(args.run_dir)  # at once, before the pipeline's imports
     from relrep_hf.pipeline import migration
 
     if args.save_map is not None:  # refused before the fit, as the save itself would refuse it

@@ -24,6 +24,7 @@ from torch import Tensor
 from relrep_hf.encoding.corpora import BUNDLED_SENTENCES_ID
 from relrep_hf.encoding.extraction import embeddings_tensor
 from relrep_hf.encoding.parallel_corpus import PARALLEL_VERSES_ID
+from relrep_hf.pipeline.run_file import RUN_FILE, RunError, check_run_folder
 from relrep_hf.utils.defaults import (
     DEFAULT_HEAD_EPOCHS,
     DEFAULT_NUM_ANCHORS,
@@ -34,21 +35,12 @@ from relrep_hf.utils.defaults import (
 )
 from relrep_hf.utils.io import atomic_write_bytes
 
-RUN_FILE = "run.json"
 BUNDLED_DATASET = BUNDLED_SENTENCES_ID
-
-
-class RunError(ValueError):
-    """A run folder is missing a step or holds something inconsistent."""
 
 
 def read_run(run_dir: Path, *, fitted: bool = False) -> dict[str, Any]:
     """``run.json`` of ``run_dir``, checked; ``fitted``: it must have an anchor set already."""
-    path = run_dir / RUN_FILE
-    if not path.is_file():
-        raise RunError(
-            f"{run_dir} is not a run folder (no {RUN_FILE}): run 'relrep-hf embed' first."
-        )
+    path = check_run_folder(run_dir)
     try:
         run = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
