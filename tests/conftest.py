@@ -11,6 +11,11 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("HF_EVALUATE_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="relrep-hf-test-home-")
+# pytest-xdist runs one worker per core (`-n auto` in pyproject.toml): the cores are shared
+# among them, or each worker's BLAS would start a thread per core and they would fight.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // _WORKERS)))
 
 
 def pytest_collection_finish(session):

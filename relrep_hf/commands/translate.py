@@ -52,13 +52,13 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    check_run_folder(args.run_dir)  # at once, before the pipeline's imports
-    from relrep_hf.pipeline import migration
-
     if args.save_map is not None:  # refused before the fit, as the save itself would refuse it
         from relrep_hf.utils.artifacts import check_save_folder
 
         check_save_folder(args.save_map, "migration_map", what="migration map")
+    check_run_folder(args.run_dir)  # at once, before the pipeline's imports
+    from relrep_hf.pipeline import migration
+
     start = time.perf_counter()
     report = None
     if args.map == "anchors":

@@ -254,7 +254,8 @@ def test_two_processes_shard_the_rows_and_write_them_in_order(bert, tmp_path):
         "OMP_NUM_THREADS": "1",
         "TOKENIZERS_PARALLELISM": "false",
     }
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", str(script)]
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+               "2", str(script)]  # fmt: skip
     result = subprocess.run(
         [*command, str(path), str(tmp_path / "cache"), str(tmp_path / "out")],
         capture_output=True, text=True, env=env, timeout=240,
