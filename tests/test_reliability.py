@@ -62,6 +62,7 @@ from relrep_hf.encoding.encoder_kinds import (
 from relrep_hf.encoding.encoders import ArraySpec, EncoderSpec
 from relrep_hf.encoding.extraction import extract_embeddings
 from relrep_hf.evaluation.zero_shot import EncoderData, ZeroShotStitching
+from relrep_hf.functional import register_similarity
 from relrep_hf.pipeline.steps import demo_sizes, load_dataset_for_run
 from relrep_hf.translation.inverse import relative_inverse, relative_inverses
 from tests.fixtures import (
@@ -825,6 +826,8 @@ BAD_INPUTS = [
              lambda s: encoder_kind("toy")),
     BadInput("an anchor method registered twice", "`register_anchor_method`",
              lambda s: register_anchor_method(ANCHOR_METHODS["param"])),
+    BadInput("a similarity's name instead of its entry", "`register_similarity`",
+             lambda s: register_similarity("cosine")),
 ]  # fmt: skip
 
 

@@ -37,7 +37,12 @@ class Registry(dict, Generic[Entry]):
         """Add ``entry`` under ``entry.name``; a ValueError if the name is taken. ``clashes``:
         other attributes that must be unique too (e.g. ``prefix=entry.prefix``), ignored when
         None or empty."""
-        name = entry.name
+        name = getattr(entry, "name", None)
+        if not isinstance(name, str) or not name:
+            raise TypeError(
+                f"A {self.kind} entry has a non-empty string `name`; got "
+                f"{type(entry).__name__} {entry!r:.60}. Pass the entry object itself, not its name."
+            )
         taken = name in self
         for attribute, value in clashes.items():
             if value and any(getattr(other, attribute) == value for other in self.values()):
