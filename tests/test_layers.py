@@ -81,7 +81,11 @@ def _place(module: str) -> str:
 
 
 def _files(path: Path) -> Iterator[Path]:
-    yield from sorted(path.rglob("*.py")) if path.is_dir() else [path]
+    """A module's source files, with the ``.pyi`` stubs of lazy packages (their imports count)."""
+    if path.is_dir():
+        yield from sorted([*path.rglob("*.py"), *path.rglob("*.pyi")])
+    else:
+        yield from [path, *[s for s in [path.with_suffix(".pyi")] if s.is_file()]]
 
 
 def _imports(path: Path, modules: set[str] = frozenset()) -> set[str]:

@@ -29,6 +29,7 @@ def test_the_wheel_holds_every_module_and_template_and_works_alone(tmp_path):
     (wheel,) = (tmp_path / "dist").glob("relrep_hf-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     expected = {p.relative_to(ROOT).as_posix() for p in (ROOT / "relrep_hf").rglob("*.py")}
+    expected |= {p.relative_to(ROOT).as_posix() for p in (ROOT / "relrep_hf").rglob("*.pyi")}
     expected |= {f"relrep_hf/model_cards/{p.name}" for p in (ROOT / "model_cards").glob("*.md")}
     expected |= {p.relative_to(ROOT).as_posix() for p in (ROOT / "relrep_hf" / "data").iterdir()}
     assert not expected - names, f"missing from the wheel: {sorted(expected - names)}"

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from relrep_hf import RelativeProjector, Statistics, relative_projection
 from relrep_hf.functional.similarities import SIMILARITIES

@@ -65,6 +65,7 @@ from relrep_hf.evaluation.zero_shot import EncoderData, ZeroShotStitching
 from relrep_hf.functional import register_similarity
 from relrep_hf.pipeline.steps import demo_sizes, load_dataset_for_run
 from relrep_hf.translation.inverse import relative_inverse, relative_inverses
+from relrep_hf.utils.lazy_imports import stub_names
 from tests.fixtures import (
     artifact_inputs,
     bridge_inputs,
@@ -828,6 +829,8 @@ BAD_INPUTS = [
              lambda s: register_anchor_method(ANCHOR_METHODS["param"])),
     BadInput("a similarity's name instead of its entry", "`register_similarity`",
              lambda s: register_similarity("cosine")),
+    BadInput("a lazy package's `__init__.pyi` missing (an incomplete install)", "`stub_names`",
+             lambda s: stub_names(str(s.folder / "__init__.py"))),
 ]  # fmt: skip
 
 

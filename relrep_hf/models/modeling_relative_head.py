@@ -17,8 +17,7 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
-from transformers import PreTrainedConfig
-from transformers import initialization as init
+from transformers import PreTrainedConfig, initialization as init
 from transformers.activations import ACT2FN
 from transformers.modeling_outputs import SequenceClassifierOutput
 

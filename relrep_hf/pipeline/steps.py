@@ -52,8 +52,7 @@ from relrep_hf.pipeline.run_folder import (
 )
 from relrep_hf.pipeline.run_report import render_report
 from relrep_hf.training.anchor_arguments import FitArguments
-from relrep_hf.training.anchor_methods import FitData
-from relrep_hf.training.anchor_methods import anchor_method as get_anchor_method
+from relrep_hf.training.anchor_methods import FitData, anchor_method as get_anchor_method
 from relrep_hf.utils.defaults import (
     DEFAULT_EMBED_BATCH_SIZE,
     DEFAULT_ENCODERS,

@@ -11,55 +11,8 @@ A public API: a program imports these names from ``relrep_hf.translation`` (docs
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from relrep_hf.utils.lazy_imports import lazy_attributes, stub_names
 
-from relrep_hf.utils.lazy_imports import lazy_attributes
-
-if TYPE_CHECKING:
-    from relrep_hf.translation.inverse import (
-        INVERTIBLE_SIMILARITIES,
-        IllConditionedInversionWarning,
-        InversionWarning,
-        RelativeInverse,
-        UnderdeterminedInversionWarning,
-        invert,
-        relative_inverse,
-    )
-    from relrep_hf.translation.translator import (
-        LatentTranslator,
-        evaluate_translation,
-        translate,
-        translation_map,
-    )
-
-# public name -> the module that defines it, imported on first access
-_LAZY = {
-    "INVERTIBLE_SIMILARITIES": "relrep_hf.translation.inverse",
-    "IllConditionedInversionWarning": "relrep_hf.translation.inverse",
-    "InversionWarning": "relrep_hf.translation.inverse",
-    "RelativeInverse": "relrep_hf.translation.inverse",
-    "UnderdeterminedInversionWarning": "relrep_hf.translation.inverse",
-    "invert": "relrep_hf.translation.inverse",
-    "relative_inverse": "relrep_hf.translation.inverse",
-    "LatentTranslator": "relrep_hf.translation.translator",
-    "evaluate_translation": "relrep_hf.translation.translator",
-    "translate": "relrep_hf.translation.translator",
-    "translation_map": "relrep_hf.translation.translator",
-}
-
-__all__ = [
-    "INVERTIBLE_SIMILARITIES",
-    "IllConditionedInversionWarning",
-    "InversionWarning",
-    "LatentTranslator",
-    "RelativeInverse",
-    "UnderdeterminedInversionWarning",
-    "evaluate_translation",
-    "invert",
-    "relative_inverse",
-    "translate",
-    "translation_map",
-]
-
-
+_LAZY = stub_names(__file__)  # public name -> its module, from __init__.pyi
+__all__ = sorted(_LAZY)
 __getattr__, __dir__ = lazy_attributes(__name__, globals(), _LAZY)

@@ -1,14 +1,40 @@
 """A package's public names imported on first use (PEP 562), so importing it stays light.
 
-A package maps each lazy name to the module that defines it and installs the pair this module
-builds: ``__getattr__, __dir__ = lazy_attributes(__name__, globals(), _LAZY)``.
+A package writes each public name once, in its ``__init__.pyi`` stub (``from relrep_hf.x.y
+import Name as Name``: what type checkers and IDEs read, as scientific-python's lazy_loader
+stubs), and its ``__init__.py`` reads that list and installs the pair this module builds:
+
+    _LAZY = stub_names(__file__)
+    __all__ = sorted(_LAZY)
+    __getattr__, __dir__ = lazy_attributes(__name__, globals(), _LAZY)
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
+
+
+def stub_names(init_file: str) -> dict[str, str]:
+    """Public name -> the module that defines it, read from the ``from module import Name as
+    Name`` lines of the stub beside a package's ``__init__.py`` (``init_file``)."""
+    stub = Path(init_file).with_suffix(".pyi")
+    try:
+        tree = ast.parse(stub.read_text(encoding="utf-8"), filename=str(stub))
+    except OSError as error:
+        raise ImportError(
+            f"{stub} is missing or unreadable ({error}): it lists the package's public names. "
+            "The install is incomplete: reinstall relrep-hf (pip install --force-reinstall)."
+        ) from error
+    return {
+        alias.asname or alias.name: node.module
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.module
+        for alias in node.names
+    }
 
 
 def lazy_attributes(

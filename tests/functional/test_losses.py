@@ -8,8 +8,7 @@ import math
 
 import pytest
 import torch
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from relrep_hf.functional.losses import (
     LossWeights,

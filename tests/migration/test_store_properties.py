@@ -18,8 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from relrep_hf.migration import migrate_store
 from relrep_hf.migration.files import open_store

@@ -26,8 +26,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from relrep_hf import AnchorSet, RelativeHeadConfig, RelativeProjector, Statistics
 from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification

@@ -22,8 +22,11 @@ from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from relrep_hf.models.remote_code import write_remote_code
 from relrep_hf.publishing.cards import write_folder_card
 from relrep_hf.publishing.provenance import make_portable
-from relrep_hf.utils.hub_files import ARTIFACT_FILES, detect_artifact_kind
-from relrep_hf.utils.hub_files import push_folder as hub_push_folder
+from relrep_hf.utils.hub_files import (
+    ARTIFACT_FILES,
+    detect_artifact_kind,
+    push_folder as hub_push_folder,
+)
 from relrep_hf.utils.manifest import write_manifest
 
 __all__ = ["copy_artifact", "prepare_upload", "push_folder", "validate_artifact"]
