@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from pathlib import Path
 
 import datasets
 import pytest
@@ -33,7 +32,7 @@ from tests.fixtures.gguf_models import (
     tiny_llama,
     write_gguf,
 )
-from tests.fixtures.hub_server import LocalHub, hub_env, run_client
+from tests.fixtures.hub_server import LocalHub, client_env, run_client
 
 transformers.logging.set_verbosity_error()
 
@@ -234,10 +233,8 @@ def test_gguf_from_the_hub_records_repo_commit_file_and_quantisation(models, tex
     local = RelativeWrapper.from_pretrained(
         str(built["folder"]), projector, gguf_file="tiny-llama-F16.gguf"
     ).encode(sample)
-    repo = Path(__file__).resolve().parents[2]
     with LocalHub() as hub:
-        env = hub_env(hub, tmp_path / "client", PYTHONPATH=str(repo), OMP_NUM_THREADS="1")
-        env |= {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error"}
+        env = client_env(hub, tmp_path / "client")
         args = [
             str(built["folder"]),
             str(tmp_path / "projector"),

@@ -21,19 +21,11 @@ from relrep_hf.migration.map import MIGRATION_MAP_FILE, MigrationMap
 from relrep_hf.migration.selection import BLEND, select_migration_map
 from relrep_hf.utils.file_checks import ArtifactFileError
 from tests.fixtures.hub_server import LocalHub, hub_env
-
-
-def _pair(rows: int, d_old: int = 24, d_new: int = 16, noise: float = 0.0, seed: int = 0):
-    generator = torch.Generator().manual_seed(seed)
-    old = torch.randn(rows, d_old, generator=generator, dtype=torch.float64)
-    weight = torch.randn(d_old, d_new, generator=generator, dtype=torch.float64)
-    bias = torch.randn(d_new, generator=generator, dtype=torch.float64)
-    new = old @ weight + bias + noise * torch.randn(rows, d_new, generator=generator).double()
-    return old, new, AffineMap(weight, bias)
+from tests.fixtures.synthetic import migration_pair
 
 
 def test_an_exact_affine_pair_is_recovered_and_scores_one():
-    old, new, truth = _pair(200)
+    old, new, truth = migration_pair(200)
     selection = select_migration_map(old, new, candidates=("affine", "procrustes"))
     torch.testing.assert_close(selection.maps["affine"].weight, truth.weight)
     assert selection.cv_recall["affine"] == 1.0
@@ -44,11 +36,11 @@ def test_an_exact_affine_pair_is_recovered_and_scores_one():
 
 def test_a_good_prior_wins_where_the_pairs_alone_cannot_fit_the_map():
     # 20 rows of a 24-d space: least squares is underdetermined; the prior is the true map
-    old, new, truth = _pair(20, noise=0.05)
+    old, new, truth = migration_pair(20, noise=0.05)
     selection = select_migration_map(old, new, prior=truth, folds=4)
     assert set(selection.cv_recall) == {*CANDIDATES, BLEND}
     assert selection.chosen in ("anchors", "shrunk")
-    test_old, test_new, _ = _pair(300, seed=1)
+    test_old, test_new, _ = migration_pair(300, seed=1)
     test_new = test_old @ truth.weight + truth.bias
 
     def recall(name: str) -> float:
@@ -57,7 +49,7 @@ def test_a_good_prior_wins_where_the_pairs_alone_cannot_fit_the_map():
     assert recall(selection.chosen) > recall("affine") + 0.1
     # shrunk toward a useless prior (zero map) chooses a penalty as ridge would, not infinity
     useless = AffineMap(torch.zeros_like(truth.weight), torch.zeros_like(truth.bias))
-    old, new, _ = _pair(400, noise=0.05)
+    old, new, _ = migration_pair(400, noise=0.05)
     selection = select_migration_map(old, new, prior=useless)
     assert selection.cv_recall["shrunk"] > selection.cv_recall["anchors"] + 0.5
 
@@ -95,7 +87,7 @@ def test_standardised_procrustes_recovers_a_rotation_between_rescaled_coordinate
     ],
 )
 def test_bad_arguments_are_named(kwargs, match):
-    old, new, _ = _pair(30)
+    old, new, _ = migration_pair(30)
     with pytest.raises(ValueError, match=match):
         select_migration_map(old, new, **kwargs)
     with pytest.raises(ValueError, match="paired rows"):
@@ -103,7 +95,7 @@ def test_bad_arguments_are_named(kwargs, match):
 
 
 def test_fit_migration_returns_a_map_in_the_rows_dtype_with_every_score(tmp_path):
-    old, new, _ = _pair(120, noise=0.1)
+    old, new, _ = migration_pair(120, noise=0.1)
     migration_map = relrep_hf.fit_migration(old.float().numpy(), new.float().numpy())
     assert isinstance(migration_map, MigrationMap) and migration_map.weight.dtype == torch.float32
     info = migration_map.info
@@ -121,7 +113,7 @@ def test_fit_migration_returns_a_map_in_the_rows_dtype_with_every_score(tmp_path
 
 
 def test_the_map_round_trips_as_one_small_file_and_a_card(tmp_path):
-    old, new, _ = _pair(120, noise=0.1)
+    old, new, _ = migration_pair(120, noise=0.1)
     migration_map = relrep_hf.fit_migration(
         old.float(), new.float(), source_name="minilm", target_name="e5"
     )
@@ -154,7 +146,7 @@ def test_a_file_that_is_not_a_map_is_refused_by_name(tmp_path):
 
 
 def test_the_map_is_pushed_to_and_loaded_from_a_hub(tmp_path):
-    old, new, _ = _pair(120, noise=0.1)
+    old, new, _ = migration_pair(120, noise=0.1)
     migration_map = relrep_hf.fit_migration(old.float(), new.float(), source_name="a")
     migration_map.save_pretrained(tmp_path / "map")
     np.save(tmp_path / "old.npy", old.float().numpy())

@@ -18,21 +18,13 @@ from relrep_hf.migration.candidates import (
 from relrep_hf.migration.map import MigrationMap
 from relrep_hf.migration.report import RECALL_FLOOR, RETENTION_FLOOR, migration_report, recommend
 from relrep_hf.migration.selection import BLEND, select_migration_map
-
-
-def _pair(rows: int, d_old: int = 24, d_new: int = 16, noise: float = 0.0, seed: int = 0):
-    generator = torch.Generator().manual_seed(seed)
-    old = torch.randn(rows, d_old, generator=generator, dtype=torch.float64)
-    weight = torch.randn(d_old, d_new, generator=generator, dtype=torch.float64)
-    bias = torch.randn(d_new, generator=generator, dtype=torch.float64)
-    new = old @ weight + bias + noise * torch.randn(rows, d_new, generator=generator).double()
-    return old, new, AffineMap(weight, bias)
+from tests.fixtures.synthetic import migration_pair
 
 
 @pytest.fixture
 def oracle():
-    """A toy candidate that knows the true map of `_pair(20)`: registered for the test."""
-    _, _, truth = _pair(20)
+    """A toy candidate that knows the true map of `migration_pair(20)`: registered for the test."""
+    _, _, truth = migration_pair(20)
 
     def fit(old, new, priors):
         return [({}, AffineMap(truth.weight.to(old.device), truth.bias.to(old.device)))]
@@ -46,7 +38,7 @@ def oracle():
 
 def test_a_registered_candidate_is_fitted_and_chosen_when_it_wins(oracle):
     # 20 rows of a 24-d space with noise: the pairwise maps cannot recover the map
-    old, new, _ = _pair(20, noise=0.3)
+    old, new, _ = migration_pair(20, noise=0.3)
     assert default_candidates()[-1] == "oracle"
     migration_map = relrep_hf.fit_migration(old, new, folds=4)
     assert migration_map.info["chosen"] == "oracle"
@@ -77,7 +69,7 @@ def test_low_rank_is_measured_only_when_named_and_recovers_a_low_rank_map():
 
 @pytest.mark.parametrize("criterion", ["recall", "retention", "both"])
 def test_the_criterion_decides_the_choice(criterion):
-    old, new, _ = _pair(200, noise=2.0)
+    old, new, _ = migration_pair(200, noise=2.0)
     selection = select_migration_map(old, new, criterion=criterion, folds=4)
     scores = {
         "recall": selection.cv_recall,
@@ -92,7 +84,7 @@ def test_the_criterion_decides_the_choice(criterion):
 
 
 def test_the_fit_runs_on_the_rows_device(device):
-    old, new, truth = _pair(60, noise=0.05)
+    old, new, truth = migration_pair(60, noise=0.05)
     old, new = old.float().to(device), new.float().to(device)
     prior = AffineMap(truth.weight.float(), truth.bias.float())  # on the CPU: moved to the rows'
     migration_map = relrep_hf.fit_migration(old, new, prior=prior, folds=3)
@@ -139,7 +131,7 @@ def test_the_report_recommends_by_the_floors():
 
 
 def test_projectors_that_are_not_projectors_are_named():
-    old, new, truth = _pair(40)
+    old, new, truth = migration_pair(40)
     target = MigrationMap(truth.weight, truth.bias)
     with pytest.raises(
         ValueError, match="target must be the new encoder's RelativeProjector.*prior="
@@ -152,7 +144,7 @@ def test_projectors_that_are_not_projectors_are_named():
 def test_a_blend_of_two_candidates_that_err_apart_is_chosen():
     """Two toy candidates, the true map plus and minus one perturbation: their even blend is the
     true map, scored from their out-of-fold predictions, chosen, and refitted as that blend."""
-    old, new, truth = _pair(200, seed=4)
+    old, new, truth = migration_pair(200, seed=4)
     push = 0.5 * torch.randn(truth.weight.shape, generator=torch.Generator().manual_seed(5))
 
     def toy(sign: float):

@@ -12,6 +12,15 @@ from relrep_hf.functional.statistics import whitening_matrix
 from relrep_hf.utils.io import atomic_directory
 
 D, M = 16, 8
+# A saved projector's folder, sorted (a RelativeWrapper's save writes the same files)
+PROJECTOR_FILES = [
+    "README.md",
+    "config.json",
+    "configuration_relative_projector.py",
+    "manifest.json",
+    "model.safetensors",
+    "modeling_relative_projector.py",
+]
 
 
 @pytest.fixture(scope="module")
@@ -79,14 +88,7 @@ def test_output_does_not_depend_on_batch_size_or_order(projector, data):
 
 def test_save_load_round_trip_is_bit_exact(projector, tmp_path):
     projector.save_pretrained(tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "README.md",
-        "config.json",
-        "configuration_relative_projector.py",
-        "manifest.json",
-        "model.safetensors",
-        "modeling_relative_projector.py",
-    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == PROJECTOR_FILES
     loaded = RelativeProjector.from_pretrained(tmp_path)
     for name, tensor in projector.state_dict().items():
         assert torch.equal(loaded.state_dict()[name], tensor), name

@@ -9,7 +9,6 @@ interpreter, since huggingface_hub reads ``HF_ENDPOINT`` at import).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
@@ -28,12 +27,11 @@ from relrep_hf.models.sentence_transformers_module import (
     add_relative_projection,
     projector_from_sentence_transformer,
 )
-from tests.fixtures.hub_server import LocalHub, hub_env, run_client
+from tests.fixtures.hub_server import LocalHub, client_env, run_client
 from tests.fixtures.minilm import MODEL_PATH
 
 transformers.logging.set_verbosity_error()
 
-REPO = Path(__file__).resolve().parents[2]
 NUM_ANCHORS = 24
 SUPPORT_SIZE = 64
 
@@ -169,8 +167,7 @@ def test_push_to_hub_and_pull(relative_model, texts, tmp_path):
     relative_model.save(str(tmp_path / "st"))
     (tmp_path / "texts.txt").write_text("\n".join(sample))
     with LocalHub() as hub:
-        env = hub_env(hub, tmp_path / "client", PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
-        env |= {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error"}
+        env = client_env(hub, tmp_path / "client")
         args = [tmp_path / "st", tmp_path / "texts.txt", tmp_path / "pulled.safetensors"]
         stdout = run_client(PUSH_AND_PULL, env, *args, timeout=600, cwd=tmp_path)
         assert "pulled ok" in stdout

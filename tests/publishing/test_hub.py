@@ -42,11 +42,10 @@ from relrep_hf.models.remote_code import AUTO_MAP, write_remote_code
 from relrep_hf.publishing.hub import push_artifact
 from relrep_hf.training.head_trainer import HeadTrainer, HeadTrainingArguments
 from relrep_hf.utils.hub_files import ARTIFACT_FILES, artifact_kind
-from tests.fixtures.hub_server import LocalHub, hub_env
+from tests.fixtures.hub_server import LocalHub, client_env, hub_env
 
 transformers.logging.set_verbosity_error()
 
-REPO = Path(__file__).resolve().parents[2]
 NUM_ANCHORS = 16
 SUPPORT_SIZE = 64
 SHIFT_SCALE = 2.5  # encoder B = SHIFT_SCALE * A + shift, on the last hidden states
@@ -251,12 +250,6 @@ def site_packages() -> list[str]:
     """This interpreter's site-packages folders (a venv's too)."""
     paths = sysconfig.get_paths()
     return sorted({paths["purelib"], paths["platlib"]})
-
-
-def client_env(hub, tmp_path: Path, **extra: str) -> dict[str, str]:
-    """hub_env, with this checkout of relrep_hf first on the path and one thread."""
-    quiet = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error"}
-    return hub_env(hub, tmp_path, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", **quiet, **extra)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,22 +12,9 @@ from relrep_hf import AnchorSet, ParamTrainer, ParamTrainingArguments, RelativeP
 from relrep_hf.functional.metrics import retrieval_metrics
 from relrep_hf.training.param_trainer import STATE_NAME
 from tests.fixtures.distributed_param import main as distributed_main
-from tests.fixtures.synthetic import affine_spaces
+from tests.fixtures.synthetic import affine_spaces, small_param_args
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def small_args(tmp_path, **overrides):
-    values = dict(
-        num_anchors=16,
-        support_size=300,
-        num_train_epochs=3,
-        train_batch_size=250,
-        save_strategy="no",
-        disable_tqdm=True,
-    )
-    values.update(overrides)
-    return ParamTrainingArguments(str(tmp_path), **values)
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +27,7 @@ def test_zero_shot_on_a_held_out_affine_space(tmp_path):
     spaces = affine_spaces(n=3000, d=16)
     train_rows, test_rows = slice(0, 2000), slice(2000, 3000)
     training = {name: spaces[name][train_rows] for name in ("e0", "e1", "e2")}
-    args = small_args(
+    args = small_param_args(
         tmp_path, num_anchors=64, support_size=1000, num_train_epochs=30, train_batch_size=512
     )
     trainer = ParamTrainer(args, training)
@@ -73,10 +60,10 @@ def test_zero_shot_on_a_held_out_affine_space(tmp_path):
 
 
 def test_same_seed_same_anchor_set_and_it_is_saved(spaces, tmp_path):
-    first = ParamTrainer(small_args(tmp_path / "a"), spaces).train()
-    second = ParamTrainer(small_args(tmp_path / "b"), spaces).train()
+    first = ParamTrainer(small_param_args(tmp_path / "a"), spaces).train()
+    second = ParamTrainer(small_param_args(tmp_path / "b"), spaces).train()
     assert torch.equal(first.mixture, second.mixture)
-    other = ParamTrainer(small_args(tmp_path / "c", seed=7), spaces).train()
+    other = ParamTrainer(small_param_args(tmp_path / "c", seed=7), spaces).train()
     assert not torch.equal(first.mixture, other.mixture)
     loaded = AnchorSet.from_pretrained(tmp_path / "a")
     assert torch.equal(loaded.mixture, first.mixture)
@@ -89,7 +76,7 @@ def test_same_seed_same_anchor_set_and_it_is_saved(spaces, tmp_path):
 
 
 def test_training_lowers_the_loss_and_logs_every_term(spaces, tmp_path):
-    trainer = ParamTrainer(small_args(tmp_path, num_train_epochs=6, logging_steps=4), spaces)
+    trainer = ParamTrainer(small_param_args(tmp_path, num_train_epochs=6, logging_steps=4), spaces)
     trainer.train()
     history = trainer.log_history
     assert {"loss", "coverage", "orthogonality", "length", "info_nce", "epoch", "step"} <= set(
@@ -99,7 +86,7 @@ def test_training_lowers_the_loss_and_logs_every_term(spaces, tmp_path):
 
 
 def test_single_encoder_trains_without_info_nce(spaces, tmp_path):
-    trainer = ParamTrainer(small_args(tmp_path), {"e0": spaces["e0"]})
+    trainer = ParamTrainer(small_param_args(tmp_path), {"e0": spaces["e0"]})
     anchor_set = trainer.train()
     assert "info_nce" not in trainer.log_history[-1]
     assert "retrieval" not in anchor_set.metrics
@@ -155,10 +142,10 @@ def test_datasets_columns_give_the_same_anchor_set_as_tensors(spaces, tmp_path):
     dataset = datasets.Dataset.from_dict({name: space.tolist() for name, space in spaces.items()})
     dataset = dataset.add_column("text", [f"input {i}" for i in range(len(dataset))])
     from_tensors = ParamTrainer(
-        small_args(tmp_path / "t", statistics_batch_size=97), spaces
+        small_param_args(tmp_path / "t", statistics_batch_size=97), spaces
     ).train()
     trainer = ParamTrainer(
-        small_args(tmp_path / "d", statistics_batch_size=97), dataset, inputs=dataset["text"]
+        small_param_args(tmp_path / "d", statistics_batch_size=97), dataset, inputs=dataset["text"]
     )
     from_dataset = trainer.train()
     torch.testing.assert_close(from_dataset.mixture, from_tensors.mixture, rtol=1e-5, atol=1e-6)
@@ -166,8 +153,10 @@ def test_datasets_columns_give_the_same_anchor_set_as_tensors(spaces, tmp_path):
 
 
 def test_resume_ends_where_an_uninterrupted_run_ends(spaces, tmp_path):
-    uninterrupted = ParamTrainer(small_args(tmp_path / "full", num_train_epochs=4), spaces).train()
-    args = small_args(
+    uninterrupted = ParamTrainer(
+        small_param_args(tmp_path / "full", num_train_epochs=4), spaces
+    ).train()
+    args = small_param_args(
         tmp_path / "resumed", num_train_epochs=4, save_strategy="epoch", save_total_limit=None
     )
     ParamTrainer(args, spaces).train()
@@ -195,32 +184,34 @@ def test_resume_ends_where_an_uninterrupted_run_ends(spaces, tmp_path):
 
 def test_resume_with_changed_arguments_is_an_error(spaces, tmp_path):
     ParamTrainer(
-        small_args(tmp_path, num_train_epochs=1, save_strategy="steps", save_steps=2), spaces
+        small_param_args(tmp_path, num_train_epochs=1, save_strategy="steps", save_steps=2), spaces
     ).train()
-    changed = small_args(
+    changed = small_param_args(
         tmp_path, num_train_epochs=1, save_strategy="steps", save_steps=2, learning_rate=0.1
     )
     with pytest.raises(ValueError, match=r"learning_rate: 0.03 -> 0.1.*original arguments"):
         ParamTrainer(changed, spaces).train(resume_from_checkpoint=True)
     with pytest.raises(ValueError, match="no complete checkpoint"):
-        ParamTrainer(small_args(tmp_path / "empty"), spaces).train(resume_from_checkpoint=True)
+        ParamTrainer(small_param_args(tmp_path / "empty"), spaces).train(
+            resume_from_checkpoint=True
+        )
 
 
 def test_bad_inputs(spaces, tmp_path):
     with pytest.raises(ValueError, match="support set has 300 points, fewer than num_anchors=400"):
-        ParamTrainer(small_args(tmp_path, num_anchors=400), spaces)
+        ParamTrainer(small_param_args(tmp_path, num_anchors=400), spaces)
     with pytest.raises(ValueError, match="same N inputs.*'e0': 1000, 'e1': 999"):
-        ParamTrainer(small_args(tmp_path), {"e0": spaces["e0"], "e1": spaces["e1"][:-1]})
+        ParamTrainer(small_param_args(tmp_path), {"e0": spaces["e0"], "e1": spaces["e1"][:-1]})
     broken = spaces["e1"].clone()
     broken[640, 3] = float("nan")
     with pytest.raises(ValueError, match="Encoder 'e1', rows 0..999: .*NaN or Inf.*row 640"):
-        ParamTrainer(small_args(tmp_path), {"e0": spaces["e0"], "e1": broken}).train()
+        ParamTrainer(small_param_args(tmp_path), {"e0": spaces["e0"], "e1": broken}).train()
     with pytest.raises(ValueError, match="Invalid optimizer 'sgd'"):
-        small_args(tmp_path, optimizer="sgd")
+        small_param_args(tmp_path, optimizer="sgd")
     with pytest.raises(ValueError, match="support_size=2000 exceeds the 1000"):
-        ParamTrainer(small_args(tmp_path, support_size=2000), spaces)
+        ParamTrainer(small_param_args(tmp_path, support_size=2000), spaces)
     with pytest.raises(ValueError, match="1000 embedding rows"):
-        ParamTrainer(small_args(tmp_path), spaces, inputs=["a", "b"])
+        ParamTrainer(small_param_args(tmp_path), spaces, inputs=["a", "b"])
 
 
 def test_two_processes_learn_the_anchor_set_of_one(tmp_path):
@@ -253,23 +244,25 @@ def test_two_processes_learn_the_anchor_set_of_one(tmp_path):
 
 
 def test_numpy_arrays_train_the_anchor_set_of_tensors(spaces, tmp_path):
-    from_tensors = ParamTrainer(small_args(tmp_path / "t"), spaces).train()
+    from_tensors = ParamTrainer(small_param_args(tmp_path / "t"), spaces).train()
     arrays = {name: space.numpy() for name, space in spaces.items()}
-    from_numpy = ParamTrainer(small_args(tmp_path / "n"), arrays).train()
+    from_numpy = ParamTrainer(small_param_args(tmp_path / "n"), arrays).train()
     torch.testing.assert_close(from_numpy.mixture, from_tensors.mixture, rtol=0, atol=0)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run on the device)")
 def test_embeddings_on_the_gpu_train_the_anchor_set_of_embeddings_on_the_cpu(spaces, tmp_path):
-    from_cpu = ParamTrainer(small_args(tmp_path / "c"), spaces).train()
+    from_cpu = ParamTrainer(small_param_args(tmp_path / "c"), spaces).train()
     on_gpu = {name: space.cuda() for name, space in spaces.items()}
-    from_gpu = ParamTrainer(small_args(tmp_path / "g"), on_gpu).train()
+    from_gpu = ParamTrainer(small_param_args(tmp_path / "g"), on_gpu).train()
     torch.testing.assert_close(from_gpu.mixture, from_cpu.mixture)
 
 
 def test_the_final_state_is_checkpointed_with_any_strategy(spaces, tmp_path):
     """3 epochs of 4 steps, a checkpoint every 5 steps: 5, 10, and the final 12."""
-    args = small_args(tmp_path / "out", save_strategy="steps", save_steps=5, save_total_limit=None)
+    args = small_param_args(
+        tmp_path / "out", save_strategy="steps", save_steps=5, save_total_limit=None
+    )
     ParamTrainer(args, spaces).train()
     names = sorted(p.name for p in args.checkpoint_dir.glob("checkpoint-*"))
     assert names == ["checkpoint-10", "checkpoint-12", "checkpoint-5"]

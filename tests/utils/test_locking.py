@@ -21,7 +21,7 @@ import pytest
 
 from relrep_hf.utils.locking import FolderLockedError, folder_lock, lock_path
 from tests.fixtures import killable_save
-from tests.fixtures.hub_server import LocalHub, hub_env
+from tests.fixtures.hub_server import LocalHub, client_env
 from tests.test_reliability import References, files_of, finish, start
 
 REPO = Path(__file__).resolve().parents[2]
@@ -184,10 +184,7 @@ print(json.dumps({"version": version, "files": files, "commits": commits}))
 
 def test_two_processes_pushing_one_repo_at_once(tmp_path):
     with LocalHub() as hub:
-        env = hub_env(
-            hub, tmp_path, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1",
-            HF_HUB_DISABLE_PROGRESS_BARS="1", TRANSFORMERS_VERBOSITY="error",
-        )  # fmt: skip
+        env = client_env(hub, tmp_path)
         repo_id = f"{hub.user}/head"
         go = tmp_path / "go"  # made once both interpreters have imported and saved
         pushers = [

@@ -23,9 +23,8 @@ import torch
 from relrep_hf import AnchorSet, RelativeHeadConfig, RelativeProjector, Statistics
 from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
 from relrep_hf.utils.manifest import MANIFEST_NAME, CorruptedArtifactError
-from tests.fixtures.hub_server import LocalHub, hub_env
+from tests.fixtures.hub_server import LocalHub, client_env
 
-REPO = Path(__file__).resolve().parents[2]
 EVERY_BYTE = 2048  # files up to this size get every byte flipped; larger ones one per region
 REGION = 32
 # read by nothing but the digest check, which catches a flip anywhere in a file alike: one flip
@@ -184,10 +183,7 @@ print("ok")
 
 def test_hub_snapshots_are_verified_and_pushes_leave_no_stale_files(tmp_path):
     with LocalHub() as hub:
-        env = hub_env(
-            hub, tmp_path, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1",
-            HF_HUB_DISABLE_PROGRESS_BARS="1", TRANSFORMERS_VERBOSITY="error",
-        )  # fmt: skip
+        env = client_env(hub, tmp_path)
         result = subprocess.run(
             [sys.executable, "-c", textwrap.dedent(HUB_CLIENT), str(tmp_path), hub.user],
             env=env, capture_output=True, text=True, timeout=300,
