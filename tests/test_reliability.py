@@ -61,6 +61,7 @@ from relrep_hf.encoding.encoder_kinds import (
 )
 from relrep_hf.encoding.encoders import ArraySpec, EncoderSpec
 from relrep_hf.encoding.extraction import extract_embeddings
+from relrep_hf.encoding.gguf_encoders import gguf_quantization
 from relrep_hf.evaluation.zero_shot import EncoderData, ZeroShotStitching
 from relrep_hf.functional import register_similarity
 from relrep_hf.pipeline.steps import demo_sizes, load_dataset_for_run
@@ -515,6 +516,12 @@ def resumed_with_changed_arguments(s: Setup):
     return s.trainer(**run, learning_rate=0.1).train(resume_from_checkpoint=True)
 
 
+def gguf_file_of(s: Setup, data: bytes) -> str:
+    path = s.folder / "model.gguf"
+    path.write_bytes(data)
+    return str(path)
+
+
 def singular_statistics() -> Statistics:
     """Rows +-e1, +-e2 in 3-d: mean 0 and scatter diag(2, 2, 0), exactly."""
     eye = torch.eye(3, dtype=torch.float64)
@@ -829,6 +836,11 @@ BAD_INPUTS = [
              lambda s: register_anchor_method(ANCHOR_METHODS["param"])),
     BadInput("a similarity's name instead of its entry", "`register_similarity`",
              lambda s: register_similarity("cosine")),
+    BadInput("a .gguf file that is not GGUF", "`gguf_quantization` (a GGUF encoder's load)",
+             lambda s: gguf_quantization(gguf_file_of(s, b"not a model"))),
+    BadInput("a GGUF file cut short in its metadata", "`gguf_quantization` (a GGUF encoder's load)",
+             lambda s: gguf_quantization(gguf_file_of(s, b"GGUF" + bytes([3, 0, 0, 0]) + bytes(8)
+                                                      + bytes([5]) + bytes(7) + bytes(12)))),
     BadInput("a lazy package's `__init__.pyi` missing (an incomplete install)", "`stub_names`",
              lambda s: stub_names(str(s.folder / "__init__.py"))),
 ]  # fmt: skip

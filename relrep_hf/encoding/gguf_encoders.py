@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
+import struct
 from collections import Counter
 from typing import Any
 
@@ -67,9 +68,10 @@ def gguf_quantization(path: str) -> str:
     """The quantisation of a GGUF file: its ``general.file_type`` (``Q4_K_M``, ``F16``, ...), or
     the most common type of its matrices when the file does not state one.
 
-    Read once per file version in a process (keyed by path, size and modification time): gguf's
-    reader parses every metadata field, the whole vocabulary included (5.5 s for the SmolLM2-135M
-    file, measured), and a run that reads its embeddings from the cache still asks."""
+    The header is scanned up to that key (`gguf_metadata_value`): 1 ms for the SmolLM2-135M
+    file, where gguf's reader parses every field, the whole vocabulary included (5.5 s,
+    measured). Read once per file version in a process (keyed by path, size and modification
+    time)."""
     stat = os.stat(path)
     return _quantization(os.path.realpath(path), stat.st_size, stat.st_mtime_ns)
 
@@ -78,17 +80,67 @@ def gguf_quantization(path: str) -> str:
 def _quantization(path: str, size: int, modified_ns: int) -> str:
     import gguf  # an optional dependency: transformers needs it to load GGUF files at all
 
-    reader = gguf.GGUFReader(path)
-    field = reader.fields.get("general.file_type")
-    if field is not None:
-        value = int(field.parts[field.data[0]][0])
+    value = gguf_metadata_value(path, "general.file_type")
+    if value is not None:
         try:
-            name = gguf.LlamaFileType(value).name
+            name = gguf.LlamaFileType(int(value)).name
         except ValueError:
             name = f"file_type {value}"
         return name.removeprefix("MOSTLY_").removeprefix("ALL_")
+    reader = gguf.GGUFReader(path)
     types = Counter(t.tensor_type.name for t in reader.tensors if len(t.shape) >= 2)
     return types.most_common(1)[0][0] if types else ""
+
+
+# GGUF metadata value types: struct formats of the scalars; 8 is a string, 9 an array
+_SCALARS = dict(enumerate("BbHhIif?")) | {10: "Q", 11: "q", 12: "d"}
+_STRING, _ARRAY = 8, 9
+
+
+def gguf_metadata_value(path: str, key: str) -> Any:
+    """The scalar or string value of metadata ``key`` in a GGUF file (``None`` if absent),
+    read by scanning the header up to it: skipping an array of strings reads only each
+    string's length, so no vocabulary is parsed (the GGUF format: ggml's docs/gguf.md)."""
+    with open(path, "rb") as file:
+        blob = file.read(24)
+        if len(blob) < 24 or blob[:4] != b"GGUF":
+            raise ValueError(f"{path} is not a GGUF file (no GGUF magic number at its start).")
+        order = "<" if struct.unpack_from("<I", blob, 4)[0] < 0x10000 else ">"
+        count = struct.unpack_from(order + "Q", blob, 16)[0]
+
+        def read(fmt: str) -> Any:
+            fmt = order + fmt
+            return struct.unpack(fmt, file.read(struct.calcsize(fmt)))[0]
+
+        def value(kind: int, wanted: bool) -> Any:
+            if kind == _STRING:
+                size = read("Q")
+                if wanted:
+                    return file.read(size).decode("utf-8", "replace")
+                file.seek(size, os.SEEK_CUR)
+                return None
+            if kind == _ARRAY:
+                inner, length = read("I"), read("Q")
+                if inner in _SCALARS:
+                    file.seek(length * struct.calcsize(_SCALARS[inner]), os.SEEK_CUR)
+                else:
+                    for _ in range(length):
+                        value(inner, False)
+                return None
+            return read(_SCALARS[kind])
+
+        try:
+            for _ in range(count):
+                name = file.read(read("Q")).decode("utf-8", "replace")
+                found = value(read("I"), True)
+                if name == key:
+                    return found
+        except (struct.error, KeyError, OverflowError) as error:  # short read, unknown type
+            raise ValueError(
+                f"{path} is a truncated or corrupted GGUF file (its metadata ends early or holds "
+                f"an unknown value type: {error!r}). Download or copy it again."
+            ) from error
+    return None
 
 
 def gguf_provenance(

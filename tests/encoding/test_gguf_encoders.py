@@ -24,7 +24,11 @@ from relrep_hf.cli import main
 from relrep_hf.encoding.corpora import load_sentences
 from relrep_hf.encoding.encoders import EncoderSpec
 from relrep_hf.encoding.extraction import embeddings_tensor
-from relrep_hf.encoding.gguf_encoders import gguf_quantization, split_gguf_path
+from relrep_hf.encoding.gguf_encoders import (
+    gguf_metadata_value,
+    gguf_quantization,
+    split_gguf_path,
+)
 from tests.fixtures.gguf_models import (
     byte_level_vocab,
     sentencepiece_vocab,
@@ -139,6 +143,35 @@ def test_quantization_is_read_from_the_file(models, tmp_path):
     shutil.copyfile(folder / "tiny-gemma3-F32.gguf", copy)
     os.utime(copy, ns=(1, 1))  # another modification time even on a coarse clock
     assert gguf_quantization(str(copy)) == "F32"
+
+
+def test_the_header_scan_reads_every_scalar_as_ggufs_reader_does(models):
+    import gguf
+
+    for path in (models[kind]["folder"] / f"tiny-{kind}-F16.gguf" for kind in ("gemma3", "llama")):
+        reader = gguf.GGUFReader(str(path))
+        arrays = scalars = 0
+        for name, field in reader.fields.items():
+            if name.startswith("GGUF."):  # the reader's own entries, not metadata
+                continue
+            if field.types[0] == gguf.GGUFValueType.ARRAY:  # skipped, not returned
+                arrays += 1
+                assert gguf_metadata_value(str(path), name) is None
+                continue
+            scalars += 1
+            assert gguf_metadata_value(str(path), name) == pytest.approx(field.contents()), name
+        assert arrays and scalars  # the vocabulary's arrays stand before keys read after them
+    assert gguf_metadata_value(str(path), "no.such.key") is None
+
+
+def test_a_damaged_gguf_header_is_a_clear_error(models, tmp_path):
+    truncated = tmp_path / "truncated.gguf"
+    truncated.write_bytes((models["gemma3"]["folder"] / "tiny-gemma3-F16.gguf").read_bytes()[:300])
+    with pytest.raises(ValueError, match="truncated or corrupted GGUF file"):
+        gguf_metadata_value(str(truncated), "no.such.key")
+    (tmp_path / "text.gguf").write_text("not a model")
+    with pytest.raises(ValueError, match="is not a GGUF file"):
+        gguf_quantization(str(tmp_path / "text.gguf"))
 
 
 def test_spec_grammar(models):
