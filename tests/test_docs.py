@@ -56,7 +56,8 @@ DEFAULT_QUOTES = [
      ("MULTILINGUAL_DEMO_ROWS",)),
     ("docs/usage.md", r"chooses the shrinkage from the fit rows \(`\"(\w+)\"`\), the paper's "
      r"methods keep ([\d.]+)", ("SHARED_LINEAR_SHRINKAGE", "DEFAULT_SHRINKAGE")),
-    ("README.md", r"or a first look in about a minute: ([\d,]+) sentences", ("QUICK_DEMO_ROWS",)),
+    ("README.md", r"or a first look in about two minutes on 2 CPU cores: ([\d,]+) sentences",
+     ("QUICK_DEMO_ROWS",)),
 ]  # fmt: skip
 
 

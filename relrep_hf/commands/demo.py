@@ -73,8 +73,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="a first run in about a minute: 1,000 sentences, test rows, support and anchors "
-        "scaled to them",
+        help="a first run in about two minutes on 2 CPU cores (one, its embeddings cached): "
+        "1,000 sentences, test rows, support and anchors scaled to them",
     )
     parser.add_argument(
         "--limit",

@@ -193,6 +193,52 @@ def _names_gguf(text: str) -> bool:
 
 
 def _embed_model(group: Sequence[tuple[Any, str]], request: EmbedRequest) -> list[Embedded]:
+    """One load of the model, one forward pass per column for all its layers and poolings; a
+    GGUF encoder whose views are all cached is not loaded at all (`view_index`)."""
+    from relrep_hf.encoding.encoders import gguf_file_path
+    from relrep_hf.encoding.extraction_writer import cache_root
+    from relrep_hf.encoding.view_index import index_views, load_identity, view_record
+
+    if not group[0][0].gguf_file:
+        return _load_and_embed(group, request)
+    root = cache_root(request.cache_dir)
+    identity = load_identity(group, request.data, gguf_file_path(group[0][0]))
+    found = _indexed(root, identity, group, request)
+    if found is not None:
+        return found
+    results = _load_and_embed(group, request)
+    records = [
+        view_record(one.spec, _folder(one.dataset), one.provenance, one.extra) for one in results
+    ]
+    index_views(root, identity, records)
+    return results
+
+
+def _indexed(
+    root: Path, identity: str, group: Sequence[tuple[Any, str]], request: EmbedRequest
+) -> list[Embedded] | None:
+    """The views an earlier load of the same identity wrote, read back; None on a miss."""
+    from relrep_hf.encoding.encoders import EncoderSpec
+    from relrep_hf.encoding.extraction import read_extracted
+    from relrep_hf.encoding.view_index import indexed_views
+
+    records = indexed_views(root, identity)
+    if records is None or len(records) != len(group):
+        return None
+    return [
+        Embedded(EncoderSpec(*record["spec"]), read_extracted(root / record["folder"],
+                 request.data), record["provenance"], record["extra"])
+        for record in records
+    ]  # fmt: skip
+
+
+def _folder(embedded: datasets.Dataset) -> Path:
+    """The cache folder an extracted dataset's ``embedding`` column was read from."""
+    files = [f["filename"] for f in embedded.cache_files]
+    return Path(next(f for f in files if f.endswith("embeddings.arrow"))).parent
+
+
+def _load_and_embed(group: Sequence[tuple[Any, str]], request: EmbedRequest) -> list[Embedded]:
     """One load of the model, one forward pass per column for all its layers and poolings."""
     from relrep_hf.encoding.encoders import (
         architecture,

@@ -28,7 +28,12 @@ from huggingface_hub import try_to_load_from_cache
 from torch import nn
 from transformers import AutoImageProcessor, AutoModel, AutoTokenizer
 
-from relrep_hf.encoding.gguf_encoders import gguf_provenance, load_gguf_tokenizer, split_gguf_path
+from relrep_hf.encoding.gguf_encoders import (
+    gguf_local_path,
+    gguf_provenance,
+    load_gguf_tokenizer,
+    split_gguf_path,
+)
 from relrep_hf.encoding.models import input_modality
 from relrep_hf.encoding.pooling import Pooling, default_pooling, validate_pooling
 from relrep_hf.utils.hub_files import is_commit_hash, loaded_provenance
@@ -158,6 +163,11 @@ def load_encoder(spec: EncoderSpec, **kwargs: Any) -> tuple[nn.Module, Any, dict
     if spec.gguf_file:  # the commit, when the file came from the Hub cache
         provenance.update(gguf_provenance(source, spec.gguf_file, spec.revision))
     return model, tokenizer, provenance
+
+
+def gguf_file_path(spec: EncoderSpec) -> str:
+    """The local path of a GGUF spec's file (the Hub cache's copy for a Hub file)."""
+    return gguf_local_path(_source(spec.model_id), spec.gguf_file, spec.revision)
 
 
 def extraction_id(spec: EncoderSpec, provenance: dict[str, str]) -> str:

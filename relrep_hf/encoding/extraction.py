@@ -54,7 +54,7 @@ __all__ = [
 # Rows of a dataset encoded (and length-sorted) together; each process holds one window at a time.
 DEFAULT_WINDOW_BATCHES = 64
 # Bumped when the layout of the extraction cache changes, so old files are never read back.
-_CACHE_FORMAT = 1
+CACHE_FORMAT = 1
 
 
 def extraction_cache_key(
@@ -79,7 +79,7 @@ def extraction_cache_key(
     encoder_id = encoder_id or known_id or str(getattr(encoder.config, "name_or_path", ""))
     encoder_revision = encoder_revision or known_revision
     parts = {
-        "format": _CACHE_FORMAT,
+        "format": CACHE_FORMAT,
         "encoder_id": encoder_id,
         "encoder_revision": encoder_revision,
         "encoder_class": type(encoder).__name__,
@@ -233,7 +233,7 @@ def extract_embedding_views(
             progress.close()
     if accelerator is not None:
         accelerator.wait_for_everyone()
-    return [_read_back(folder, dataset) for folder in folders]
+    return [read_extracted(folder, dataset) for folder in folders]
 
 
 @dataclass(frozen=True)
@@ -335,8 +335,9 @@ def _info(
     }
 
 
-def _read_back(folder: Path, dataset: datasets.Dataset) -> datasets.Dataset:
-    """``dataset`` with the ``embedding`` column of ``folder``, checked row for row."""
+def read_extracted(folder: Path, dataset: datasets.Dataset) -> datasets.Dataset:
+    """``dataset`` with the ``embedding`` column of the cache folder ``folder`` (one view
+    extracted from it), checked row for row."""
     embeddings = datasets.Dataset.from_file(str(folder / "embeddings.arrow"))
     if len(embeddings) != len(dataset):
         raise OSError(

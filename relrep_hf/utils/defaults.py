@@ -56,7 +56,7 @@ MULTILINGUAL_ENCODERS = (
     "py:relrep_hf.encoding.packaged_encoders:use_multilingual#fr",
     "py:relrep_hf.encoding.packaged_encoders:e5_small#es",
 )
-QUICK_DEMO_ROWS = 1000  # --quick: about a minute on a quiet laptop CPU
+QUICK_DEMO_ROWS = 1000  # --quick: about two minutes on 2 CPU cores (docs/main_job.md)
 MULTILINGUAL_DEMO_ROWS = 2000  # verses of the multilingual main job (--quick: 1,000)
 # how an anchor set is fitted (the methods: `relrep_hf.training.anchor_methods`); the default is
 # the winner of benchmarks/studies/quality.py
