@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import Tensor
 from torch.utils.data import Dataset
-from transformers import EvalPrediction, Trainer, TrainingArguments
+from transformers import EvalPrediction, Trainer, TrainingArguments, default_data_collator
 from transformers.trainer_callback import PrinterCallback
 
 from relrep_hf.functional.metrics import accuracy, weighted_f1
@@ -217,9 +217,11 @@ class HeadTrainer:
                     disable_tqdm=args.disable_tqdm,
                     label_names=["labels"],
                     dataloader_pin_memory=False,
+                    remove_unused_columns=False,  # _Features holds the model's inputs only
                 ),
                 train_dataset=self.train_dataset,
                 eval_dataset=self.eval_dataset,
+                data_collator=_collate,
                 compute_metrics=_compute_metrics,
             )
             self.trainer.remove_callback(PrinterCallback)  # logs go to the logger, not stdout
@@ -364,6 +366,16 @@ class _Features(Dataset):
         if self.labels is None:
             return {"relative": self.relative[index]}
         return {"relative": self.relative[index], "labels": self.labels[index]}
+
+    def __getitems__(self, indices: list[int]) -> dict[str, Tensor]:
+        """A whole batch by one index per tensor (the DataLoader's batched fetch): the same
+        tensors as stacking the rows, without a Python call and a dict per row."""
+        return self[indices]
+
+
+def _collate(batch: dict[str, Tensor] | list[dict[str, Tensor]]) -> dict[str, Tensor]:
+    """A batch `_Features.__getitems__` made as it is; rows fetched one by one, stacked."""
+    return batch if isinstance(batch, dict) else default_data_collator(batch)
 
 
 def _compute_metrics(prediction: EvalPrediction) -> dict[str, float]:

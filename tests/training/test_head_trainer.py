@@ -161,3 +161,20 @@ def test_a_column_of_class_indices_trains_as_its_flat_labels():
     flat, column = (h.state_dict() for h in heads)
     assert heads[1].config.num_directions is not None
     assert all(torch.equal(column[k], v) for k, v in flat.items())
+
+
+@pytest.mark.parametrize("labels", [torch.tensor([0, 2, 1, 1, 0]), torch.rand(5, 3), None])
+def test_a_batch_fetched_at_once_is_the_rows_stacked(labels):
+    """The DataLoader's batched fetch (`__getitems__`) gives the tensors the per-row fetch and
+    transformers' default collator give, so training sees the same batches, only sooner."""
+    from transformers import default_data_collator
+
+    from relrep_hf.training.head_trainer import _collate, _Features
+
+    features = _Features(torch.randn(5, 4), labels)
+    batched = _collate(features.__getitems__([3, 0, 3]))
+    rows = default_data_collator([features[i] for i in (3, 0, 3)])
+    assert batched.keys() == rows.keys()
+    for key in rows:
+        assert batched[key].dtype == rows[key].dtype and torch.equal(batched[key], rows[key])
+    assert _collate([features[1]]).keys() == rows.keys()  # rows fetched one by one still stack
