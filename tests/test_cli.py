@@ -436,7 +436,10 @@ def test_the_main_job_stitches_two_architectures_and_caches_their_embeddings(
         capsys.readouterr().out
     )
     cached = sorted((tmp_path / "cache" / "relrep_hf").iterdir())
-    assert len(cached) == 4  # one folder per encoder view
+    views = [path for path in cached if path.name.startswith("relrep-embeddings-")]
+    assert len(views) == 4  # one folder per encoder view
+    others = [path.name for path in cached if path not in views]
+    assert len(others) == 1 and others[0].startswith("relrep-gguf-views-")  # SmolLM2's index
     modified = [folder.stat().st_mtime_ns for folder in cached]
     assert main(["demo", str(tmp_path / "second"), *small]) == 0
     assert [folder.stat().st_mtime_ns for folder in cached] == modified  # read back, not embedded
