@@ -9,6 +9,10 @@ modification time, the specs, columns and rows, and the library versions that sh
 result) -> the folders its views were written to, with the spec, provenance and record each
 one's `Embedded` needs. A run with the same identity reads those folders and loads nothing;
 anything else (another file version, other rows, another transformers) misses and loads.
+
+The file's version is its size and modification time, as make and ccache read it: a file
+rewritten in place with the same size and an unchanged modification time would be taken for the
+old one (copy or download a new file, or delete the ``relrep-gguf-views-*.json`` index).
 """
 
 from __future__ import annotations
