@@ -17,6 +17,7 @@ import random
 import re
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -841,6 +842,9 @@ BAD_INPUTS = [
     BadInput("a GGUF file cut short in its metadata", "`gguf_quantization` (a GGUF encoder's load)",
              lambda s: gguf_quantization(gguf_file_of(s, b"GGUF" + bytes([3, 0, 0, 0]) + bytes(8)
                                                       + bytes([5]) + bytes(7) + bytes(12)))),
+    BadInput("a GGUF key whose length is 2^62 bytes", "`gguf_quantization` (a GGUF encoder's load)",
+             lambda s: gguf_quantization(gguf_file_of(s, b"GGUF" + struct.pack("<IQQQ", 3, 0, 1, 2**62)
+                                                      + bytes(40)))),
     BadInput("a lazy package's `__init__.pyi` missing (an incomplete install)", "`stub_names`",
              lambda s: stub_names(str(s.folder / "__init__.py"))),
 ]  # fmt: skip

@@ -226,10 +226,14 @@ def _indexed(
     if records is None or len(records) != len(group):
         return None
     return [
-        Embedded(EncoderSpec(*record["spec"]), read_extracted(root / record["folder"],
-                 request.data), record["provenance"], record["extra"])
+        Embedded(
+            EncoderSpec(*record["spec"]),
+            read_extracted(root / record["folder"], request.data),
+            record["provenance"],
+            record["extra"],
+        )
         for record in records
-    ]  # fmt: skip
+    ]
 
 
 def _folder(embedded: datasets.Dataset) -> Path:

@@ -59,10 +59,11 @@ def indexed_views(cache_root: Path, identity: str) -> list[dict[str, Any]] | Non
     path = _index_path(cache_root, identity)
     try:
         records = json.loads(path.read_text(encoding="utf-8"))["views"]
-        folders = [cache_root / record["folder"] for record in records]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if not all((folder / "embeddings.arrow").is_file() for folder in folders):
+    if not isinstance(records, list) or not all(map(_well_formed, records)):
+        return None
+    if not all((cache_root / r["folder"] / "embeddings.arrow").is_file() for r in records):
         return None
     logger.info("Embeddings of a GGUF encoder found in the cache: no load (%s)", path.name)
     return records
@@ -84,6 +85,21 @@ def view_record(spec: Any, folder: Path, provenance: dict[str, str], extra: dict
     provenance and run record."""
     return {"folder": folder.name, "spec": _spec_fields(spec), "provenance": provenance,
             "extra": extra}  # fmt: skip
+
+
+def _well_formed(record: Any) -> bool:
+    """A record as `view_record` writes it: a cache folder's bare name, five spec fields, two
+    dicts (anything else, edited or damaged, is a miss)."""
+    return (
+        isinstance(record, dict)
+        and isinstance(folder := record.get("folder"), str)
+        and folder.startswith("relrep-embeddings-")
+        and Path(folder).name == folder
+        and isinstance(record.get("spec"), list)
+        and len(record["spec"]) == 5
+        and isinstance(record.get("provenance"), dict)
+        and isinstance(record.get("extra"), dict)
+    )
 
 
 def _spec_fields(spec: Any) -> list[Any]:

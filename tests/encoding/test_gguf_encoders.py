@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import struct
 
 import datasets
 import pytest
@@ -169,6 +170,10 @@ def test_a_damaged_gguf_header_is_a_clear_error(models, tmp_path):
     truncated.write_bytes((models["gemma3"]["folder"] / "tiny-gemma3-F16.gguf").read_bytes()[:300])
     with pytest.raises(ValueError, match="truncated or corrupted GGUF file"):
         gguf_metadata_value(str(truncated), "no.such.key")
+    huge = tmp_path / "huge.gguf"  # a key whose length is 2**62 bytes: refused, not allocated
+    huge.write_bytes(b"GGUF" + struct.pack("<IQQQ", 3, 0, 1, 2**62) + bytes(40))
+    with pytest.raises(ValueError, match="truncated or corrupted GGUF file"):
+        gguf_metadata_value(str(huge), "no.such.key")
     (tmp_path / "text.gguf").write_text("not a model")
     with pytest.raises(ValueError, match="is not a GGUF file"):
         gguf_quantization(str(tmp_path / "text.gguf"))

@@ -3,6 +3,7 @@ could change its embeddings (another file version, other rows, a broken index) l
 
 from __future__ import annotations
 
+import json
 import os
 
 import datasets
@@ -68,14 +69,21 @@ def test_a_broken_index_or_a_deleted_folder_is_a_miss(gguf_file, tmp_path, loads
     cache = tmp_path / "cache"
     first = embed(gguf_file, cache)
     (index,) = cache.glob("relrep-gguf-views-*")
+    good = index.read_text()
     index.write_text("{not json")
     embed(gguf_file, cache)
-    assert len(loads) == 2 and index.read_text().startswith("{\n")  # loaded, index rewritten
+    assert len(loads) == 2 and index.read_text() == good  # loaded, index rewritten
+    record = json.loads(good)["views"][0]
+    for edited in ({**record, "spec": record["spec"][:3]}, {**record, "folder": "../elsewhere"}):
+        index.write_text(json.dumps({"views": [edited, record]}))  # valid JSON, wrong shape
+        embed(gguf_file, cache)
+        assert index.read_text() == good  # a miss: loaded again, never an error
+    assert len(loads) == 4
     folder = next(p for p in cache.iterdir() if p.name.startswith("relrep-embeddings-"))
     for file in folder.iterdir():
         file.unlink()
     folder.rmdir()
     again = embed(gguf_file, cache)
-    assert len(loads) == 3  # the deleted view was extracted again
+    assert len(loads) == 5  # the deleted view was extracted again
     for one, other in zip(first, again, strict=True):
         assert torch.equal(embeddings_tensor(one.dataset), embeddings_tensor(other.dataset))

@@ -13,7 +13,7 @@ from relrep_hf.evaluation.zero_shot import (
 )
 from relrep_hf.functional.metrics import retrieval_metrics
 from relrep_hf.functional.tables import format_table
-from tests.fixtures.synthetic import affine_spaces
+from tests.fixtures.synthetic import affine_spaces, small_param_args
 
 
 def test_algorithm_1_on_affine_spaces(tmp_path):
@@ -25,14 +25,8 @@ def test_algorithm_1_on_affine_spaces(tmp_path):
     labels += (
         2 * (spaces["e0"] @ torch.randn(8, generator=torch.Generator().manual_seed(6)) > 0).long()
     )
-    args = ParamTrainingArguments(
-        str(tmp_path),
-        num_anchors=24,
-        support_size=400,
-        num_train_epochs=20,
-        train_batch_size=256,
-        save_strategy="no",
-        disable_tqdm=True,
+    args = small_param_args(
+        tmp_path, num_anchors=24, support_size=400, num_train_epochs=20, train_batch_size=256
     )
     rows = zero_shot_classification(
         spaces,
