@@ -189,17 +189,20 @@ def trained_head(features: dict[str, torch.Tensor], labels: torch.Tensor):
 
 def test_heads(device, tmp_path):
     features = {n: x[:, :4] for n, x in on(device, torch.float32).items()}
-    head = trained_head(features, LABELS.to(device)).to(device)
-    logits = head(features["e2"]).logits
+    head = trained_head(features, LABELS.to(device))  # built on the CPU
+    # the Trainer's device (the GPU where there is one) trains it; it comes back where it was
+    assert_on(torch.device("cpu"), next(head.parameters()))
+    logits = head.to(device)(features["e2"]).logits
     assert_on(device, logits)
     # the features are held on the CPU and the Trainer's device trains both: the same head
-    expected = trained_head({n: x[:, :4] for n, x in SPACES.items()}, LABELS).cpu()
+    expected = trained_head({n: x[:, :4] for n, x in SPACES.items()}, LABELS)
     assert_same(logits, expected(SPACES["e2"][:, :4]).logits, rtol=1e-5, atol=1e-6)
     args = HeadTrainingArguments(str(tmp_path / "head"), num_train_epochs=1, disable_tqdm=True,
                                  save_final_model=False)  # fmt: skip
     trainer = HeadTrainer(head, args, features["e0"], LABELS.to(device))  # features checked
     predicted = trainer.predict_logits(features["e1"])  # the Trainer's device, answered on ours
     assert_on(device, predicted)
+    assert_on(device, next(head.parameters()))  # a head on the GPU stays there
     assert_same(predicted, expected(SPACES["e1"][:, :4]).logits, rtol=1e-5, atol=1e-6)
 
 

@@ -71,6 +71,7 @@ from relrep_hf.utils.lazy_imports import stub_names
 from tests.fixtures import (
     artifact_inputs,
     bridge_inputs,
+    child_env,
     database_inputs,
     device_inputs,
     distributed_statistics,
@@ -321,8 +322,7 @@ def test_training_killed_after_a_checkpoint_resumes_to_the_uninterrupted_result(
 @pytest.mark.slow
 def test_statistics_all_reduced_over_uneven_shards_equal_those_of_all_rows(tmp_path):
     """A real 2-process CPU run (gloo): each rank streams its shard in its own batch size."""
-    pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": pythonpath}
+    env = child_env()
     script = REPO / "tests" / "fixtures" / "distributed_statistics.py"
     out = tmp_path / "stats"
     result = subprocess.run(

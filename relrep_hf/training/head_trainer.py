@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,7 +64,9 @@ class HeadTrainer:
 
     Features may be on any device (each encoder's on its own): they are held on the CPU as
     float32, and `transformers.Trainer` moves each batch to its own device (``args.device``:
-    the GPU when there is one), where the head is trained.
+    the GPU when there is one), where the head is trained. The head goes back to the device
+    it was given on after each `train`, `evaluate` and `predict_logits`, so a head built on the
+    CPU can be applied to CPU features on a machine with a GPU.
 
     Example:
         >>> import torch
@@ -227,6 +230,17 @@ class HeadTrainer:
             self.trainer.remove_callback(PrinterCallback)  # logs go to the logger, not stdout
         return self.trainer
 
+    @contextmanager
+    def _on_trainer_device(self) -> Iterator[Trainer]:
+        """The Trainer, with the head on its device while it runs, and back where it was after."""
+        device = next(self.model.parameters()).device
+        trainer = self._trainer()
+        self.model.to(trainer.args.device)
+        try:
+            yield trainer
+        finally:
+            self.model.to(device)
+
     @property
     def log_history(self) -> list[dict[str, float]]:
         """Training losses every ``logging_steps`` and the evaluations, as `Trainer` logs them."""
@@ -263,9 +277,8 @@ class HeadTrainer:
         """Train for ``num_train_epochs`` (after `choose_directions`); evaluate after each epoch
         when eval data is given."""
         self.choose_directions()
-        trainer = self._trainer()
-        output = trainer.train()
-        self.model = trainer.model
+        with self._on_trainer_device() as trainer:
+            output = trainer.train()
         self.model.eval()
         evaluations = [entry for entry in self.log_history if "eval_loss" in entry]
         metrics = _scores(evaluations[-1], "eval") if evaluations else {}
@@ -285,7 +298,8 @@ class HeadTrainer:
         features' device (the Trainer computes them on its own)."""
         relative = as_embeddings(relative, name="relative")
         features = relative.detach().to("cpu", torch.float32)
-        predictions = self._trainer().predict(_Features(features)).predictions
+        with self._on_trainer_device() as trainer:
+            predictions = trainer.predict(_Features(features)).predictions
         return torch.from_numpy(np.asarray(predictions)).float().to(relative.device)
 
     def evaluate(
@@ -301,7 +315,8 @@ class HeadTrainer:
             dataset = self.eval_dataset
         else:
             dataset = _Features(*self._as_tensors(relative, labels, prefix))
-        metrics = _scores(self._trainer().evaluate(dataset, metric_key_prefix=prefix), prefix)
+        with self._on_trainer_device() as trainer:
+            metrics = _scores(trainer.evaluate(dataset, metric_key_prefix=prefix), prefix)
         if eval_split:  # what save_model records beside the head
             self.eval_metrics = metrics
         return metrics

@@ -143,15 +143,14 @@ print("pulled ok")
 def test_push_to_hub_and_pull(setup, tmp_path):
     """The bridged model pushed by the command and loaded back from the Hub (the local server:
     a client interpreter, since huggingface_hub reads ``HF_ENDPOINT`` at import)."""
-    from tests.fixtures.hub_server import LocalHub, hub_env, run_client
+    from tests.fixtures.hub_server import LocalHub, client_env, run_client
 
     bridge_map = MigrationMap(torch.randn(NEW_DIM, OLD_DIM), torch.randn(OLD_DIM))
     bridge_map.save_pretrained(tmp_path / "map")
     queries = setup["texts"][:8]
     (tmp_path / "texts.txt").write_text("\n".join(queries))
     with LocalHub() as hub:
-        env = hub_env(hub, tmp_path / "client", PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
-        env |= {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error"}
+        env = client_env(hub, tmp_path / "client")
         args = [
             tmp_path / "map",
             setup["root"] / "new-model",

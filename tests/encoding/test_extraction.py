@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -15,7 +14,6 @@ import torch
 import transformers
 from transformers import AutoTokenizer, BertConfig, BertModel
 
-import relrep_hf
 from relrep_hf import RelativeProjector, Statistics
 from relrep_hf.encoding.extraction import (
     embeddings_tensor,
@@ -23,6 +21,7 @@ from relrep_hf.encoding.extraction import (
     extraction_cache_key,
 )
 from relrep_hf.models.modeling_relative_wrapper import RelativeWrapper
+from tests.fixtures import child_env
 
 transformers.logging.set_verbosity_error()
 datasets.disable_progress_bars()
@@ -245,15 +244,7 @@ def test_two_processes_shard_the_rows_and_write_them_in_order(bert, tmp_path):
     path, model, tokenizer = bert
     script = tmp_path / "extract.py"
     script.write_text(textwrap.dedent(SHARDED_SCRIPT.format(texts=TEXTS)))
-    # The processes import the relrep_hf under test, whatever else is installed.
-    root = str(Path(relrep_hf.__file__).resolve().parent.parent)
-    pythonpath = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
-    env = {
-        **os.environ,
-        "PYTHONPATH": pythonpath,
-        "OMP_NUM_THREADS": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-    }
+    env = child_env(TOKENIZERS_PARALLELISM="false")
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
                "2", str(script)]  # fmt: skip
     result = subprocess.run(

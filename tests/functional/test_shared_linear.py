@@ -31,7 +31,7 @@ from relrep_hf.training.shared_linear_trainer import (
     fine_tune_shared_linear,
 )
 from relrep_hf.utils.defaults import SHRINKAGE_GRID
-from tests.fixtures.hub_server import LocalHub, hub_env
+from tests.fixtures.hub_server import LocalHub, client_env
 from tests.fixtures.synthetic import affine_spaces
 
 REPO = Path(__file__).resolve().parents[2]
@@ -226,8 +226,7 @@ def test_every_kind_round_trips_through_the_hub(spaces, tmp_path):
     for name, anchor_set in kinds.items():
         anchor_set.save_pretrained(tmp_path / "sets" / name)
     with LocalHub() as hub:
-        env = hub_env(hub, tmp_path, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1",
-                      HF_HUB_DISABLE_PROGRESS_BARS="1")  # fmt: skip
+        env = client_env(hub, tmp_path)
         done = subprocess.run(
             [sys.executable, "-c", textwrap.dedent(PUSH_AND_LOAD), str(tmp_path / "sets")],
             env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path,

@@ -221,7 +221,7 @@ def test_a_save_that_names_the_modules_old_path_still_loads(
     modules = json.loads(index.read_text())
     modules[-1]["type"] = f"{old_path}.RelativeProjection"
     index.write_text(json.dumps(modules))
-    loaded = SentenceTransformer(str(tmp_path / "st"), trust_remote_code=True)
+    loaded = SentenceTransformer(str(tmp_path / "st"), trust_remote_code=True, device="cpu")
     sample = texts[-8:]
     torch.testing.assert_close(
         loaded.encode(sample, convert_to_tensor=True),

@@ -42,6 +42,7 @@ from relrep_hf.models.remote_code import AUTO_MAP, write_remote_code
 from relrep_hf.publishing.hub import push_artifact
 from relrep_hf.training.head_trainer import HeadTrainer, HeadTrainingArguments
 from relrep_hf.utils.hub_files import ARTIFACT_FILES, artifact_kind
+from tests.fixtures import python_path
 from tests.fixtures.hub_server import LocalHub, client_env, hub_env
 
 transformers.logging.set_verbosity_error()
@@ -535,7 +536,7 @@ def test_push_pull_revisions_offline_and_failures(hub, work, tmp_path):
     pushed = [work / "run", work / "anchor_set_v2", work / "projector_v2", work / "head_v2"]
     before = {path: folder_hash(path) for path in pushed}
     remote_env = hub_env(hub, tmp_path / "remote", OMP_NUM_THREADS="1")
-    remote_env.pop("PYTHONPATH", None)
+    remote_env["PYTHONPATH"] = python_path(checkout=False)  # relrep_hf is not importable
     clients = {  # all start now; each waits for what it needs
         "push": Client(
             PUSH, client_env(hub, tmp_path / "push"), str(work), str(closed_port()), cwd=tmp_path

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.fixtures.hub_server import LocalHub, hub_env, run_client
+from tests.fixtures.hub_server import LocalHub, client_env, run_client
 
 REPO = Path(__file__).resolve().parents[2]
 MARC_LANGUAGES = ("de", "en", "es", "fr", "ja", "zh")
@@ -171,8 +171,7 @@ def test_script_loaders_against_hub_layout_fixtures(tmp_path):
         build(fixtures)
     orgs = {repo_id.split("/")[0]: ["tester"] for repo_id in REPOS}
     with LocalHub(orgs=orgs) as hub:
-        env = hub_env(hub, tmp_path / "client", PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
-        env |= {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"}
+        env = client_env(hub, tmp_path / "client", HF_DATASETS_DISABLE_PROGRESS_BARS="1")
         args = [str(fixtures), json.dumps(REPOS)]
         stdout = run_client(CLIENT, env, *args, timeout=600, cwd=tmp_path)
         served = {path for method, path, status in hub.requests if status == 200}

@@ -1,5 +1,4 @@
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +10,7 @@ import torch
 from relrep_hf import AnchorSet, ParamTrainer, ParamTrainingArguments, RelativeProjector, Statistics
 from relrep_hf.functional.metrics import retrieval_metrics
 from relrep_hf.training.param_trainer import STATE_NAME
+from tests.fixtures import child_env
 from tests.fixtures.distributed_param import main as distributed_main
 from tests.fixtures.synthetic import affine_spaces, small_param_args
 
@@ -218,7 +218,7 @@ def test_two_processes_learn_the_anchor_set_of_one(tmp_path):
     """A real 2-process CPU run: statistics reduced across ranks, batches sharded, InfoNCE
     over the gathered global batch, gradients averaged by DDP."""
     distributed_main(str(tmp_path / "one"))
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    env = child_env()
     result = subprocess.run(
         [
             sys.executable,

@@ -31,6 +31,7 @@ from relrep_hf.models.modeling_relative_head import (
     write_head_metrics,
 )
 from relrep_hf.utils import io as relrep_io
+from tests.fixtures import child_env
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -184,7 +185,7 @@ def check_order(events: list[tuple[str, str]], target: Path, *, swap: str) -> No
 def test_fsync_order_of_a_real_save_under_strace(tmp_path):
     target = tmp_path / "projector"
     log = tmp_path / "strace.log"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    env = child_env()
     subprocess.run(
         ["strace", "-f", "-y", "-qq", "-o", str(log),
          "-e", "trace=fsync,fdatasync,rename,renameat,renameat2",
