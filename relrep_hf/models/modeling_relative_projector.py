@@ -33,6 +33,7 @@ from relrep_hf.functional.statistics import Statistics, whiten, whitening_matrix
 from relrep_hf.models.configuration_relative_projector import RelativeProjectorConfig
 from relrep_hf.models.modeling_utils import RelrepPreTrainedModel
 from relrep_hf.models.remote_code import write_remote_code
+from relrep_hf.models.remote_code.modeling_relative_projector import declare_tensors
 from relrep_hf.utils.hub_files import artifact_kind
 from relrep_hf.utils.validation import (
     EmbeddingsLike,
@@ -74,12 +75,7 @@ class RelativeProjector(RelrepPreTrainedModel):
 
     def __init__(self, config: RelativeProjectorConfig):
         super().__init__(config)
-        d, m = config.hidden_size, config.num_anchors
-        self.register_buffer("mean", torch.zeros(d))
-        self.register_buffer("whitening", torch.eye(d))
-        self.register_buffer("anchors", torch.zeros(m, d))
-        self.weight = nn.Parameter(torch.zeros(d, m), requires_grad=False)
-        self.bias = nn.Parameter(torch.zeros(m), requires_grad=False)
+        declare_tensors(self, config.hidden_size, config.num_anchors)  # the remote code's layout
         self._norms_checked = False  # the first forward compares input norms with the statistics
         # read once: the weights are prepared for this width and similarity
         self._shape_and_similarity = (config.hidden_size, config.similarity)

@@ -48,6 +48,18 @@ APPLY = {
 }
 
 
+def declare_tensors(module: nn.Module, hidden_size: int, num_anchors: int) -> None:
+    """The checkpoint's tensors, zero until it loads: the statistics and anchors as buffers, the
+    fused ``weight [d, m]`` and ``bias [m]`` as frozen parameters. relrep_hf's own projector
+    declares them with this function too, so the two read the same checkpoints."""
+    d, m = hidden_size, num_anchors
+    module.register_buffer("mean", torch.zeros(d))
+    module.register_buffer("whitening", torch.eye(d))
+    module.register_buffer("anchors", torch.zeros(m, d))
+    module.weight = nn.Parameter(torch.zeros(d, m), requires_grad=False)
+    module.bias = nn.Parameter(torch.zeros(m), requires_grad=False)
+
+
 class RelativeProjector(PreTrainedModel):
     r"""Relative features ``[..., m]`` of an encoder's embeddings ``[..., d]``.
 
@@ -65,12 +77,7 @@ class RelativeProjector(PreTrainedModel):
             raise ValueError(
                 f"Invalid similarity {config.similarity!r}. Valid: {', '.join(map(repr, APPLY))}."
             )
-        d, m = config.hidden_size, config.num_anchors
-        self.register_buffer("mean", torch.zeros(d))
-        self.register_buffer("whitening", torch.eye(d))
-        self.register_buffer("anchors", torch.zeros(m, d))
-        self.weight = nn.Parameter(torch.zeros(d, m), requires_grad=False)
-        self.bias = nn.Parameter(torch.zeros(m), requires_grad=False)
+        declare_tensors(self, config.hidden_size, config.num_anchors)
         self.post_init()
 
     def _init_weights(self, module: nn.Module) -> None:
