@@ -444,6 +444,13 @@ def resized(path: Path, **sizes: int) -> Path:
     return path.parent
 
 
+def edited_projector(name: str, **change: int) -> Callable[[Setup], object]:
+    """Load a saved projector whose config.json has ``change``, with the manifest check off."""
+    return lambda s: RelativeProjector.from_pretrained(
+        resized(s.saved(f"projector-{name}") / "config.json", **change), verify=False
+    )
+
+
 def flipped(path: Path, offset: int) -> Path:
     """``path`` with the bits of the byte at ``offset`` inverted."""
     data = bytearray(path.read_bytes())
@@ -668,25 +675,16 @@ BAD_INPUTS = [
              lambda s: RelativeProjector.from_pretrained(
                  long_header(s.saved("projector-header") / "model.safetensors"), verify=False)),
     BadInput("hidden_size = 10**9 in config.json, verify=False",
-             "`RelativeProjector.from_pretrained`",
-             lambda s: RelativeProjector.from_pretrained(
-                 resized(s.saved("projector-huge") / "config.json", hidden_size=10**9),
-                 verify=False)),
+             "`RelativeProjector.from_pretrained`", edited_projector("huge", hidden_size=10**9)),
     BadInput("config.json sizes that disagree with the tensors, verify=False",
-             "`RelativeProjector.from_pretrained`",
-             lambda s: RelativeProjector.from_pretrained(
-                 resized(s.saved("projector-resized-nv") / "config.json", num_anchors=5),
-                 verify=False)),
+             "`RelativeProjector.from_pretrained`", edited_projector("resized-nv", num_anchors=5)),
     BadInput("num_labels = 10**9 in a head's config.json, verify=False",
              "`RelativeHeadForClassification.from_pretrained`",
              lambda s: RelativeHeadForClassification.from_pretrained(
                  resized(s.saved_head("head-huge") / "config.json", num_labels=10**9),
                  verify=False)),
     BadInput("config.json of a newer format_version, verify=False",
-             "`RelativeProjector.from_pretrained`",
-             lambda s: RelativeProjector.from_pretrained(
-                 resized(s.saved("projector-newer") / "config.json", format_version=99),
-                 verify=False)),
+             "`RelativeProjector.from_pretrained`", edited_projector("newer", format_version=99)),
     BadInput("a projector's config.json given to the head class, verify=False",
              "`RelativeHeadForClassification.from_pretrained`",
              lambda s: RelativeHeadForClassification.from_pretrained(

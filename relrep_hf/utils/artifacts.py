@@ -28,7 +28,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from relrep_hf.utils.file_checks import ArtifactFileError
 from relrep_hf.utils.hub_files import (
@@ -40,6 +40,11 @@ from relrep_hf.utils.hub_files import (
 from relrep_hf.utils.io import atomic_directory
 from relrep_hf.utils.manifest import read_consistently, verify_folder, write_manifest
 from relrep_hf.utils.publishing_hooks import publisher
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from relrep_hf.utils.hub_files import HubDownload
 
 __all__ = [
     "ALWAYS_KEPT",
@@ -159,11 +164,10 @@ def resolve_artifact_folder(
     what: str,
     loader: str,
     subfolder: str = "",
-    **download: Any,
+    **download: Unpack[HubDownload],
 ) -> tuple[Path, str | None, str]:
     """``(folder, commit, source)``: the local folder of an artifact given by folder or Hub id
-    (``download``: `resolve_folder`'s revision, token, cache_dir, local_files_only,
-    force_download), the commit it was resolved to (None for a local folder), and how to name
+    (``download``: how `resolve_folder` fetches it), the commit it was resolved to (None for a local folder), and how to name
     it in messages.
 
     Raises:
@@ -319,14 +323,11 @@ class ArtifactMixin:
         cls: type[A],
         path_or_repo_id: str | os.PathLike,
         *,
-        revision: str | None = None,
-        token: str | bool | None = None,
-        cache_dir: str | os.PathLike | None = None,
-        local_files_only: bool = False,
-        force_download: bool = False,
         verify: bool | None = None,
+        **download: Unpack[HubDownload],
     ) -> A:
-        """Load from a local folder or a Hub repo (at ``revision``).
+        """Load from a local folder or a Hub repo (``download``: revision, token, cache_dir,
+        local_files_only, force_download, as `huggingface_hub.snapshot_download` takes them).
 
         The files are checked against the manifest written at save time (``verify=False`` or
         ``RELREP_HF_VERIFY=0`` skips that; artifacts saved before manifests load with a
@@ -337,11 +338,7 @@ class ArtifactMixin:
             kind=cls.artifact_kind,
             what=cls.artifact_name,
             loader=cls.__name__,
-            revision=revision,
-            token=token,
-            cache_dir=cache_dir,
-            local_files_only=local_files_only,
-            force_download=force_download,
+            **download,
         )
         required, _ = ARTIFACT_FILES[cls.artifact_kind]
         return read_verified(

@@ -19,7 +19,7 @@ import re
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from huggingface_hub import (
     CommitOperationAdd,
@@ -45,11 +45,15 @@ try:  # the HTTP client of huggingface_hub 2.x, then 1.x
 except ImportError:  # pragma: no cover - depends on the installed huggingface_hub
     from httpx import ConnectError, TimeoutException, TransportError
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 __all__ = [
     "ARTIFACT_FILES",
     "HEAD_METRICS_NAME",
     "LOCAL_PREFIX",
     "ArtifactKind",
+    "HubDownload",
     "HubError",
     "artifact_kind",
     "detect_artifact_kind",
@@ -173,37 +177,43 @@ def loaded_provenance(name_or_path: str, commit_hash: str | None = None) -> tupl
 # ---------------------------------------------------------------------------------------------
 
 
+class HubDownload(TypedDict, total=False):
+    """How a Hub repo is downloaded: `huggingface_hub.snapshot_download`'s keywords, which
+    every ``from_pretrained`` of relrep_hf's artifacts takes."""
+
+    revision: str | None
+    token: str | bool | None
+    cache_dir: str | os.PathLike | None
+    local_files_only: bool
+    force_download: bool
+
+
 def resolve_folder(
-    path_or_repo_id: str | os.PathLike,
-    *,
-    revision: str | None = None,
-    token: str | bool | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    local_files_only: bool = False,
-    force_download: bool = False,
+    path_or_repo_id: str | os.PathLike, **download: Unpack[HubDownload]
 ) -> tuple[Path, str | None]:
     """A local folder holding the artifact, and the commit it was resolved to (None if local).
 
     Raises:
+        TypeError: a keyword of ``download`` that `HubDownload` does not name.
         FileNotFoundError: ``path_or_repo_id`` names a local path that does not exist (or is
             a file) and cannot be a Hub repo id.
         HubError: the Hub refused or could not be reached (and the cache cannot serve it).
     """
+    unknown = sorted(set(download) - set(HubDownload.__annotations__))
+    if unknown:
+        raise TypeError(
+            f"Unknown keyword arguments {unknown}: the Hub download takes "
+            f"{', '.join(HubDownload.__annotations__)}."
+        )
     local = Path(path_or_repo_id)
     if local.is_dir():
         return local, None
     check_local_path(path_or_repo_id)
     repo_id = str(path_or_repo_id)
+    revision = download.get("revision")
     try:
         with hub_errors(repo_id, action="download", revision=revision):
-            folder = snapshot_download(
-                repo_id,
-                revision=revision,
-                token=token,
-                cache_dir=cache_dir,
-                local_files_only=local_files_only,
-                force_download=force_download,
-            )
+            folder = snapshot_download(repo_id, **download)
     except LocalEntryNotFoundError as error:
         at = "" if revision is None else f" at revision {revision!r}"
         raise HubError(
