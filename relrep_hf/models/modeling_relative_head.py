@@ -64,9 +64,7 @@ class RelativeHeadForClassification(RelrepPreTrainedModel):
     """
 
     config_class = RelativeHeadConfig
-    artifact_kind = "head"
-    artifact_name = "head"
-    base_model_prefix = "relative_head"
+    artifact_kind = "head"  # its names follow from it and the config (RelrepPreTrainedModel)
     main_input_name = "relative"
 
     def __init__(self, config: RelativeHeadConfig):

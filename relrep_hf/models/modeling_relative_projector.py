@@ -68,9 +68,7 @@ class RelativeProjector(RelrepPreTrainedModel):
     """
 
     config_class = RelativeProjectorConfig
-    artifact_kind = "projector"
-    artifact_name = "projector"
-    base_model_prefix = "relative_projector"
+    artifact_kind = "projector"  # its names follow from it and the config (RelrepPreTrainedModel)
     main_input_name = "embeddings"
 
     def __init__(self, config: RelativeProjectorConfig):

@@ -37,6 +37,14 @@ class RelrepPreTrainedModel(ArtifactMixin, PreTrainedModel):
 
     artifact_name = "model"  # used in messages: "projector", "head"
 
+    def __init_subclass__(cls, **kwargs) -> None:
+        """A model's names, said once: in messages as its config class names it, and its
+        weights' prefix (transformers' ``base_model_prefix``) from its kind."""
+        if cls.artifact_kind:
+            cls.artifact_name = cls.config_class.artifact_name
+            cls.base_model_prefix = f"relative_{cls.artifact_kind}"
+        super().__init_subclass__(**kwargs)
+
     def _write_extras(self, folder: Path) -> None:
         """Files of the artifact's own saved beside config.json and model.safetensors."""
 
