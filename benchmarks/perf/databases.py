@@ -155,14 +155,8 @@ def _where(kind: str, folder: Path, servers: list):
     if kind != "pgvector":
         (folder / kind).mkdir()
         return folder / kind
-    import pgserver
-    import psycopg
-
-    server = pgserver.get_server(folder / "pg", cleanup_mode="stop")
-    servers.append(server)
-    with psycopg.connect(server.get_uri(), autocommit=True) as connection:
-        connection.execute("CREATE EXTENSION IF NOT EXISTS vector")
-    return server.get_uri()
+    servers.append(store_writers.postgres(folder / "pg"))
+    return servers[-1].get_uri()
 
 
 def run(quick: bool = False, rows: int | None = None, kinds=KINDS) -> list[dict]:

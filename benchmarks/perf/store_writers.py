@@ -1,6 +1,7 @@
 """Real Qdrant and Chroma stores written through each database's own client, never through
-relrep_hf: what the ``databases`` benchmark migrates and what the migration tests check
-(tests/fixtures/database_stores.py). Each writer returns the store's URI.
+relrep_hf, and the PostgreSQL server of the pgvector stores: what the ``databases`` benchmark
+migrates and what the migration tests check (tests/fixtures/database_stores.py). Each writer
+returns the store's URI.
 
 The writers take rows (ids, vectors, payloads) and write them in chunks, so a store of many rows
 never holds them all as the client's objects. pgvector and sqlite-vec have no writer here: the
@@ -66,3 +67,19 @@ def chroma(
             metadatas=None if metadatas is None else list(metadatas[chunk]),
         )
     return f"chroma:{where}#{name}"
+
+
+def postgres(folder):
+    """A PostgreSQL server (pgserver) in ``folder`` with the pgvector extension; the caller
+    calls its ``cleanup()``."""
+    import pgserver
+    import psycopg
+
+    server = pgserver.get_server(folder, cleanup_mode="stop")
+    try:
+        with psycopg.connect(server.get_uri(), autocommit=True) as connection:
+            connection.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    except BaseException:
+        server.cleanup()
+        raise
+    return server
