@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from benchmarks.common import row
+from benchmarks.perf import store_writers
 from relrep_hf.migration import MigrationMap, migrate_store
 
 D_OLD, D_NEW = 384, 768
@@ -50,14 +51,8 @@ def _write(kind: str, where, name: str, ids: list, vectors: np.ndarray) -> str:
         from relrep_hf.migration.sqlite_vec_store import connect
 
         connection = connect(Path(where) / "store.db")
-        connection.execute(
-            f"CREATE VIRTUAL TABLE {name} USING vec0(embedding float[{vectors.shape[1]}], +body text)"
-        )
         connection.execute("BEGIN")
-        connection.executemany(
-            f"INSERT INTO {name} (rowid, embedding, body) VALUES (?, ?, ?)",
-            zip(ids, (v.tobytes() for v in vectors), texts, strict=True),
-        )
+        _sqlite_table(connection, name, ids, vectors, texts)
         connection.execute("COMMIT")
         connection.close()
         return f"sqlite-vec:{Path(where) / 'store.db'}#{name}"
@@ -74,40 +69,26 @@ def _write(kind: str, where, name: str, ids: list, vectors: np.ndarray) -> str:
                     copy.write_row((i, text, "[" + ",".join(map(str, vector.tolist())) + "]"))
         return f"{where}&table={name}"
     if kind == "chroma":
-        import chromadb
+        return store_writers.chroma(where, name, [str(i) for i in ids], vectors, texts)
+    return store_writers.qdrant(where, name, ids, vectors, [{"body": t} for t in texts])
 
-        client = chromadb.PersistentClient(path=str(where))
-        collection = client.create_collection(name, metadata={"hnsw:space": "l2"})
-        step = client.get_max_batch_size()
-        for start in range(0, len(ids), step):
-            stop = start + step
-            collection.add(ids=[str(i) for i in ids[start:stop]], embeddings=vectors[start:stop],
-                           documents=texts[start:stop])  # fmt: skip
-        return f"chroma:{where}#{name}"
-    from qdrant_client import QdrantClient, models
 
-    client = QdrantClient(path=str(where))
-    try:
-        params = models.VectorParams(size=vectors.shape[1], distance=models.Distance.EUCLID)
-        client.create_collection(f"{name}_v1", vectors_config=params)
-        for start in range(0, len(ids), 256):
-            client.upsert(f"{name}_v1", points=[
-                models.PointStruct(id=i, vector=v.tolist(), payload={"body": t})
-                for i, v, t in zip(ids[start:start + 256], vectors[start:start + 256],
-                                   texts[start:start + 256], strict=True)])  # fmt: skip
-        alias = models.CreateAlias(collection_name=f"{name}_v1", alias_name=name)
-        client.update_collection_aliases(
-            change_aliases_operations=[models.CreateAliasOperation(create_alias=alias)]
-        )
-    finally:
-        client.close()
-    return f"qdrant:{where}#{name}"
+def _sqlite_table(connection, name: str, ids: list, vectors: np.ndarray, texts: list) -> None:
+    """The plain sqlite-vec table ``name`` (vectors, and the texts as an auxiliary column) created
+    and filled in the caller's transaction."""
+    connection.execute(
+        f"CREATE VIRTUAL TABLE {name} USING vec0(embedding float[{vectors.shape[1]}], +body text)"
+    )
+    connection.executemany(
+        f"INSERT INTO {name} (rowid, embedding, body) VALUES (?, ?, ?)",
+        zip(ids, (v.tobytes() for v in vectors), texts, strict=True),
+    )
 
 
 def _careful_sqlite(where, name: str, ids: list, vectors: np.ndarray) -> None:
     """The client-only in-place sqlite-vec pass: in one transaction, the old table ``name``
     copied to a backup, dropped, created again with ``vectors``' dimension and filled (the
-    SQLite defaults, as `_write`)."""
+    SQLite defaults and the table of `_write`)."""
     from relrep_hf.migration.sqlite_vec_store import connect
 
     connection = connect(Path(where) / "store.db")
@@ -118,13 +99,7 @@ def _careful_sqlite(where, name: str, ids: list, vectors: np.ndarray) -> None:
                        f"SELECT rowid, embedding, body FROM {name}")  # fmt: skip
     texts = [row[0] for row in connection.execute(f"SELECT body FROM {name} ORDER BY rowid")]
     connection.execute(f"DROP TABLE {name}")
-    connection.execute(
-        f"CREATE VIRTUAL TABLE {name} USING vec0(embedding float[{vectors.shape[1]}], +body text)"
-    )
-    connection.executemany(
-        f"INSERT INTO {name} (rowid, embedding, body) VALUES (?, ?, ?)",
-        zip(ids, (v.tobytes() for v in vectors), texts, strict=True),
-    )
+    _sqlite_table(connection, name, ids, vectors, texts)
     connection.execute("COMMIT")
     connection.close()
 
@@ -180,14 +155,8 @@ def _where(kind: str, folder: Path, servers: list):
     if kind != "pgvector":
         (folder / kind).mkdir()
         return folder / kind
-    import pgserver
-    import psycopg
-
-    server = pgserver.get_server(folder / "pg", cleanup_mode="stop")
-    servers.append(server)
-    with psycopg.connect(server.get_uri(), autocommit=True) as connection:
-        connection.execute("CREATE EXTENSION IF NOT EXISTS vector")
-    return server.get_uri()
+    servers.append(store_writers.postgres(folder / "pg"))
+    return servers[-1].get_uri()
 
 
 def run(quick: bool = False, rows: int | None = None, kinds=KINDS) -> list[dict]:

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 
+from benchmarks.perf import store_writers
 from relrep_hf.migration import MigrationMap, migrate_store, open_store
 from relrep_hf.migration.databases import StoreBusyError, parse_location
 from relrep_hf.migration.stores import VectorStoreError
@@ -34,13 +35,8 @@ _tables = itertools.count()
 @pytest.fixture(scope="session")
 def postgres(tmp_path_factory):
     """One real PostgreSQL with pgvector (pgserver) for the session; its URI."""
-    import pgserver
-    import psycopg
-
-    server = pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="stop")
+    server = store_writers.postgres(tmp_path_factory.mktemp("pg"))
     try:
-        with psycopg.connect(server.get_uri(), autocommit=True) as connection:
-            connection.execute("CREATE EXTENSION IF NOT EXISTS vector")
         yield server.get_uri()
     finally:
         server.cleanup()
