@@ -117,6 +117,11 @@ def training_args(args: argparse.Namespace) -> ParamTrainingArguments:
     return method_args(args, "param")
 
 
+def step_keywords(args: argparse.Namespace, *names: str) -> dict[str, Any]:
+    """A pipeline step's keywords: the flags ``names`` as given, and `show_progress`."""
+    return {name: getattr(args, name) for name in names} | {"show_progress": show_progress(args)}
+
+
 def show_progress(args: argparse.Namespace) -> bool | None:
     """A step's ``show_progress``: off under ``--quiet``, else the library's choice."""
     return False if args.quiet else None

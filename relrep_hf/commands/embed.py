@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from relrep_hf.commands.arguments import add_command, add_encoders_flag, add_run_dir, show_progress
+from relrep_hf.commands.arguments import add_command, add_encoders_flag, add_run_dir, step_keywords
 from relrep_hf.encoding.corpora import BUNDLED_SENTENCES_ID
 from relrep_hf.encoding.encoder_kinds import ENCODER_KINDS_HELP
 from relrep_hf.utils.defaults import (
@@ -69,16 +69,18 @@ def run(args: argparse.Namespace) -> None:
     run_info = pipeline.embed(
         args.run_dir,
         args.encoders or ([] if args.embeddings else DEFAULT_ENCODERS),
-        dataset=args.dataset,
-        split=args.split,
-        column=args.column,
-        label_column=args.label_column,
-        limit=args.limit,
-        test_size=args.test_size,
-        batch_size=args.batch_size,
-        show_progress=show_progress(args),
-        embeddings=args.embeddings,
-        overwrite=args.overwrite,
+        **step_keywords(
+            args,
+            "dataset",
+            "split",
+            "column",
+            "label_column",
+            "limit",
+            "test_size",
+            "batch_size",
+            "embeddings",
+            "overwrite",
+        ),
     )
     print(
         f"Embedded {run_info['dataset']['rows']} rows with {len(run_info['encoders'])} encoders "

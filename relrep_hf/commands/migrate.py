@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from relrep_hf.commands.arguments import add_command, show_progress
+from relrep_hf.commands.arguments import add_command, step_keywords
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -73,12 +73,7 @@ def migrate_vectors(args: argparse.Namespace, migration_map: Any) -> None:
         migration_map,
         args.vectors,
         args.out,
-        column=args.column,
-        table=args.table,
-        chunk_rows=args.chunk_rows,
-        overwrite=args.overwrite,
-        show_progress=show_progress(args),
-        dtype=args.dtype,
+        **step_keywords(args, "column", "table", "chunk_rows", "overwrite", "dtype"),
     )
     print(f"Migrated {args.vectors} into {out}")
     if getattr(out, "backup", None):  # a database store swapped in place

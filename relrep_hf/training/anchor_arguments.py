@@ -197,15 +197,17 @@ class ParamTrainingArguments(FitArguments):
 
     @property
     def loss_weights(self) -> LossWeights:
+        """The loss's weights and temperatures, each read from its field (`loss_weight_field`)."""
         from relrep_hf.functional.losses import (
             LossWeights,  # torch: imported when training, not for --help
         )
 
-        return LossWeights(
-            info_nce=self.info_nce_weight,
-            coverage=self.coverage_weight,
-            orthogonality=self.orthogonality_weight,
-            length=self.length_weight,
-            info_nce_temperature=self.info_nce_temperature,
-            coverage_temperature=self.coverage_temperature,
-        )
+        names = (f.name for f in dataclasses.fields(LossWeights))
+        return LossWeights(**{name: getattr(self, loss_weight_field(name)) for name in names})
+
+
+def loss_weight_field(name: str) -> str:
+    """The `ParamTrainingArguments` field of `LossWeights`'s ``name``: ``<term>_weight`` for a
+    term's weight (``coverage_weight``), a temperature by its own name; its default is the
+    constant of that name in `relrep_hf.utils.defaults` (``DEFAULT_COVERAGE_WEIGHT``)."""
+    return name if name.endswith("temperature") else f"{name}_weight"

@@ -24,6 +24,7 @@ from relrep_hf import (
 )
 from relrep_hf.cli import build_parser, main
 from relrep_hf.commands import COMMANDS
+from relrep_hf.commands.arguments import step_keywords
 
 ROWS = 120
 
@@ -134,3 +135,11 @@ def test_every_command_is_a_module_that_registers_itself():
     for name, rest in argv.items():
         args = parser.parse_args([name, *rest])
         assert args.command == name and args.func.__module__ == f"relrep_hf.commands.{name}"
+
+
+def test_a_step_takes_the_named_flags_as_given_and_its_progress_from_quiet():
+    argv = ["migrate", "map", "--vectors", "v.npy", "--out", "o.npy", "--chunk-rows", "8"]
+    quiet = build_parser().parse_args(["--quiet", *argv])
+    expected = {"chunk_rows": 8, "dtype": None, "show_progress": False}
+    assert step_keywords(quiet, "chunk_rows", "dtype") == expected
+    assert step_keywords(build_parser().parse_args(argv)) == {"show_progress": None}

@@ -8,7 +8,7 @@ import pytest
 from relrep_hf.cli import build_parser
 from relrep_hf.commands.arguments import training_args
 from relrep_hf.functional.losses import LossWeights
-from relrep_hf.training.anchor_arguments import ParamTrainingArguments
+from relrep_hf.training.anchor_arguments import ParamTrainingArguments, loss_weight_field
 from relrep_hf.utils import defaults
 
 
@@ -38,14 +38,15 @@ def test_training_arguments_and_loss_weights_read_the_defaults():
     assert args.learning_rate == defaults.DEFAULT_LEARNING_RATE
     assert args.mixture_temperature == defaults.DEFAULT_MIXTURE_TEMPERATURE
     assert args.loss_weights == LossWeights()  # the dataclass and the loss agree
-    assert LossWeights() == LossWeights(
-        info_nce=defaults.DEFAULT_INFO_NCE_WEIGHT,
-        coverage=defaults.DEFAULT_COVERAGE_WEIGHT,
-        orthogonality=defaults.DEFAULT_ORTHOGONALITY_WEIGHT,
-        length=defaults.DEFAULT_LENGTH_WEIGHT,
-        info_nce_temperature=defaults.DEFAULT_INFO_NCE_TEMPERATURE,
-        coverage_temperature=defaults.DEFAULT_COVERAGE_TEMPERATURE,
-    )
+
+
+def test_each_loss_weight_reads_the_default_of_its_argument_name():
+    """``coverage``: the argument ``coverage_weight``, both ``DEFAULT_COVERAGE_WEIGHT``."""
+    args = ParamTrainingArguments("out")
+    for f in fields(LossWeights):
+        name = loss_weight_field(f.name)
+        default = getattr(defaults, f"DEFAULT_{name.upper()}")
+        assert f.default == getattr(args, name) == default, f.name
 
 
 def test_every_training_field_has_command_line_help():
