@@ -6,7 +6,7 @@ from typing import Any
 
 from transformers.activations import ACT2FN
 
-from relrep_hf.models.configuration_utils import RelrepConfig
+from relrep_hf.models.configuration_utils import ANCHOR_SET_KEYS, RelrepConfig
 from relrep_hf.utils.defaults import DEFAULT_NUM_ANCHORS
 
 # The layers `for_projector` gives a head unless told otherwise: a small MLP transferred best
@@ -36,8 +36,8 @@ class RelativeHeadConfig(RelrepConfig):
             needs (the relative-representations papers put a normalisation layer there too).
         layer_norm_eps (`float`, defaults to 1e-5): epsilon of that LayerNorm.
         similarity (`str`): the similarity of the projectors it was trained with ("" unknown).
-        anchor_set_id, anchor_set_revision (`str`): the anchor set it was trained with.
-        anchor_set_fingerprint (`str`): that anchor set's content hash (`AnchorSet.fingerprint`).
+        anchor_set_id, anchor_set_revision, anchor_set_fingerprint (`str`): the anchor set it
+            was trained with (`RelrepConfig`).
         source_encoder_id, source_encoder_revision (`str`): the encoder whose relative features
             it was trained on (several encoders: their names joined by ", ").
         num_directions (`int`, *optional*): the head reads the first ``num_directions`` of the m
@@ -67,9 +67,6 @@ class RelativeHeadConfig(RelrepConfig):
         normalize_input: bool = True,
         layer_norm_eps: float = 1e-5,
         similarity: str = "",
-        anchor_set_id: str = "",
-        anchor_set_revision: str = "",
-        anchor_set_fingerprint: str = "",
         source_encoder_id: str = "",
         source_encoder_revision: str = "",
         num_directions: int | None = None,
@@ -107,9 +104,6 @@ class RelativeHeadConfig(RelrepConfig):
         self.normalize_input = bool(normalize_input)
         self.layer_norm_eps = layer_norm_eps
         self.similarity = similarity
-        self.anchor_set_id = anchor_set_id
-        self.anchor_set_revision = anchor_set_revision
-        self.anchor_set_fingerprint = anchor_set_fingerprint
         self.source_encoder_id = source_encoder_id
         self.source_encoder_revision = source_encoder_revision
         super().__init__(**kwargs)
@@ -138,9 +132,7 @@ class RelativeHeadConfig(RelrepConfig):
         provenance = {
             "num_anchors": projector_config.num_anchors,
             "similarity": projector_config.similarity,
-            "anchor_set_id": projector_config.anchor_set_id,
-            "anchor_set_revision": projector_config.anchor_set_revision,
-            "anchor_set_fingerprint": getattr(projector_config, "anchor_set_fingerprint", ""),
+            **{key: getattr(projector_config, key, "") for key in ANCHOR_SET_KEYS},
             "source_encoder_id": projector_config.encoder_id,
             "source_encoder_revision": projector_config.encoder_revision,
         }

@@ -29,8 +29,8 @@ class RelativeProjectorConfig(RelrepConfig):
         encoder_id, encoder_revision (`str`): Hub id and commit of the encoder ("" until known).
         pooling (`str`), layer (`int`): how the encoder's embeddings were pooled, and from which
             hidden layer (transformers' `hidden_states` index; -1 is the last).
-        anchor_set_id, anchor_set_revision (`str`): Hub id and commit of the anchor set.
-        anchor_set_fingerprint (`str`): the anchor set's content hash (`AnchorSet.fingerprint`).
+        anchor_set_id, anchor_set_revision, anchor_set_fingerprint (`str`): the anchor set
+            (`RelrepConfig`).
         encoder_gguf_file, encoder_quantization (`str`): for an encoder loaded from a GGUF file,
             the file (in the encoder's repo) and its quantisation (``Q4_K_M``, ``F16``, ...).
         encoder_kind, encoder_source (`str`): what kind of encoder it was (``transformers``,
@@ -61,9 +61,6 @@ class RelativeProjectorConfig(RelrepConfig):
         encoder_revision: str = "",
         pooling: str = "",
         layer: int = -1,
-        anchor_set_id: str = "",
-        anchor_set_revision: str = "",
-        anchor_set_fingerprint: str = "",
         encoder_gguf_file: str = "",
         encoder_quantization: str = "",
         encoder_kind: str = "",
@@ -88,9 +85,6 @@ class RelativeProjectorConfig(RelrepConfig):
         self.encoder_revision = encoder_revision
         self.pooling = pooling
         self.layer = layer
-        self.anchor_set_id = anchor_set_id
-        self.anchor_set_revision = anchor_set_revision
-        self.anchor_set_fingerprint = anchor_set_fingerprint
         self.encoder_gguf_file = encoder_gguf_file
         self.encoder_quantization = encoder_quantization
         self.encoder_kind = encoder_kind

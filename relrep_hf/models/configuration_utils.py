@@ -14,6 +14,8 @@ from typing import Any
 from transformers import PreTrainedConfig
 
 FORMAT_VERSION = 1  # of config.json; raise it when a change would be read wrongly by older code
+# the anchor set an artifact belongs to: a head reads a projector's features only when they agree
+ANCHOR_SET_KEYS = ("anchor_set_id", "anchor_set_revision", "anchor_set_fingerprint")
 
 # keys that transformers itself writes to or passes through a config
 _TRANSFORMERS_KEYS = frozenset(
@@ -31,11 +33,24 @@ class NewerFormatError(ValueError):
 
 
 class RelrepConfig(PreTrainedConfig):
-    """A `PreTrainedConfig` that checks ``format_version`` and warns about unknown keys."""
+    """A `PreTrainedConfig` that checks ``format_version``, warns about unknown keys, and
+    records the anchor set the artifact belongs to.
+
+    Args:
+        anchor_set_id, anchor_set_revision (`str`): Hub id and commit of the anchor set.
+        anchor_set_fingerprint (`str`): its content hash (`AnchorSet.fingerprint`).
+    """
 
     artifact_name = "model"  # in messages: "projector", "head"
 
-    def __init__(self, format_version: int = FORMAT_VERSION, **kwargs: Any):
+    def __init__(
+        self,
+        format_version: int = FORMAT_VERSION,
+        anchor_set_id: str = "",
+        anchor_set_revision: str = "",
+        anchor_set_fingerprint: str = "",
+        **kwargs: Any,
+    ):
         if not isinstance(format_version, int) or isinstance(format_version, bool):
             raise ValueError(
                 f"The {self.artifact_name}'s config.json has format_version "
@@ -48,6 +63,7 @@ class RelrepConfig(PreTrainedConfig):
                 "(pip install -U relrep_hf)."
             )
         known = _TRANSFORMERS_KEYS | set(inspect.signature(type(self).__init__).parameters)
+        known |= set(inspect.signature(RelrepConfig.__init__).parameters)
         unknown = sorted(set(kwargs) - known)
         if unknown:
             warnings.warn(
@@ -58,4 +74,7 @@ class RelrepConfig(PreTrainedConfig):
                 stacklevel=3,
             )
         self.format_version = FORMAT_VERSION
+        self.anchor_set_id = anchor_set_id
+        self.anchor_set_revision = anchor_set_revision
+        self.anchor_set_fingerprint = anchor_set_fingerprint
         super().__init__(**kwargs)

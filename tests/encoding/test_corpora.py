@@ -15,13 +15,6 @@ import datasets
 import pytest
 
 from relrep_hf.encoding import corpora
-from relrep_hf.encoding.corpora import (
-    TEMPLATE_CAPACITY,
-    TEMPLATES,
-    load_sentences,
-    sentence_labels,
-    template_sentences,
-)
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "make_sentences.py"
@@ -119,11 +112,11 @@ def test_script_is_deterministic_and_reproduces_the_file(tmp_path):
 
 
 def test_load_sentences_returns_dataset_with_classlabel():
-    ds = load_sentences()
+    ds = corpora.load_sentences()
     assert isinstance(ds, datasets.Dataset)
     assert ds.column_names == ["text", "label", "source"]
     assert isinstance(ds.features["label"], datasets.ClassLabel)
-    assert ds.features["label"].names == LABELS == sentence_labels()
+    assert ds.features["label"].names == LABELS == corpora.sentence_labels()
     rows = _raw_rows()
     assert len(ds) == len(rows)
     assert ds[0]["text"] == rows[0]["text"]
@@ -132,14 +125,14 @@ def test_load_sentences_returns_dataset_with_classlabel():
 
 
 def test_load_sentences_first_n_rows_cover_all_labels():
-    ds = load_sentences(200)
+    ds = corpora.load_sentences(200)
     assert len(ds) == 200
     assert ds["text"] == [row["text"] for row in _raw_rows()[:200]]
     assert set(ds["label"]) == set(range(len(LABELS)))
 
 
 def test_load_sentences_label_subset():
-    ds = load_sentences(50, labels=["text", "numbers"])
+    ds = corpora.load_sentences(50, labels=["text", "numbers"])
     assert ds.features["label"].names == ["text", "numbers"]
     assert len(ds) == 50
     assert set(ds["label"]) <= {0, 1}
@@ -153,30 +146,30 @@ def test_load_sentences_label_subset():
 def test_load_sentences_errors():
     total = len(_raw_rows())
     with pytest.raises(ValueError, match=f"only {total}"):
-        load_sentences(total + 1)
+        corpora.load_sentences(total + 1)
     with pytest.raises(ValueError, match=">= 0"):
-        load_sentences(-1)
+        corpora.load_sentences(-1)
     with pytest.raises(ValueError, match="Unknown labels"):
-        load_sentences(labels=["text", "poetry"])
+        corpora.load_sentences(labels=["text", "poetry"])
     with pytest.raises(ValueError, match="repeat"):
-        load_sentences(labels=["text", "text"])
+        corpora.load_sentences(labels=["text", "text"])
     with pytest.raises(ValueError, match="at least one"):
-        load_sentences(labels=[])
+        corpora.load_sentences(labels=[])
     with pytest.raises(TypeError):
-        load_sentences(labels="text")
+        corpora.load_sentences(labels="text")
     with pytest.raises(TypeError):
-        load_sentences(2.5)
+        corpora.load_sentences(2.5)
     only_text = sum(row["label"] == "text" for row in _raw_rows())
     with pytest.raises(ValueError, match=f"only {only_text}"):
-        load_sentences(only_text + 1, labels=["text"])
-    assert len(load_sentences(0)) == 0
+        corpora.load_sentences(only_text + 1, labels=["text"])
+    assert len(corpora.load_sentences(0)) == 0
 
 
 # --------------------------------------------------------------------------- templates
 
 
 def test_template_default_is_3300_distinct_sentences():
-    sentences = template_sentences()
+    sentences = corpora.template_sentences()
     assert len(sentences) == 3300
     assert len(set(sentences)) == 3300
     for sentence in sentences:
@@ -186,10 +179,10 @@ def test_template_default_is_3300_distinct_sentences():
 
 
 def test_template_generation_is_deterministic_per_seed():
-    assert template_sentences(500, seed=3) == template_sentences(500, seed=3)
-    assert template_sentences(500, seed=3) != template_sentences(500, seed=4)
-    assert template_sentences() == template_sentences(3300, seed=0)
-    assert template_sentences(0) == []
+    assert corpora.template_sentences(500, seed=3) == corpora.template_sentences(500, seed=3)
+    assert corpora.template_sentences(500, seed=3) != corpora.template_sentences(500, seed=4)
+    assert corpora.template_sentences() == corpora.template_sentences(3300, seed=0)
+    assert corpora.template_sentences(0) == []
 
 
 def _template_patterns() -> list[re.Pattern[str]]:
@@ -206,34 +199,34 @@ def _template_patterns() -> list[re.Pattern[str]]:
 
     return [
         re.compile(re.sub(r"\\\{(\w+)\\\}", slot, re.escape(template)) + "$")
-        for template in TEMPLATES
+        for template in corpora.TEMPLATES
     ]
 
 
 def test_every_sentence_matches_exactly_one_template_and_templates_are_used_evenly():
     patterns = _template_patterns()
     counts = Counter()
-    for sentence in template_sentences(1200, seed=1):
+    for sentence in corpora.template_sentences(1200, seed=1):
         matches = [i for i, p in enumerate(patterns) if p.match(sentence)]
         assert len(matches) == 1, (sentence, matches)
         counts[matches[0]] += 1
-    assert counts == dict.fromkeys(range(len(TEMPLATES)), 100)
+    assert counts == dict.fromkeys(range(len(corpora.TEMPLATES)), 100)
 
 
 def test_template_sentences_stay_distinct_at_scale():
-    big = template_sentences(50_000, seed=7)
+    big = corpora.template_sentences(50_000, seed=7)
     assert len(set(big)) == 50_000
 
 
 def test_template_errors():
-    with pytest.raises(ValueError, match=str(TEMPLATE_CAPACITY)):
-        template_sentences(TEMPLATE_CAPACITY + 1)
+    with pytest.raises(ValueError, match=str(corpora.TEMPLATE_CAPACITY)):
+        corpora.template_sentences(corpora.TEMPLATE_CAPACITY + 1)
     with pytest.raises(ValueError, match=">= 0"):
-        template_sentences(-1)
+        corpora.template_sentences(-1)
     with pytest.raises(TypeError):
-        template_sentences(3.5)
+        corpora.template_sentences(3.5)
     with pytest.raises(TypeError):
-        template_sentences(10, seed="a")
+        corpora.template_sentences(10, seed="a")
 
 
 def test_allocation_respects_capacities(monkeypatch):
