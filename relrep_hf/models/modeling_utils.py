@@ -39,10 +39,13 @@ class RelrepPreTrainedModel(ArtifactMixin, PreTrainedModel):
 
     def __init_subclass__(cls, **kwargs) -> None:
         """A model's names, said once: in messages as its config class names it, and its
-        weights' prefix (transformers' ``base_model_prefix``) from its kind."""
+        weights' prefix (transformers' ``base_model_prefix``) from its kind; a subclass that
+        sets either itself keeps its own."""
         if cls.artifact_kind:
-            cls.artifact_name = cls.config_class.artifact_name
-            cls.base_model_prefix = f"relative_{cls.artifact_kind}"
+            if "artifact_name" not in vars(cls):
+                cls.artifact_name = cls.config_class.artifact_name
+            if "base_model_prefix" not in vars(cls):
+                cls.base_model_prefix = f"relative_{cls.artifact_kind}"
         super().__init_subclass__(**kwargs)
 
     def _write_extras(self, folder: Path) -> None:

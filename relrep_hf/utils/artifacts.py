@@ -167,8 +167,8 @@ def resolve_artifact_folder(
     **download: Unpack[HubDownload],
 ) -> tuple[Path, str | None, str]:
     """``(folder, commit, source)``: the local folder of an artifact given by folder or Hub id
-    (``download``: how `resolve_folder` fetches it), the commit it was resolved to (None for a local folder), and how to name
-    it in messages.
+    (``download``: how `resolve_folder` fetches it), the commit it was resolved to (None for a
+    local folder), and how to name it in messages.
 
     Raises:
         FileNotFoundError: a local path that does not exist (see `relrep_hf.utils.local_paths`).
