@@ -29,6 +29,7 @@ from typing import Any
 import datasets
 import numpy as np
 import torch
+from accelerate.state import AcceleratorState
 from torch import Tensor
 from torch.utils.data import Dataset
 from transformers import EvalPrediction, Trainer, TrainerCallback, default_data_collator
@@ -288,6 +289,10 @@ class HeadTrainer:
                 evaluator=self.evaluator,
             )
             self.trainer.remove_callback(PrinterCallback)  # logs go to the logger, not stdout
+        elif not AcceleratorState._shared_state:
+            # every TrainingArguments made since (another HeadTrainingArguments) reset
+            # accelerate's process-wide state, which this Trainer's Accelerator reads
+            self.trainer.create_accelerator_and_postprocess()
         return self.trainer
 
     @contextmanager
