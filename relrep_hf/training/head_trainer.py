@@ -10,7 +10,7 @@ transfer among them (`relrep_hf.training.head_directions`). The head returns a
 and weighted F1 come from ``compute_metrics``. The run is deterministic for a seed.
 
 Trainer's conventions hold: the features and labels may come as a `datasets.Dataset`
-(`relrep_hf.training.head_data`), the arguments are `TrainingArguments` (`report_to`,
+(`relrep_hf.training.head_arguments.dataset_columns`), the arguments are `TrainingArguments` (`report_to`,
 `load_best_model_at_end`, `push_to_hub`, ...), and ``compute_metrics``, ``callbacks`` and an
 ``evaluator`` (sentence-transformers' interface: its metrics join each evaluation, so
 ``metric_for_best_model`` may name them) go to the `transformers.Trainer` that runs.
@@ -40,12 +40,13 @@ from relrep_hf.models.modeling_relative_head import (
     RelativeHeadForClassification,
     write_head_metrics,
 )
-from relrep_hf.training.head_arguments import HeadTrainingArguments, setting_value
-from relrep_hf.training.head_data import (
+from relrep_hf.training.head_arguments import (
     DEFAULT_LABEL_COLUMN,
     FeatureColumns,
+    HeadTrainingArguments,
     dataset_columns,
     feature_column_map,
+    setting_value,
 )
 from relrep_hf.training.head_directions import choose_num_directions
 from relrep_hf.utils.validation import as_embeddings, check_distinct_names, check_embeddings
@@ -161,7 +162,7 @@ class HeadTrainer:
         label_column: str = DEFAULT_LABEL_COLUMN,
     ) -> tuple[dict[str, Tensor], Tensor]:
         """``({encoder: [N, m]}, labels [N])``, checked; one tensor is one unnamed encoder, a
-        `datasets.Dataset` its columns (`relrep_hf.training.head_data`)."""
+        `datasets.Dataset` its columns (`relrep_hf.training.head_arguments.dataset_columns`)."""
         names: dict[str, str] = {}
         labels_name = f"{split}_labels"
         if labels is None:  # a Dataset (`_split` checked that)

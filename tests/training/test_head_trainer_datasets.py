@@ -1,5 +1,6 @@
-"""`HeadTrainer` on a `datasets.Dataset` (`relrep_hf.training.head_data`): the same head as on
-the tensors, bit for bit, and a clear error for each column that is missing or wrong."""
+"""`HeadTrainer` on a `datasets.Dataset` (`relrep_hf.training.head_arguments.dataset_columns`):
+the same head as on the tensors, bit for bit, and a clear error for each column that is missing
+or wrong."""
 
 from __future__ import annotations
 
