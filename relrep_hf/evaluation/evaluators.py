@@ -12,8 +12,9 @@ head that transfers best:
 >>> x = torch.randn(40, 6); y = (x[:, 0] > 0).long()
 >>> evaluator = RelativeClassificationEvaluator({"enc_b": x}, y, name="zero_shot")
 >>> head = RelativeHeadForClassification(RelativeHeadConfig(num_anchors=6, num_labels=2))
->>> sorted(evaluator(head))
-['zero_shot_accuracy', 'zero_shot_enc_b_accuracy', 'zero_shot_enc_b_weighted_f1', 'zero_shot_weighted_f1']
+>>> sorted(evaluator(head))  # doctest: +NORMALIZE_WHITESPACE
+['zero_shot_accuracy', 'zero_shot_enc_b_accuracy', 'zero_shot_enc_b_weighted_f1',
+ 'zero_shot_weighted_f1']
 >>> evaluator.primary_metric, evaluator.greater_is_better
 ('zero_shot_weighted_f1', True)
 """

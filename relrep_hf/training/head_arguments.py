@@ -136,9 +136,10 @@ class HeadTrainingArguments(TrainingArguments):
             raise ValueError(f"direction_tolerance must be >= 0, got {self.direction_tolerance!r}.")
         if self.max_grad_norm is not None and not self.max_grad_norm > 0:
             raise ValueError(f"max_grad_norm must be > 0 or None, got {self.max_grad_norm!r}.")
-        if setting_value(self.hub_strategy) != "end":
+        hub_strategy = setting_value(self.hub_strategy)
+        if hub_strategy != "end":
             raise ValueError(
-                f"hub_strategy={setting_value(self.hub_strategy)!r} is not supported: HeadTrainer pushes "
+                f"hub_strategy={hub_strategy!r} is not supported: HeadTrainer pushes "
                 "the head once, when training ends, with its card and manifest "
                 "(hub_strategy='end'). Leave hub_strategy unset."
             )

@@ -10,10 +10,11 @@ transfer among them (`relrep_hf.training.head_directions`). The head returns a
 and weighted F1 come from ``compute_metrics``. The run is deterministic for a seed.
 
 Trainer's conventions hold: the features and labels may come as a `datasets.Dataset`
-(`relrep_hf.training.head_arguments.dataset_columns`), the arguments are `TrainingArguments` (`report_to`,
-`load_best_model_at_end`, `push_to_hub`, ...), and ``compute_metrics``, ``callbacks`` and an
-``evaluator`` (sentence-transformers' interface: its metrics join each evaluation, so
-``metric_for_best_model`` may name them) go to the `transformers.Trainer` that runs.
+(`relrep_hf.training.head_arguments.dataset_columns`), the arguments are `TrainingArguments`
+(``report_to``, ``load_best_model_at_end``, ``push_to_hub``, ...), and ``compute_metrics``,
+``callbacks`` and an ``evaluator`` (sentence-transformers' interface: its metrics join each
+evaluation, so ``metric_for_best_model`` may name them) go to the `transformers.Trainer` that
+runs.
 """
 
 from __future__ import annotations
@@ -522,7 +523,8 @@ class _EvaluatorTrainer(Trainer):
 
     def evaluation_loop(self, *args: Any, **kwargs: Any) -> Any:
         output = super().evaluation_loop(*args, **kwargs)
-        if self.evaluator is None:
+        description = kwargs.get("description", args[1] if len(args) > 1 else "")
+        if self.evaluator is None or description == "Prediction":  # predict: logits only
             return output
         prefix = kwargs.get("metric_key_prefix", args[4] if len(args) > 4 else "eval")
         scores = self.evaluator(

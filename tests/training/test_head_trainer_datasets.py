@@ -106,7 +106,8 @@ MESSAGES = {
         r"rows of lengths \[7, 8\]",
     "a Dataset of features of another size than the head's":
         r"train_dataset\['relative'\]: last dimension is 5, expected 8 \(the head's num_anchors\)",
-    "a Dataset with a NaN feature": r"train_dataset\['relative'\]: NaN or Inf in 1 row\(s\) \(row 1\)",
+    "a Dataset with a NaN feature":
+        r"train_dataset\['relative'\]: NaN or Inf in 1 row\(s\) \(row 1\)",
     "a Dataset with labels outside the head's classes":
         r"train_dataset\['label'\] must lie in \[0, 2\) \(the head's num_labels\), got values "
         r"from 0 to 7",
