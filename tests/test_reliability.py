@@ -79,6 +79,7 @@ from tests.fixtures import (
     killable_save,
     killable_train,
     migration_inputs,
+    trainer_inputs,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -854,6 +855,7 @@ BAD_INPUTS += [BadInput(*case) for case in device_inputs.CASES]  # issues #38, #
 BAD_INPUTS += [BadInput(*case) for case in bridge_inputs.CASES]  # issue #37
 BAD_INPUTS += [BadInput(*case) for case in artifact_inputs.CASES]  # issues #36, #37
 BAD_INPUTS += [BadInput(*case) for case in database_inputs.CASES]  # issue #37
+BAD_INPUTS += [BadInput(*case) for case in trainer_inputs.CASES]  # issue #47 item 4
 
 
 def shared_linear(s: Setup, num_anchors: int, rows: int | None = None) -> AnchorSet:

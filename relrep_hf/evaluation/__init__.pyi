@@ -2,6 +2,10 @@
 # and __init__.py reads them (`relrep_hf.utils.lazy_imports.stub_names`) to import each on
 # first use.
 
+from relrep_hf.evaluation.evaluators import (
+    RelativeClassificationEvaluator as RelativeClassificationEvaluator,
+    RelrepEvaluator as RelrepEvaluator,
+)
 from relrep_hf.evaluation.language_pairs import language_pair_rows as language_pair_rows
 from relrep_hf.evaluation.plots import (
     heatmap as heatmap,

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 import torch
 import transformers
+from safetensors.torch import load_file
+from transformers import TrainerCallback
 
 from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
 from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
@@ -18,7 +20,7 @@ transformers.logging.set_verbosity_error()
 
 
 def train_head(
-    tmp_path, seed: int = 0, **overrides
+    tmp_path, seed: int = 0, trainer_keywords=None, **overrides
 ) -> tuple[RelativeHeadForClassification, HeadTrainer]:
     torch.manual_seed(123)  # the same initial weights for every run
     head = RelativeHeadForClassification(
@@ -30,7 +32,7 @@ def train_head(
         output_dir=str(tmp_path), num_train_epochs=4, learning_rate=1e-2, per_device_train_batch_size=32,
         seed=seed, logging_steps=5, disable_tqdm=True, **overrides,
     )  # fmt: skip
-    trainer = HeadTrainer(head, args, x, y, x_eval, y_eval)
+    trainer = HeadTrainer(head, args, x, y, x_eval, y_eval, **(trainer_keywords or {}))
     return head, trainer
 
 
@@ -178,3 +180,94 @@ def test_a_batch_fetched_at_once_is_the_rows_stacked(labels):
     for key in rows:
         assert batched[key].dtype == rows[key].dtype and torch.equal(batched[key], rows[key])
     assert _collate([features[1]]).keys() == rows.keys()  # rows fetched one by one still stack
+
+
+class Recorder(TrainerCallback):
+    """Records the events the Trainer sends it."""
+
+    def __init__(self):
+        self.events: list[tuple[str, int]] = []
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        self.events.append(("epoch_end", state.global_step))
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        self.events.append(("evaluate", state.global_step))
+        self.metrics = metrics
+
+
+@pytest.mark.slow
+def test_compute_metrics_callbacks_and_an_evaluator_pick_the_best_head(tmp_path):
+    """compute_metrics' metrics join accuracy and weighted F1; the callbacks hear each epoch and
+    evaluation; an evaluator's metrics are logged in every evaluation, and with
+    load_best_model_at_end the head kept is the best checkpoint by the evaluator's metric."""
+    from relrep_hf.evaluation.evaluators import RelativeClassificationEvaluator
+
+    x, y = toy_problem(390)
+    other = x + 0.3 * torch.randn(x.shape, generator=torch.Generator().manual_seed(4))
+    evaluator = RelativeClassificationEvaluator({"b": other[300:]}, y[300:], name="zero_shot")
+    calls = []
+
+    def compute_metrics(prediction: transformers.EvalPrediction) -> dict[str, float]:
+        calls.append(prediction.predictions.shape)
+        return {"mean_logit": float(prediction.predictions.mean())}
+
+    recorder = Recorder()
+    head, trainer = train_head(
+        tmp_path, load_best_model_at_end=True, metric_for_best_model=evaluator.primary_metric,
+        greater_is_better=evaluator.greater_is_better,
+        trainer_keywords={"compute_metrics": compute_metrics, "callbacks": [recorder],
+                          "evaluator": evaluator},
+    )  # fmt: skip
+    result = trainer.train()
+    assert calls == [(90, 3)] * 4  # each epoch's evaluation of the 90 eval rows
+    assert [event for event, _ in recorder.events] == ["epoch_end", "evaluate"] * 4
+    evaluations = [e for e in trainer.log_history if "eval_loss" in e]
+    for entry in evaluations:
+        assert {"eval_accuracy", "eval_weighted_f1", "eval_mean_logit"} <= set(entry)
+        assert {"eval_zero_shot_weighted_f1", "eval_zero_shot_b_accuracy"} <= set(entry)
+    scores = [e["eval_zero_shot_weighted_f1"] for e in evaluations]
+    best = evaluations[scores.index(max(scores))]  # the first of equal bests
+    assert trainer.trainer.state.best_global_step == best["step"]
+    assert result.metrics == {k: v for k, v in best.items() if k.startswith("eval_")
+                              and not k.endswith(("_runtime", "_per_second"))}  # fmt: skip
+    # the head kept is the best checkpoint's, saved beside the checkpoints in output_dir
+    checkpoint = load_file(tmp_path / f"checkpoint-{best['step']}" / "model.safetensors")
+    assert all(torch.equal(head.state_dict()[k], v) for k, v in checkpoint.items())
+    saved = RelativeHeadForClassification.from_pretrained(tmp_path)
+    assert all(torch.equal(saved.state_dict()[k], v) for k, v in head.state_dict().items())
+    assert evaluator(head)["zero_shot_weighted_f1"] == pytest.approx(max(scores))
+
+
+PUSH = r"""
+import sys
+import torch
+from relrep_hf import HeadTrainer, HeadTrainingArguments, RelativeHeadConfig
+from relrep_hf import RelativeHeadForClassification
+
+torch.manual_seed(0)
+x = torch.randn(64, 6); y = (x[:, 0] > 0).long()
+head = RelativeHeadForClassification(RelativeHeadConfig(num_anchors=6, num_labels=2))
+args = HeadTrainingArguments(sys.argv[1], num_train_epochs=1, disable_tqdm=True, push_to_hub=True,
+                             hub_model_id="tester/pushed-head", hub_token=sys.argv[2])
+HeadTrainer(head, args, x, y, x, y).train()
+"""
+
+
+@pytest.mark.slow
+def test_push_to_hub_pushes_the_head_with_its_card_and_manifest(tmp_path):
+    """push_to_hub=True pushes the trained head once, through its artifact base, to
+    hub_model_id with hub_token (a local server that speaks the Hub's API)."""
+    from tests.fixtures.hub_server import LocalHub, client_env, run_client
+
+    with LocalHub() as hub:
+        env = client_env(hub, tmp_path, token=None)  # the token comes from hub_token alone
+        run_client(PUSH, env, str(tmp_path / "head"), hub.token)
+        repo = hub.server.repo("tester/pushed-head")
+        pushed = repo.commits[repo.branches["main"]]
+        files = pushed.files
+    assert pushed.title == "End of training" and len(repo.commits) == 2  # created, one push
+    local = {p.name for p in (tmp_path / "head").iterdir()}
+    assert {"config.json", "model.safetensors", "README.md", "manifest.json"} <= set(files)
+    assert {"config.json", "model.safetensors", "metrics.json"} <= local
+    assert files["model.safetensors"] == (tmp_path / "head" / "model.safetensors").read_bytes()
