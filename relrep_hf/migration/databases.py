@@ -26,8 +26,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
+import numpy as np
+
+from relrep_hf.migration.plan import StorePlan
 from relrep_hf.migration.stores import StoreKind, VectorStore, VectorStoreError, register_store_kind
 
 __all__ = [
@@ -35,8 +38,10 @@ __all__ = [
     "MigratedLocation",
     "StoreBusyError",
     "backup_name",
+    "backups_of",
     "parse_location",
     "require",
+    "stagings_of",
 ]
 
 PATH_SCHEMES = {"qdrant": "a Qdrant local-mode folder", "chroma": "a Chroma persistent folder",
@@ -78,7 +83,7 @@ class DatabaseLocation:
             scheme, netloc, path, query, _ = urlsplit(self.database)
             params = [*parse_qsl(query), ("table", name)]
             params += [("column", self.column)] if self.column else []
-            return urlunsplit((scheme, netloc, path, urlencode(params), ""))
+            return urlunsplit((scheme, netloc, path, urlencode(params, quote_via=quote), ""))
         return f"{self.kind}:{self.database}#{name}"
 
     def shown(self) -> str:
@@ -108,7 +113,7 @@ def parse_location(
         split = urlsplit(location)
         params = dict(parse_qsl(split.query))
         named, named_column = params.pop("table", None), params.pop("column", None)
-        database = urlunsplit((*split[:3], urlencode(params), ""))
+        database = urlunsplit((*split[:3], urlencode(params, quote_via=quote), ""))
         kind = "pgvector"
     elif scheme in PATH_SCHEMES:
         rest = location[len(scheme) + 1 :]
@@ -170,8 +175,26 @@ def output_name(
 
 
 def backup_name(name: str) -> str:
-    """The name a replaced collection/table is kept under: ``NAME_backup_YYYYmmddHHMMSS``."""
-    return f"{name[:40]}_backup_{time.strftime('%Y%m%d%H%M%S')}"
+    """The name a replaced collection/table is kept under: ``NAME_backup_YYYYmmddHHMMSS_<hex>``
+    (unique even for two runs within one second)."""
+    return f"{name[:36]}_backup_{time.strftime('%Y%m%d%H%M%S')}_{secrets.token_hex(2)}"
+
+
+# what `backup_name` and `staging_name` make of a name (the name cut to 36 characters)
+BACKUP = r"_backup_\d{14}(?:_[0-9a-f]{4})?"
+STAGING = r"_migrating_[0-9a-f]{8}"
+
+
+def backups_of(name: str, names: list[str]) -> list[str]:
+    """The backups among ``names`` that migrations of ``name`` kept, oldest first."""
+    pattern = re.compile(re.escape(name[:36]) + BACKUP)
+    return sorted((n for n in names if pattern.fullmatch(n)), key=lambda n: n[len(name[:36]) + 8 :])
+
+
+def stagings_of(name: str, names: list[str]) -> list[str]:
+    """The staging collections/tables among ``names`` that killed migrations of ``name`` left."""
+    pattern = re.compile(re.escape(name[:36]) + STAGING)
+    return sorted(n for n in names if pattern.fullmatch(n))
 
 
 def staging_name(name: str) -> str:
@@ -205,11 +228,29 @@ class DatabaseStore(VectorStore):
     """A store in a database: ``location`` (a `DatabaseLocation`) names it."""
 
     location: DatabaseLocation
+    # the four databases hold float32 vectors (pgvector's vector, sqlite-vec's float[d],
+    # Chroma's and Qdrant's points): another dtype is refused before anything is written
+    output_dtypes = (np.dtype(np.float32),)
 
     def describe(self) -> str:
         return (
             f"{self.kind} store {self.location.shown()!r} ({self.rows} x {self.dim} {self.dtype})"
         )
+
+    def in_place(self, out: str | object) -> bool:
+        """``out`` names this store's own collection/table (a rewrite in place)."""
+        try:
+            target = parse_location(str(out))
+        except VectorStoreError:
+            return False
+        here = self.location
+        return (target.kind, target.database, target.name) == (here.kind, here.database, here.name)
+
+    def plan(self, out: str | object, dim: int) -> StorePlan:
+        return StorePlan(self.describe(), str(out), self.in_place(out), list(self.carries))
+
+    # what every rewrite of the kind carries (the plan's first lines)
+    carries: tuple[str, ...] = ("ids and every other field",)
 
     def missing(self, what: str, found: list[str]) -> VectorStoreError:
         shown = ", ".join(sorted(found)[:20]) or "none"

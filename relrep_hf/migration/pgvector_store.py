@@ -23,11 +23,15 @@ from pathlib import Path
 import numpy as np
 
 from relrep_hf.migration import databases as db
+from relrep_hf.migration.pgvector_plan import TableFacts, carry_to, read_facts, table_plan
+from relrep_hf.migration.plan import StorePlan
 from relrep_hf.migration.stores import DEFAULT_CHUNK_ROWS, Transform, VectorStoreError
 
 __all__ = ["PgvectorStore"]
 
 VECTOR_NAMES = ("embedding", "embeddings", "vector", "vectors")
+# how long the migration waits for the table's locks (a writer idle in a transaction holds one)
+LOCK_TIMEOUT = 10.0
 SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
 HEADER = SIGNATURE + struct.pack(">ii", 0, 0)
 
@@ -48,7 +52,8 @@ class PgvectorStore(db.DatabaseStore):
         self.table = self._table()
         columns = self.query(
             "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid "
-            "= %s::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum", (self.table,)
+            "= %s::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+            (self._sql(self.table),),
         )  # fmt: skip
         self.columns, types = [c for c, _ in columns], dict(columns)
         vectors = [c for c, t in columns if t.startswith("vector")]
@@ -66,7 +71,7 @@ class PgvectorStore(db.DatabaseStore):
         self.key = [row[0] for row in self.query(
             "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
             "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = %s::regclass AND i.indisprimary",
-            (self.table,))]  # fmt: skip
+            (self._sql(self.table),))]  # fmt: skip
         self.rows = self.query(f"SELECT count(*) FROM {self._sql(self.table)}")[0][0]
 
     def query(self, sql: str, params: tuple = (), connection=None) -> list[tuple]:
@@ -131,10 +136,52 @@ class PgvectorStore(db.DatabaseStore):
         writer = psycopg.connect(self.location.database)
         try:
             with writer.transaction():
+                self._lock_timeout(writer)
                 backup = self._write(writer, name, found, transform, dim, chunk_rows)
+        except psycopg.errors.LockNotAvailable:
+            raise self._locked() from None
         finally:
             writer.close()
         return db.MigratedLocation(self.location.with_name(name), backup)
+
+    def plan(self, out: str, dim: int) -> StorePlan:
+        """What the new table carries and what it cannot (`relrep_hf.migration.pgvector_plan`)."""
+        in_place = self.in_place(out)
+        plan = StorePlan(self.describe(), str(out), in_place)
+        return table_plan(self._facts(self.connection), plan, dim, in_place)
+
+    def _facts(self, connection) -> TableFacts:
+        return read_facts(
+            lambda sql, params: self.query(sql, params, connection),
+            self._sql(self.table),
+            self.column,
+        )
+
+    def _lock_timeout(self, writer) -> None:
+        """Wait at most `LOCK_TIMEOUT` for the table's locks (or the connection's own
+        ``lock_timeout``, e.g. ``options=-c lock_timeout=2s`` in the URI)."""
+        if self.query("SHOW lock_timeout", (), writer)[0][0] in ("0", "0ms"):
+            writer.execute(f"SET LOCAL lock_timeout = '{int(LOCK_TIMEOUT * 1000)}ms'")
+
+    def _locked(self) -> db.StoreBusyError:
+        """The error of a lock not granted in time, naming the sessions that hold the table."""
+        holders = self.query(
+            "SELECT DISTINCT a.pid, a.usename, a.application_name, a.state, a.xact_start::text,"
+            " left(a.query, 60) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE "
+            "l.relation = %s::regclass AND l.granted AND l.pid <> pg_backend_pid()",
+            (self._sql(self.table),),
+        )
+        shown = "; ".join(
+            f"pid {pid} ({user}, application {app!r}, {state}, transaction since {since}, last "
+            f"query {query!r})"
+            for pid, user, app, state, since, query in holders
+        )
+        shown = shown or "it has ended since"
+        return db.StoreBusyError(
+            f"{self.describe()}: the table stays locked by another session ({shown}); nothing was written. Commit or end that transaction (SELECT "
+            "pg_terminate_backend(PID) ends a stuck one), then run the migration again; a "
+            "longer wait: options=-c lock_timeout=60s in the URI."
+        )
 
     def _exists(self, name: str) -> bool:
         return self.query("SELECT to_regclass(%s)", (self._sql(name),))[0][0] is not None
@@ -159,13 +206,18 @@ class PgvectorStore(db.DatabaseStore):
             )
         staging = db.staging_name(name) if found else name
         old, new = self._sql(self.table), self._sql(staging)
-        writer.execute(f"CREATE TABLE {new} (LIKE {old} INCLUDING ALL EXCLUDING INDEXES)")
+        facts = self._facts(writer)  # as of the lock: what the plan checked may have changed
+        plan = table_plan(facts, StorePlan(self.describe(), name, found), dim, found)
+        plan.check(force=True)  # what cannot be done; the rest was refused before, or forced
+        space = f" TABLESPACE {self._sql(facts.tablespace)}" if facts.tablespace else ""
+        writer.execute(f"CREATE TABLE {new} (LIKE {old} INCLUDING ALL EXCLUDING INDEXES){space}")
         writer.execute(
             f"ALTER TABLE {new} ALTER COLUMN {self._sql(self.column)} TYPE vector({dim})"
         )
         self._copy(writer, staging, transform, dim, chunk_rows)
         indexes = self._build_indexes(writer, staging)
-        self._carry_sequences(writer, staging)
+        carry_to(writer, new, facts, self._sql)
+        self._carry_sequences(writer, staging, found)
         count = self.query(f"SELECT count(*) FROM {new}", (), writer)[0][0]
         key = ", ".join(map(self._sql, self.key))
         same = not self.key or not self.query(
@@ -178,15 +230,17 @@ class PgvectorStore(db.DatabaseStore):
         writer.execute(f"LOCK TABLE {self._sql(name)} IN ACCESS EXCLUSIVE MODE")
         writer.execute(f"ALTER TABLE {self._sql(name)} RENAME TO {self._sql(backup)}")
         for index, (temporary, constraint) in indexes.items():
-            aside = f"{index[:40]}_backup_{backup[-14:]}"
+            aside = f"{index[:36]}_backup_{backup[-19:]}"
             self._rename(writer, backup, index, aside, constraint)
             self._rename(writer, staging, temporary, index, constraint)
         writer.execute(f"ALTER TABLE {new} RENAME TO {self._sql(name)}")
         return backup
 
-    def _carry_sequences(self, writer, staging: str) -> None:
+    def _carry_sequences(self, writer, staging: str, in_place: bool) -> None:
         """An identity column's new sequence continues after the copied values; a serial
-        column's sequence (shared through its default) becomes the new table's."""
+        column's sequence (shared through its default) becomes the new table's only when that
+        takes the input's place (a new table beside the input uses it, never owns it: dropping
+        the new table must not drop the input's default)."""
         for column in self.columns:
             new, old = (self.query("SELECT pg_get_serial_sequence(%s, %s)",
                                    (self._sql(table), column), writer)[0][0]
@@ -196,7 +250,7 @@ class PgvectorStore(db.DatabaseStore):
                 writer.execute(
                     f"SELECT setval(%s, m) FROM ({top}) AS t(m) WHERE m IS NOT NULL", (new,)
                 )
-            elif old is not None:
+            elif old is not None and in_place:
                 writer.execute(
                     f"ALTER SEQUENCE {old} OWNED BY {self._sql(staging)}.{self._sql(column)}"
                 )

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from relrep_hf.migration import databases as db
+from relrep_hf.migration.plan import StorePlan
 from relrep_hf.migration.stores import DEFAULT_CHUNK_ROWS, Transform, VectorStoreError
 
 __all__ = ["SqliteVecStore", "connect"]
@@ -54,6 +55,7 @@ def _quote(name: str) -> str:
 
 class SqliteVecStore(db.DatabaseStore):
     kind = "sqlite-vec"
+    carries = ("rowids and every column", "the table's indexes (built again)")
 
     def __init__(self, location: db.DatabaseLocation):
         self.location, self.path = location, Path(location.database)
@@ -183,6 +185,7 @@ class SqliteVecStore(db.DatabaseStore):
             )
         columns = ", ".join(["rowid", *map(_quote, self.columns)])
         source, backup, indexes = self._table, None, self._indexes()
+        triggers = [sql for _, sql in self._triggers()]
         if name == self.location.name:  # in place: keep the old rows under the backup name
             backup = db.backup_name(name)
             self.connection.execute(self._create_sql(backup, self.dim))
@@ -196,7 +199,24 @@ class SqliteVecStore(db.DatabaseStore):
             self.connection.execute(index)
         self._copy(source, _quote(name), columns, transform, chunk_rows)
         self._check(source, _quote(name))
+        for trigger in triggers if backup else ():  # after the copy: it fires none of them
+            self.connection.execute(trigger)  # ON the table's name: the new table's now
         return backup
+
+    def _triggers(self) -> list[tuple[str, str]]:
+        """The table's triggers: ``(name, CREATE TRIGGER statement)``."""
+        return self.connection.execute(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ? "
+            "ORDER BY name", (self.location.name,)
+        ).fetchall()  # fmt: skip
+
+    def plan(self, out: str, dim: int) -> StorePlan:
+        """Rowids and every column carried, the indexes rebuilt; the triggers recreated on the
+        new table in place (a new table's input keeps them)."""
+        plan = super().plan(out, dim)
+        triggers = [f"trigger {name!r}" for name, _ in self._triggers()]
+        (plan.carried if plan.in_place else plan.input_only).extend(triggers)
+        return plan
 
     def _copy(self, source: str, target: str, columns: str, transform: Transform, chunk_rows: int):
         at = self.columns.index(self.column) + 1

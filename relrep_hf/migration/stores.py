@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from relrep_hf.migration.plan import StorePlan
 from relrep_hf.utils.io import _process_exists, atomic_directory, fsync_directory, fsync_file
 from relrep_hf.utils.locking import folder_lock
 from relrep_hf.utils.registry import Registry
@@ -125,6 +126,12 @@ class VectorStore:
         ``dtype``: the new vectors' dtype (passed only when it differs from the store's)."""
         dtype = self.dtype if dtype is None else np.dtype(dtype)
         return rewrite_file_or_folder(self, Path(out), transform, dim, chunk_rows, overwrite, dtype)
+
+    def plan(self, out: str | os.PathLike, dim: int) -> StorePlan:
+        """What rewriting this store into ``out`` with ``dim``-d vectors carries, and what it
+        cannot (a database kind lists its own: row-level security, triggers, ...)."""
+        in_place = Path(out).exists() and os.path.samefile(out, self.path)
+        return StorePlan(self.describe(), str(out), in_place, ["every other column and tensor"])
 
     def read_all(self) -> np.ndarray:
         """Every vector, ``[rows, dim]`` (small stores: evaluation, tests)."""
@@ -239,6 +246,7 @@ def rewrite_store(
     overwrite: bool = False,
     show_progress: bool | None = None,
     dtype: object = None,
+    force: bool = False,
 ) -> Path | str:
     """Stream ``store`` through ``transform`` into a new store of the same kind at ``out``.
 
@@ -247,13 +255,15 @@ def rewrite_store(
     (which may be the input itself, with ``overwrite``) is left as it was. Every chunk is
     checked for NaN and infinite values as read and as written. ``dtype``: the new vectors'
     dtype (default: the store's; one of ``store.output_dtypes``). ``show_progress``: a tqdm
-    bar over rows (None: only on a terminal).
+    bar over rows (None: only on a terminal). What the rewrite cannot carry (`store.plan
+    <VectorStore.plan>`) is refused first, unless ``force``.
     """
     from tqdm.auto import tqdm
 
     if not isinstance(chunk_rows, int) or chunk_rows < 1:
         raise ValueError(f"chunk_rows must be a positive int, got {chunk_rows!r}.")
     wanted = store.dtype if dtype is None else _check_dtype(store, dtype)
+    store.plan(out, dim).check(force=force)
     extra = {} if wanted == store.dtype else {"dtype": wanted}  # kinds without dtype= still work
     disable = None if show_progress is None else not show_progress
     with tqdm(
