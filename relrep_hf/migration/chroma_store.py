@@ -103,3 +103,26 @@ class ChromaStore(db.DatabaseStore):
         db.check_copied(
             self, new.count(), sorted(copied) == sorted(old), f"collection {new.name!r}"
         )
+
+    def names(self) -> list[str]:
+        return [c.name for c in self.client.list_collections()]
+
+    def remove(self, name: str) -> None:
+        self.client.delete_collection(name)
+
+    def restore(self, backup: str, *, force: bool = False) -> None:
+        """The migrated collection renamed aside, the backup renamed to NAME, the migrated one
+        deleted; under the folder's lock."""
+        try:
+            with folder_lock(self.path):
+                served = self.client.get_collection(self.location.name)
+                kept = self.client.get_collection(backup)
+                ids = [i for b in self._batches(served, 5000, []) for i in b["ids"]]
+                before = {i for b in self._batches(kept, 5000, []) for i in b["ids"]}
+                db.check_nothing_new(self, [i for i in ids if i not in before], backup, force)
+                aside = db.rolled_back_name(self.location.name)
+                served.modify(name=aside)
+                kept.modify(name=self.location.name)
+                self.client.delete_collection(aside)
+        except FolderLockedError as error:
+            raise db.StoreBusyError(f"{self.describe()}: {error}") from None

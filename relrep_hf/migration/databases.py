@@ -47,6 +47,7 @@ __all__ = [
 PATH_SCHEMES = {"qdrant": "a Qdrant local-mode folder", "chroma": "a Chroma persistent folder",
                 "sqlite-vec": "an SQLite file"}  # fmt: skip
 POSTGRES_SCHEMES = ("postgresql", "postgres")
+DATABASE_KINDS = ("qdrant", "chroma", "pgvector", "sqlite-vec")
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]{0,62}")
 
 
@@ -180,9 +181,11 @@ def backup_name(name: str) -> str:
     return f"{name[:36]}_backup_{time.strftime('%Y%m%d%H%M%S')}_{secrets.token_hex(2)}"
 
 
-# what `backup_name` and `staging_name` make of a name (the name cut to 36 characters)
+# what `backup_name` and `staging_name` make of a name (the name cut to 36 characters), and
+# what a rollback calls the migrated vectors it puts aside on its way
 BACKUP = r"_backup_\d{14}(?:_[0-9a-f]{4})?"
 STAGING = r"_migrating_[0-9a-f]{8}"
+ROLLED_BACK = r"_rolledback_[0-9a-f]{8}"
 
 
 def backups_of(name: str, names: list[str]) -> list[str]:
@@ -192,9 +195,27 @@ def backups_of(name: str, names: list[str]) -> list[str]:
 
 
 def stagings_of(name: str, names: list[str]) -> list[str]:
-    """The staging collections/tables among ``names`` that killed migrations of ``name`` left."""
-    pattern = re.compile(re.escape(name[:36]) + STAGING)
+    """The staging collections/tables among ``names`` that killed migrations (and rollbacks)
+    of ``name`` left."""
+    pattern = re.compile(re.escape(name[:36]) + f"(?:{STAGING}|{ROLLED_BACK})")
     return sorted(n for n in names if pattern.fullmatch(n))
+
+
+def rolled_back_name(name: str) -> str:
+    """The name a rollback puts the migrated collection/table under before it removes it."""
+    return f"{name[:36]}_rolledback_{secrets.token_hex(4)}"
+
+
+def check_nothing_new(store: DatabaseStore, new_ids: list, backup: str, force: bool) -> None:
+    """Refuse a rollback that would lose rows written since the migration (ids the served
+    store holds and the backup does not), unless ``force``."""
+    if new_ids and not force:
+        shown = ", ".join(map(str, new_ids[:5])) + (", ..." if len(new_ids) > 5 else "")
+        raise VectorStoreError(
+            f"{store.describe()}: {len(new_ids)} row(s) were written since the migration (ids "
+            f"{shown}) and are not in the backup {backup!r}: a rollback would lose them. Nothing "
+            "was changed. Re-embed them after the rollback and pass force=True (--force)."
+        )
 
 
 def staging_name(name: str) -> str:
@@ -251,6 +272,29 @@ class DatabaseStore(VectorStore):
 
     # what every rewrite of the kind carries (the plan's first lines)
     carries: tuple[str, ...] = ("ids and every other field",)
+
+    def names(self) -> list[str]:
+        """Every collection/table name of the database."""
+        raise NotImplementedError
+
+    def backups(self) -> list[str]:
+        """The backups migrations of this store kept, oldest first."""
+        return backups_of(self.location.name, self.names())
+
+    def leftovers(self) -> list[str]:
+        """The backups and staging collections/tables that migrations of this store left."""
+        everything = self.names()
+        name = self.location.name
+        return backups_of(name, everything) + stagings_of(name, everything)
+
+    def remove(self, name: str) -> None:
+        """Drop the collection/table ``name`` (one of `leftovers`)."""
+        raise NotImplementedError
+
+    def restore(self, backup: str, *, force: bool = False) -> None:
+        """Serve ``backup``'s vectors under the store's name again, in one step; the migrated
+        ones are removed (see `relrep_hf.migration.rollback`)."""
+        raise VectorStoreError(f"{self.describe()}: a {self.kind} store cannot be rolled back.")
 
     def missing(self, what: str, found: list[str]) -> VectorStoreError:
         shown = ", ".join(sorted(found)[:20]) or "none"

@@ -19,6 +19,7 @@ import re
 import struct
 from collections.abc import Iterator
 from pathlib import Path
+from secrets import token_hex
 
 import numpy as np
 
@@ -281,17 +282,25 @@ class PgvectorStore(db.DatabaseStore):
                 copy.write(_encode(rows, at, transform, self._vectors, head))
             copy.write(struct.pack(">h", -1))
 
-    def _build_indexes(self, writer, staging: str) -> dict[str, tuple[str, bool]]:
-        """The old table's indexes built on ``staging`` under temporary names: ``{old name:
-        (temporary name, backs a constraint)}``."""
+    def _indexes_of(self, writer, table: str) -> dict[str, tuple[str, bool, str | None]]:
+        """``{index: (definition, backs a constraint, the constraint's definition)}``."""
         found = self.query(
             "SELECT c.relname, pg_get_indexdef(i.indexrelid), k.conname IS NOT NULL, "
             "pg_get_constraintdef(k.oid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
             "LEFT JOIN pg_constraint k ON k.conindid = i.indexrelid AND k.conrelid = i.indrelid "
-            "WHERE i.indrelid = %s::regclass", (self._sql(self.table),), writer
+            "WHERE i.indrelid = %s::regclass", (self._sql(table),), writer
         )  # fmt: skip
+        return {
+            index: (definition, constraint, sql) for index, definition, constraint, sql in found
+        }
+
+    def _build_indexes(self, writer, staging: str) -> dict[str, tuple[str, bool]]:
+        """The old table's indexes built on ``staging`` under temporary names: ``{old name:
+        (temporary name, backs a constraint)}``."""
         built = {}
-        for index, definition, constraint, constraint_sql in found:
+        for index, (definition, constraint, constraint_sql) in self._indexes_of(
+            writer, self.table
+        ).items():
             temporary = f"{staging[:40]}_{index[:22]}"
             if constraint:
                 writer.execute(
@@ -306,6 +315,55 @@ class PgvectorStore(db.DatabaseStore):
                 )
             built[index] = (temporary, bool(constraint))
         return built
+
+    def names(self) -> list[str]:
+        found = self.query("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")
+        return [t for (t,) in found]
+
+    def remove(self, name: str) -> None:
+        self.connection.execute(f"DROP TABLE {self._sql(name)}")  # no CASCADE: a view refuses
+
+    def restore(self, backup: str, *, force: bool = False) -> None:
+        """One transaction: the migrated table (and its indexes) renamed aside, the backup (and
+        its indexes) given the names back, the serial sequences returned to it, the migrated
+        table dropped."""
+        psycopg = db.require("psycopg", "psycopg[binary]")
+        writer = psycopg.connect(self.location.database)
+        try:
+            with writer.transaction():
+                self._lock_timeout(writer)
+                self._restore(writer, backup, force)
+        except psycopg.errors.LockNotAvailable:
+            raise self._locked() from None
+        finally:
+            writer.close()
+
+    def _restore(self, writer, backup: str, force: bool) -> None:
+        lock = f"relrep_hf migrate {self.table}"
+        if not self.query("SELECT pg_try_advisory_xact_lock(hashtext(%s))", (lock,), writer)[0][0]:
+            raise db.StoreBusyError(f"{self.describe()}: a migration of this table is running.")
+        name, kept = self._sql(self.table), self._sql(backup)
+        writer.execute(f"LOCK TABLE {name}, {kept} IN ACCESS EXCLUSIVE MODE")
+        key = ", ".join(map(self._sql, self.key))
+        new = [row[0] for row in self.query(
+            f"SELECT {key} FROM {name} EXCEPT SELECT {key} FROM {kept} LIMIT 6", (), writer
+        )] if key else []  # fmt: skip
+        db.check_nothing_new(self, new, backup, force)
+        suffix, aside = backup.rsplit("_backup_", 1)[1], db.rolled_back_name(self.table)
+        kept_indexes = self._indexes_of(writer, backup)
+        for index, (_, constraint, _) in self._indexes_of(writer, self.table).items():
+            self._rename(writer, self.table, index, f"{index[:40]}_rb_{token_hex(4)}", constraint)
+            if f"{index[:36]}_backup_{suffix}" in kept_indexes:
+                self._rename(writer, backup, f"{index[:36]}_backup_{suffix}", index, constraint)
+        writer.execute(f"ALTER TABLE {name} RENAME TO {self._sql(aside)}")
+        writer.execute(f"ALTER TABLE {kept} RENAME TO {name}")
+        for column in self.columns:  # a serial's sequence: the restored table's again
+            owned, own = (self.query("SELECT pg_get_serial_sequence(%s, %s)",
+                                     (self._sql(t), column), writer)[0][0]
+                          for t in (aside, self.table))  # fmt: skip
+            if owned is not None and own is None:
+                writer.execute(f"ALTER SEQUENCE {owned} OWNED BY {name}.{self._sql(column)}")
+        writer.execute(f"DROP TABLE {self._sql(aside)}")
 
 
 def _parse_row(buffer: bytearray, position: int) -> tuple[list | None, int] | None:
