@@ -26,7 +26,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--force",
         action="store_true",
         help="migrate although the plan lists what would not be carried (triggers, foreign "
-        "keys of other tables, partitioning, ...)",
+        "keys of other tables, partitioning, ...), or the map's own held-out report recommends "
+        "re-embedding",
     )
     parser.set_defaults(func=run)
 

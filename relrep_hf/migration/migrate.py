@@ -17,6 +17,7 @@ from torch import Tensor
 from relrep_hf.migration.files import open_store
 from relrep_hf.migration.map import MigrationMap
 from relrep_hf.migration.plan import StorePlan
+from relrep_hf.migration.report import check_recommendation
 from relrep_hf.migration.stores import DEFAULT_CHUNK_ROWS, VectorStoreError, rewrite_store
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from relrep_hf.translation.translator import translation_map
@@ -103,9 +104,11 @@ def migrate_store(
     the store's), e.g. ``"float32"`` for a float16 store whose migrated values exceed float16. A
     database store's ``out`` names a collection/table of the same database; the result is then
     a `MigratedLocation` whose ``backup`` names the replaced collection/table, kept. What the
-    rewrite cannot carry (`plan_migration`) is refused unless ``force``.
+    rewrite cannot carry (`plan_migration`), and a map whose own held-out report recommends
+    re-embedding, are refused unless ``force``.
     """
     migration_map, store, d_new = _opened(migration_map, vectors, column, table)
+    check_recommendation(getattr(migration_map, "info", {}), "the migration", force=force)
     # computed in float64 for a float64 output, float32 otherwise
     transform = affine_chunks(migration_map, store.dtype if dtype is None else _dtype(dtype))
     return rewrite_store(
