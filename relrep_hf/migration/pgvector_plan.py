@@ -7,8 +7,9 @@ grants, its tablespace, its outgoing foreign keys (and, by ``CREATE TABLE ... LI
 defaults, CHECK constraints, column comments and storage; its indexes are rebuilt by
 `relrep_hf.migration.pgvector_store`). Refused unless forced, because they would be lost without
 a word: triggers, foreign keys of other tables that point at it and views that read it (both
-would keep following the old table, the backup), partitioning and inheritance, another owner
-than the migrating role. Refused always: generated columns (a binary COPY cannot fill them) and
+would keep following the old table, the backup), a foreign key to the table itself (the new
+table's would point at the old one), partitioning and inheritance, another owner than the
+migrating role. Refused always: generated columns (a binary COPY cannot fill them) and
 an HNSW or IVFFlat index over the vector column beyond pgvector's 2,000 dimensions.
 """
 
@@ -39,6 +40,7 @@ class TableFacts:
     )  # (grantee, privilege, grantable)
     tablespace: str | None = None
     foreign_keys: list[tuple[str, str]] = field(default_factory=list)  # (name, definition)
+    self_keys: list[str] = field(default_factory=list)  # foreign keys to the table itself
     triggers: list[str] = field(default_factory=list)
     referenced_by: list[str] = field(default_factory=list)  # "table.constraint"
     views: list[str] = field(default_factory=list)
@@ -74,11 +76,13 @@ def read_facts(query, table: str, column: str) -> TableFacts:
         f"WHERE c.oid = {oid} AND a.grantee <> c.relowner ORDER BY 1, 2",
         (table,),
     )
-    facts.foreign_keys = query(
-        f"SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = {oid} "
-        "AND contype = 'f' ORDER BY conname",
+    keys = query(
+        f"SELECT conname, pg_get_constraintdef(oid), confrelid = conrelid FROM pg_constraint "
+        f"WHERE conrelid = {oid} AND contype = 'f' ORDER BY conname",
         (table,),
     )
+    facts.foreign_keys = [(name, definition) for name, definition, own in keys if not own]
+    facts.self_keys = [name for name, _, own in keys if own]
     facts.referenced_by = [f"{t}.{c}" for t, c in query(
         "SELECT conrelid::regclass::text, conname FROM pg_constraint WHERE contype = 'f' AND "
         f"confrelid = {oid} AND conrelid <> confrelid ORDER BY 1, 2", (table,))]  # fmt: skip
@@ -128,6 +132,8 @@ def table_plan(facts: TableFacts, plan: StorePlan, dim: int, in_place: bool) -> 
         (dropped if in_place else plan.input_only).append(
             f"triggers {', '.join(map(repr, facts.triggers))} (they stay on the old table)"
         )
+    dropped += [f"foreign key {name!r} to the table itself (the new table's would point at "
+                "the old one)" for name in facts.self_keys]  # fmt: skip
     if in_place:
         dropped += [f"foreign key {r} (it would keep pointing at the backup)"
                     for r in facts.referenced_by]  # fmt: skip

@@ -1,5 +1,7 @@
 """The way back from a migration, and what migrations leave: ``rollback_store`` serves a
-database store's original vectors again from the backup its migration kept, and
+store's original vectors again from the backup its migration kept (a database's backup
+collection/table; a file store migrated in place keeps ``.NAME.backup-<time>-<hex>`` beside it,
+a hard link, until cleanup), and
 ``cleanup_store`` lists (and removes) the backups, staging collections/tables and partial files
 that migrations of one store left, never anything else.
 
@@ -19,8 +21,9 @@ from pathlib import Path
 
 from relrep_hf.migration.databases import DATABASE_KINDS, DatabaseStore, recognises
 from relrep_hf.migration.files import open_store
-from relrep_hf.migration.stores import VectorStoreError
-from relrep_hf.utils.io import _process_exists
+from relrep_hf.migration.stores import VectorStore, VectorStoreError, file_backup_prefix
+from relrep_hf.utils.io import _process_exists, fsync_directory
+from relrep_hf.utils.locking import folder_lock
 
 __all__ = ["cleanup_store", "rollback_store"]
 
@@ -33,7 +36,8 @@ def rollback_store(
     column: str | None = None,
 ) -> str:
     """Serve the vectors a migration replaced at ``location`` (a database URI naming the
-    migrated collection/table, or a Qdrant alias) again; returns the backup restored.
+    migrated collection/table, a Qdrant alias, or a file store migrated in place) again;
+    returns the backup restored.
 
     ``backup``: which one (default: the newest backup of that name; a Qdrant alias's first
     migration kept the original collection under its own name, so name it). The migrated
@@ -42,11 +46,7 @@ def rollback_store(
     """
     store = open_store(location, column=column)
     if not isinstance(store, DatabaseStore):
-        raise VectorStoreError(
-            f"{store.describe()}: only database stores keep a backup to roll back to; a file "
-            "store migrated into a new path still has its input, and one replaced in place "
-            "(--overwrite) keeps none. Migrate the input again, or restore your own copy."
-        )
+        return _restore_file(store, backup)
     if backup is None:
         backups = store.backups()
         if not backups:
@@ -70,10 +70,35 @@ def cleanup_store(location: str | os.PathLike, *, remove: bool = False) -> list[
         for name in found if remove else ():
             store.remove(name)
         return found
-    found = _partial_files(Path(os.path.abspath(location)))
+    path = Path(os.path.abspath(location))
+    found = _partial_files(path) + _file_backups(path)
     for path in found if remove else ():
         shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
     return [str(path) for path in found]
+
+
+def _file_backups(path: Path) -> list[Path]:
+    """The backups in-place migrations of the file ``path`` kept beside it, oldest first."""
+    return sorted(path.parent.glob(glob.escape(file_backup_prefix(path)) + "*"))
+
+
+def _restore_file(store: VectorStore, backup: str | None) -> str:
+    """A file store's newest (or named) backup renamed over it, in one step."""
+    path = Path(os.path.abspath(store.path))
+    backups = _file_backups(path) if path.is_file() else []
+    chosen = next((b for b in backups if b.name == backup), None) if backup else None
+    chosen = chosen or (backups[-1] if backups and backup is None else None)
+    if chosen is None:
+        raise VectorStoreError(
+            f"{store.describe()}: no backup {backup or 'of it'} to roll back to: a file store "
+            f"migrated in place keeps one ({file_backup_prefix(path)}TIME-HEX beside it) until "
+            "cleanup, a folder store and one migrated into a new path keep none (the input is "
+            "still there). Migrate the input again, or restore your own copy."
+        )
+    with folder_lock(path):
+        os.replace(chosen, path)
+        fsync_directory(path.parent)
+    return chosen.name
 
 
 def _is_database(location: str | os.PathLike) -> bool:

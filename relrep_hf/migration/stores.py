@@ -25,6 +25,7 @@ import os
 import secrets
 import shutil
 import socket
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -340,7 +341,8 @@ def rewrite_file_or_folder(
     with folder_lock(out):  # a second run on the same out fails at once (FolderLockedError)
         _remove_stale_partials(out)
         _check_output(store, out, overwrite)
-        _write_file_aside(out, write, overwrite)
+        in_place = out.exists() and os.path.samefile(out, store.path)
+        _write_file_aside(out, write, overwrite, keep=in_place)
     return given
 
 
@@ -359,9 +361,18 @@ def _remove_stale_partials(out: Path) -> None:
             candidate.unlink(missing_ok=True)
 
 
-def _write_file_aside(out: Path, write: Callable[[Path], None], overwrite: bool) -> None:
+def file_backup_prefix(out: Path) -> str:
+    """``.<name>.backup-``: the backups of ``out`` that in-place migrations kept beside it."""
+    return f".{out.name}.backup-"
+
+
+def _write_file_aside(
+    out: Path, write: Callable[[Path], None], overwrite: bool, *, keep: bool = False
+) -> None:
     """``write(path)`` a file beside ``out``, then give it the name ``out`` (over an existing
-    one only with ``overwrite``: `_link_new`); a failed write leaves nothing behind."""
+    one only with ``overwrite``: `_link_new`); a failed write leaves nothing behind. ``keep``:
+    the replaced file stays beside it as ``.<name>.backup-<time>-<hex>`` (a hard link: no
+    copy) until ``relrep-hf cleanup`` removes it or ``relrep-hf rollback`` restores it."""
     staging = out.with_name(
         f"{_partial_prefix(out)}{os.getpid()}-{secrets.token_hex(4)}{out.suffix}"
     )
@@ -369,6 +380,8 @@ def _write_file_aside(out: Path, write: Callable[[Path], None], overwrite: bool)
         write(staging)
         fsync_file(staging)
         if overwrite:
+            if keep:
+                _keep_backup(out)
             os.replace(staging, out)
         else:  # never over a file that appeared meanwhile (a link fails where a name exists)
             _link_new(staging, out)
@@ -378,6 +391,15 @@ def _write_file_aside(out: Path, write: Callable[[Path], None], overwrite: bool)
         staging.unlink(missing_ok=True)
         raise
     fsync_directory(out.parent)
+
+
+def _keep_backup(out: Path) -> None:
+    stamp = f"{time.strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(2)}"
+    backup = out.with_name(f"{file_backup_prefix(out)}{stamp}{out.suffix}")
+    try:
+        os.link(out, backup)
+    except OSError:  # a file system without hard links: a copy
+        shutil.copy2(out, backup)
 
 
 def _link_new(staging: Path, out: Path) -> None:

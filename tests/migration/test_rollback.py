@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -131,6 +132,30 @@ def test_cleanup_of_a_file_store_removes_dead_runs_partial_files(tmp_path):
     assert cleanup_store(store) == [str(partial)]
     cleanup_store(store, remove=True)
     assert not partial.exists() and mine.exists() and store.exists()
+
+
+def test_a_file_store_migrated_in_place_keeps_a_backup_until_cleanup(tmp_path):
+    from relrep_hf.migration import migrate_store
+
+    store, vectors = tmp_path / "vectors.npy", old_vectors("sqlite-vec")
+    np.save(store, vectors)
+    migrate_store(a_map(), store, store, overwrite=True, show_progress=False)
+    assert np.load(store).shape == (len(vectors), test_databases.D_NEW)
+    left = cleanup_store(store)
+    assert len(left) == 1 and ".vectors.npy.backup-" in left[0]
+    assert rollback_store(store) == Path(left[0]).name
+    np.testing.assert_array_equal(np.load(store), vectors)
+    assert cleanup_store(store) == []  # the backup became the store
+    migrate_store(a_map(), store, store, overwrite=True, show_progress=False)
+    cleanup_store(store, remove=True)
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")) == [
+        "vectors.npy"
+    ]
+    with pytest.raises(VectorStoreError, match="no backup of it to roll back to"):
+        rollback_store(store)
+    np.save(store, vectors)
+    migrate_store(a_map(), store, tmp_path / "new.npy", show_progress=False)  # into a new path:
+    assert cleanup_store(store) == []  # the input is untouched, no backup
 
 
 def test_the_command_line_plans_rolls_back_and_cleans_up(tmp_path, capsys):

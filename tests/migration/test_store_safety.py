@@ -175,6 +175,21 @@ def test_pgvector_what_would_be_dropped_is_refused_unless_forced(postgres):
     assert out.backup.startswith(f"{name}_backup_")
 
 
+def test_pgvector_foreign_keys_are_carried_and_a_self_reference_refused(postgres):
+    name = table_name()
+    pg_execute(postgres, f"CREATE TABLE {name}_cat (id int PRIMARY KEY)",
+               f"INSERT INTO {name}_cat VALUES (1)")  # fmt: skip
+    uri = pg_table(postgres, name, extra=f", cat int DEFAULT 1 REFERENCES {name}_cat (id)")
+    migrate(uri, uri, overwrite=True)
+    keys = pg_execute(postgres, f"SELECT conname FROM pg_constraint WHERE conrelid = "
+                      f"'{name}'::regclass AND contype = 'f'")  # fmt: skip
+    assert keys == [[(f"{name}_cat_fkey",)]]
+    other = table_name()
+    uri = pg_table(postgres, other, extra=f", parent int REFERENCES {other} (id)")
+    with pytest.raises(StorePlanError, match="to the table itself"):
+        migrate(uri, uri, overwrite=True)
+
+
 def test_pgvector_generated_column_is_refused_before_anything_is_written(postgres):
     name = table_name()
     uri = pg_table(postgres, name, extra=", twice int GENERATED ALWAYS AS (id * 2) STORED")
