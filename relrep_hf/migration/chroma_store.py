@@ -30,6 +30,10 @@ CARRIED = ["documents", "metadatas", "uris"]
 
 class ChromaStore(db.DatabaseStore):
     kind = "chroma"
+    carries = (
+        "ids, documents, metadatas and URIs",
+        "the collection's metadata and HNSW configuration",
+    )
 
     def __init__(self, location: db.DatabaseLocation):
         chromadb = db.require("chromadb", "chromadb")

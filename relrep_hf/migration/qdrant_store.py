@@ -33,6 +33,8 @@ __all__ = ["QdrantStore"]
 
 class QdrantStore(db.DatabaseStore):
     kind = "qdrant"
+    carries = ("ids and payloads", "vector parameters, HNSW settings and payload indexes",
+               "the other named and sparse vectors")  # fmt: skip
 
     def __init__(self, location: db.DatabaseLocation):
         db.require("qdrant_client", "qdrant-client")

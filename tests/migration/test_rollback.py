@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from relrep_hf.cli import main
+from relrep_hf.migration.migrate import plan_migration
 from relrep_hf.migration.rollback import cleanup_store, rollback_store
 from relrep_hf.migration.stores import VectorStoreError
 from tests.fixtures.database_stores import build, contents
@@ -107,6 +108,8 @@ def test_cleanup_lists_and_removes_only_what_migrations_left(tmp_path):
     import chromadb
 
     uri = build("chroma", tmp_path, "docs", old_vectors("chroma"))
+    plan = plan_migration(a_map(), uri, uri)
+    assert plan.in_place and "ids, documents, metadatas and URIs" in plan.carried
     out = migrate(uri, uri, overwrite=True)
     client = chromadb.PersistentClient(path=str(tmp_path))
     client.create_collection("docs_migrating_0badc0de")  # a killed run's staging collection
