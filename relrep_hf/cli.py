@@ -67,7 +67,49 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"relrep-hf {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except Exception as error:
+        if args.debug or not isinstance(error, dependency_errors()):
+            raise
+        print(f"relrep-hf {args.command}: error: {dependency_message(error)}", file=sys.stderr)
+        return 2
     return 0
+
+
+# the errors of the stores' database clients, by the module that defines them: caught only
+# once that module is loaded (a command that never opened a database imports none of them)
+DEPENDENCY_ERRORS = (
+    ("psycopg", "Error", "PostgreSQL"),
+    ("sqlite3", "Error", "SQLite"),
+    ("sqlean", "Error", "SQLite"),
+    ("chromadb.errors", "ChromaError", "Chroma"),
+    ("qdrant_client.http.exceptions", "UnexpectedResponse", "Qdrant"),
+    ("qdrant_client.http.exceptions", "ResponseHandlingException", "Qdrant"),
+)
+
+
+def dependency_errors() -> tuple[type[BaseException], ...]:
+    """The error classes of `DEPENDENCY_ERRORS` whose module is loaded."""
+    found = (getattr(sys.modules.get(m), n, None) for m, n, _ in DEPENDENCY_ERRORS)
+    return tuple(c for c in found if isinstance(c, type))
+
+
+def dependency_message(error: BaseException) -> str:
+    """One line: which database refused what, and what to do."""
+    database = next(
+        (
+            d
+            for m, n, d in DEPENDENCY_ERRORS
+            if isinstance(error, getattr(sys.modules.get(m), n, ()))
+        ),
+        "the database",
+    )
+    first = " ".join(str(error).split()) or type(error).__name__
+    return (
+        f"{database} refused the operation ({type(error).__name__}: {first}). A migration "
+        "swaps its new vectors in only once complete, so the store serves what it served; "
+        "`relrep-hf cleanup STORE` lists anything a failed run left. Fix what the database "
+        "names (permissions, space, a lock), or rerun with --debug for the traceback."
+    )
 
 
 @contextlib.contextmanager

@@ -52,6 +52,11 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="where the bridged model is saved: a new or empty folder, or a sentence-"
         "transformers folder to replace",
     )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="use --map although its own held-out report recommends re-embedding",
+    )
     parser.add_argument("--push-to-hub", metavar="REPO", default=None, help="also push it there")
     parser.add_argument("--private", action="store_true", help="create a private repo")
     parser.add_argument("--revision", default=None, help="branch to push to")
@@ -71,12 +76,14 @@ def run(args: argparse.Namespace) -> None:
 
     _check_sources(args)
     _check_out(args)
+    # a saved map (and its recorded report) is checked before the model loads
+    migration_map = _bridge_map(args) if args.map_path is not None else None
     model = SentenceTransformer(
         args.model, device="cpu", trust_remote_code=args.trust_remote_code, token=args.token
     )
-    if args.map_path is None:  # before the fit: a wrong model fails fast
+    if migration_map is None:  # before the fit: a wrong model fails fast
         _check_model_gives_run_rows(model, args.model, args.run_dir, args.target)
-    migration_map = _bridge_map(args)
+        migration_map = _bridge_map(args)
     append_bridge(model, migration_map)
     save_bridged_model(model, args.out)
     chosen = migration_map.info.get("chosen")
@@ -138,7 +145,11 @@ def _bridge_map(args: argparse.Namespace):
     from relrep_hf.migration.map import MigrationMap
 
     if args.map_path is not None:
-        return MigrationMap.from_pretrained(args.map_path, token=args.token)
+        from relrep_hf.migration.report import check_recommendation
+
+        migration_map = MigrationMap.from_pretrained(args.map_path, token=args.token)
+        check_recommendation(migration_map.info, "the bridge", force=args.force)
+        return migration_map
     from relrep_hf.pipeline.migration import run_migration_map
 
     # new -> old, scored as the bridge is used: mapped new-model queries search the old rows

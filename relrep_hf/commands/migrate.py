@@ -17,6 +17,18 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("map", metavar="MAP", help="a saved migration map: folder or Hub id")
     add_store_flags(parser, required=True)
+    parser.add_argument(
+        "--plan",
+        action="store_true",
+        help="print what the migration carries and what it cannot, and write nothing",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="migrate although the plan lists what would not be carried (triggers, foreign "
+        "keys of other tables, partitioning, ...), or the map's own held-out report recommends "
+        "re-embedding",
+    )
     parser.set_defaults(func=run)
 
 
@@ -66,13 +78,20 @@ def migrate_vectors(args: argparse.Namespace, migration_map: Any) -> None:
     """``--vectors`` through ``migration_map`` (a `MigrationMap`, a folder or a Hub id) into
     ``--out``."""
     from relrep_hf.migration import migrate_store
+    from relrep_hf.migration.migrate import plan_migration
 
     if args.vectors is None or args.out is None:
         raise ValueError("--vectors needs --out, where the migrated store goes (same kind).")
+    where = {"column": args.column, "table": args.table}
+    print(plan_migration(migration_map, args.vectors, args.out, **where).text())
+    if getattr(args, "plan", False):
+        print("Nothing was written (--plan).")
+        return
     out = migrate_store(
         migration_map,
         args.vectors,
         args.out,
+        force=getattr(args, "force", False),
         **step_keywords(args, "column", "table", "chunk_rows", "overwrite", "dtype"),
     )
     print(f"Migrated {args.vectors} into {out}")

@@ -46,6 +46,20 @@ def register(commands: argparse._SubParsersAction) -> None:
         "encoder on another column; default: --target)",
     )
     parser.add_argument(
+        "--direction",
+        choices=("store", "queries"),
+        default="store",
+        help="the search the map is chosen and reported on: store (the stored vectors migrated, "
+        "searched by new-encoder queries) or queries (old-encoder vectors mapped to search the "
+        "new encoder's store); a map chosen for one can lose the other",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="apply the map to --vectors although its held-out report recommends re-embedding, "
+        "or the plan lists what the store's rewrite cannot carry",
+    )
+    parser.add_argument(
         "--json", action="store_true", help="print the report as JSON (timings go to stderr)"
     )
     parser.set_defaults(func=run)
@@ -64,8 +78,9 @@ def run(args: argparse.Namespace) -> None:
     if args.map == "anchors":
         migration_map = migration.anchor_path_map(args.run_dir, args.source, args.target)
     else:
+        direction = "corpus" if args.direction == "store" else "queries"
         report, migration_map = migration.evaluate_migration(
-            args.run_dir, args.source, args.target, args.queries
+            args.run_dir, args.source, args.target, args.queries, direction=direction
         )
     fit_seconds = time.perf_counter() - start
     if report is not None and not args.json:
@@ -110,9 +125,25 @@ def _print_report(report: dict) -> None:
         f"Queries {report['queries']} against the {report['rows']} test rows of "
         f"{report['source']}: re-embedded by {report['target']}, migrated to it by every "
         f"candidate (chosen by cross-validation on the training rows: {report['choice']}), "
-        f"or searched through the bridge (queries mapped back by {report['bridge_choice']}):\n"
+        f"or searched through the bridge (queries mapped back by {report['bridge_choice']}); "
+        f"direction {report.get('direction', 'corpus')}:\n"
     )
     columns = ["R@1", "R@1 / re-embedded R@1", "retention@10", "CV R@1", "CV retention@10"]
     print(format_table(rows, columns) + "\n(in %)")
+    print(
+        "95% intervals over the held-out queries (Wilson for R@1, a bootstrap for "
+        "retention@10): "
+        + "; ".join(
+            f"{name} R@1 {_interval(report[name], 'recall@1')}, retention@10 "
+            f"{_interval(report[name], 'retention@10')}"
+            for name in ("migrate", "bridge")
+            if name in report
+        )
+    )
     advice = report["recommendation"]
     print(f"\nRecommendation: {advice['action']}: {advice['reason']}.")
+
+
+def _interval(search: dict, metric: str) -> str:
+    low, high = search.get("intervals", {}).get(metric, (float("nan"), float("nan")))
+    return f"[{low:.3f}, {high:.3f}]"

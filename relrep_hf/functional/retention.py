@@ -11,7 +11,14 @@ from torch import Tensor
 
 from relrep_hf.functional.metrics import ArrayLike, _as_matrix
 
-__all__ = ["retention_at_k", "retention_of_neighbours", "top_k_neighbours"]
+__all__ = [
+    "bootstrap_interval",
+    "retention_at_k",
+    "retention_of_neighbours",
+    "retention_per_query",
+    "top_k_neighbours",
+    "wilson_interval",
+]
 
 
 def top_k_neighbours(
@@ -74,8 +81,48 @@ def retention_at_k(
 
 def retention_of_neighbours(served: Tensor, reference: Tensor) -> float:
     """`retention_at_k` from the two ``[n, k]`` neighbour index tensors."""
+    return retention_per_query(served, reference).mean().item()
+
+
+def retention_per_query(served: Tensor, reference: Tensor) -> Tensor:
+    """``[n]`` float64: each query's share of its reference top-k kept by the served search
+    (from the two ``[n, k]`` neighbour index tensors)."""
     hits = (served[:, :, None] == reference[:, None, :]).any(dim=2)  # [n, k]
-    return hits.double().mean().item()
+    return hits.double().mean(dim=1)
+
+
+Z95 = 1.959963984540054  # the standard normal's 97.5% quantile: two-sided 95% intervals
+
+
+def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval of a proportion ``successes / n`` (95% by default): unlike
+    p +- z sqrt(p(1-p)/n), it stays inside [0, 1] and is honest at p = 1 and small n
+    (3 of 3: [0.44, 1.0])."""
+    if n < 1 or not 0 <= successes <= n:
+        raise ValueError(f"Need 0 <= successes <= n and n >= 1, got {successes} of {n}.")
+    p, z2 = successes / n, z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z * np.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    low = 0.0 if successes == 0 else max(0.0, float(centre - half))  # exact at the ends:
+    high = 1.0 if successes == n else min(1.0, float(centre + half))  # no rounding past p
+    return low, high
+
+
+def bootstrap_interval(
+    values: Tensor, *, resamples: int = 2000, level: float = 0.95, seed: int = 0
+) -> tuple[float, float]:
+    """The percentile bootstrap interval of the mean of ``values [n]`` (float64, computed on
+    their device; a fixed ``seed``: the same values give the same interval)."""
+    values = values.double()
+    generator = torch.Generator(device=values.device).manual_seed(seed)
+    picks = torch.randint(
+        len(values), (resamples, len(values)), generator=generator, device=values.device
+    )  # [resamples, n]
+    means = values[picks].mean(dim=1)
+    tail = (1 - level) / 2
+    low, high = torch.quantile(means, torch.tensor([tail, 1 - tail], dtype=torch.float64,
+                                                    device=values.device))  # fmt: skip
+    return low.item(), high.item()
 
 
 def _rows(values: ArrayLike) -> int:

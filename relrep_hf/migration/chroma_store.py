@@ -30,6 +30,10 @@ CARRIED = ["documents", "metadatas", "uris"]
 
 class ChromaStore(db.DatabaseStore):
     kind = "chroma"
+    carries = (
+        "ids, documents, metadatas and URIs",
+        "the collection's metadata and HNSW configuration",
+    )
 
     def __init__(self, location: db.DatabaseLocation):
         chromadb = db.require("chromadb", "chromadb")
@@ -72,12 +76,27 @@ class ChromaStore(db.DatabaseStore):
                 f"{self.describe()}: the collection changed since it was opened (another "
                 "migration?). Nothing was written; open it again."
             )
+        # Chroma refuses a write of more rows than its max batch (5,461 by default)
+        chunk_rows = min(chunk_rows, self.client.get_max_batch_size())
         new = self.client.create_collection(
             db.staging_name(name),
             metadata=self.collection.metadata,
             configuration=self.collection.configuration,
             embedding_function=None,
         )
+        try:
+            self._fill(new, transform, chunk_rows)
+        except BaseException:  # no staging collection left behind, whatever failed
+            self.client.delete_collection(new.name)
+            raise
+        backup = db.backup_name(name) if found else None
+        if found:
+            self.client.get_collection(name).modify(name=backup)
+        new.modify(name=name)
+        return db.MigratedLocation(self.location.with_name(name), backup)
+
+    def _fill(self, new, transform: Transform, chunk_rows: int) -> None:
+        """Copy every row into ``new``, the vectors through ``transform``, and check it."""
         for batch in self._batches(self.collection, chunk_rows, ["embeddings", *CARRIED]):
             vectors = np.asarray(batch["embeddings"], np.float32).reshape(-1, self.dim)
             carried = {k: batch[k] for k in CARRIED if batch.get(k) is not None}
@@ -88,8 +107,26 @@ class ChromaStore(db.DatabaseStore):
         db.check_copied(
             self, new.count(), sorted(copied) == sorted(old), f"collection {new.name!r}"
         )
-        backup = db.backup_name(name) if found else None
-        if found:
-            self.client.get_collection(name).modify(name=backup)
-        new.modify(name=name)
-        return db.MigratedLocation(self.location.with_name(name), backup)
+
+    def names(self) -> list[str]:
+        return [c.name for c in self.client.list_collections()]
+
+    def remove(self, name: str) -> None:
+        self.client.delete_collection(name)
+
+    def restore(self, backup: str, *, force: bool = False) -> None:
+        """The migrated collection renamed aside, the backup renamed to NAME, the migrated one
+        deleted; under the folder's lock."""
+        try:
+            with folder_lock(self.path):
+                served = self.client.get_collection(self.location.name)
+                kept = self.client.get_collection(backup)
+                ids = [i for b in self._batches(served, 5000, []) for i in b["ids"]]
+                before = {i for b in self._batches(kept, 5000, []) for i in b["ids"]}
+                db.check_nothing_new(self, [i for i in ids if i not in before], backup, force)
+                aside = db.rolled_back_name(self.location.name)
+                served.modify(name=aside)
+                kept.modify(name=self.location.name)
+                self.client.delete_collection(aside)
+        except FolderLockedError as error:
+            raise db.StoreBusyError(f"{self.describe()}: {error}") from None

@@ -26,8 +26,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
+import numpy as np
+
+from relrep_hf.migration.plan import StorePlan
 from relrep_hf.migration.stores import StoreKind, VectorStore, VectorStoreError, register_store_kind
 
 __all__ = [
@@ -35,13 +38,16 @@ __all__ = [
     "MigratedLocation",
     "StoreBusyError",
     "backup_name",
+    "backups_of",
     "parse_location",
     "require",
+    "stagings_of",
 ]
 
 PATH_SCHEMES = {"qdrant": "a Qdrant local-mode folder", "chroma": "a Chroma persistent folder",
                 "sqlite-vec": "an SQLite file"}  # fmt: skip
 POSTGRES_SCHEMES = ("postgresql", "postgres")
+DATABASE_KINDS = ("qdrant", "chroma", "pgvector", "sqlite-vec")
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]{0,62}")
 
 
@@ -78,7 +84,7 @@ class DatabaseLocation:
             scheme, netloc, path, query, _ = urlsplit(self.database)
             params = [*parse_qsl(query), ("table", name)]
             params += [("column", self.column)] if self.column else []
-            return urlunsplit((scheme, netloc, path, urlencode(params), ""))
+            return urlunsplit((scheme, netloc, path, urlencode(params, quote_via=quote), ""))
         return f"{self.kind}:{self.database}#{name}"
 
     def shown(self) -> str:
@@ -108,7 +114,7 @@ def parse_location(
         split = urlsplit(location)
         params = dict(parse_qsl(split.query))
         named, named_column = params.pop("table", None), params.pop("column", None)
-        database = urlunsplit((*split[:3], urlencode(params), ""))
+        database = urlunsplit((*split[:3], urlencode(params, quote_via=quote), ""))
         kind = "pgvector"
     elif scheme in PATH_SCHEMES:
         rest = location[len(scheme) + 1 :]
@@ -170,8 +176,46 @@ def output_name(
 
 
 def backup_name(name: str) -> str:
-    """The name a replaced collection/table is kept under: ``NAME_backup_YYYYmmddHHMMSS``."""
-    return f"{name[:40]}_backup_{time.strftime('%Y%m%d%H%M%S')}"
+    """The name a replaced collection/table is kept under: ``NAME_backup_YYYYmmddHHMMSS_<hex>``
+    (unique even for two runs within one second)."""
+    return f"{name[:36]}_backup_{time.strftime('%Y%m%d%H%M%S')}_{secrets.token_hex(2)}"
+
+
+# what `backup_name` and `staging_name` make of a name (the name cut to 36 characters), and
+# what a rollback calls the migrated vectors it puts aside on its way
+BACKUP = r"_backup_\d{14}(?:_[0-9a-f]{4})?"
+STAGING = r"_migrating_[0-9a-f]{8}"
+ROLLED_BACK = r"_rolledback_[0-9a-f]{8}"
+
+
+def backups_of(name: str, names: list[str]) -> list[str]:
+    """The backups among ``names`` that migrations of ``name`` kept, oldest first."""
+    pattern = re.compile(re.escape(name[:36]) + BACKUP)
+    return sorted((n for n in names if pattern.fullmatch(n)), key=lambda n: n[len(name[:36]) + 8 :])
+
+
+def stagings_of(name: str, names: list[str]) -> list[str]:
+    """The staging collections/tables among ``names`` that killed migrations (and rollbacks)
+    of ``name`` left."""
+    pattern = re.compile(re.escape(name[:36]) + f"(?:{STAGING}|{ROLLED_BACK})")
+    return sorted(n for n in names if pattern.fullmatch(n))
+
+
+def rolled_back_name(name: str) -> str:
+    """The name a rollback puts the migrated collection/table under before it removes it."""
+    return f"{name[:36]}_rolledback_{secrets.token_hex(4)}"
+
+
+def check_nothing_new(store: DatabaseStore, new_ids: list, backup: str, force: bool) -> None:
+    """Refuse a rollback that would lose rows written since the migration (ids the served
+    store holds and the backup does not), unless ``force``."""
+    if new_ids and not force:
+        shown = ", ".join(map(str, new_ids[:5])) + (", ..." if len(new_ids) > 5 else "")
+        raise VectorStoreError(
+            f"{store.describe()}: {len(new_ids)} row(s) were written since the migration (ids "
+            f"{shown}) and are not in the backup {backup!r}: a rollback would lose them. Nothing "
+            "was changed. Re-embed them after the rollback and pass force=True (--force)."
+        )
 
 
 def staging_name(name: str) -> str:
@@ -205,11 +249,52 @@ class DatabaseStore(VectorStore):
     """A store in a database: ``location`` (a `DatabaseLocation`) names it."""
 
     location: DatabaseLocation
+    # the four databases hold float32 vectors (pgvector's vector, sqlite-vec's float[d],
+    # Chroma's and Qdrant's points): another dtype is refused before anything is written
+    output_dtypes = (np.dtype(np.float32),)
 
     def describe(self) -> str:
         return (
             f"{self.kind} store {self.location.shown()!r} ({self.rows} x {self.dim} {self.dtype})"
         )
+
+    def in_place(self, out: str | object) -> bool:
+        """``out`` names this store's own collection/table (a rewrite in place)."""
+        try:
+            target = parse_location(str(out))
+        except VectorStoreError:
+            return False
+        here = self.location
+        return (target.kind, target.database, target.name) == (here.kind, here.database, here.name)
+
+    def plan(self, out: str | object, dim: int) -> StorePlan:
+        return StorePlan(self.describe(), str(out), self.in_place(out), list(self.carries))
+
+    # what every rewrite of the kind carries (the plan's first lines)
+    carries: tuple[str, ...] = ("ids and every other field",)
+
+    def names(self) -> list[str]:
+        """Every collection/table name of the database."""
+        raise NotImplementedError
+
+    def backups(self) -> list[str]:
+        """The backups migrations of this store kept, oldest first."""
+        return backups_of(self.location.name, self.names())
+
+    def leftovers(self) -> list[str]:
+        """The backups and staging collections/tables that migrations of this store left."""
+        everything = self.names()
+        name = self.location.name
+        return backups_of(name, everything) + stagings_of(name, everything)
+
+    def remove(self, name: str) -> None:
+        """Drop the collection/table ``name`` (one of `leftovers`)."""
+        raise NotImplementedError
+
+    def restore(self, backup: str, *, force: bool = False) -> None:
+        """Serve ``backup``'s vectors under the store's name again, in one step; the migrated
+        ones are removed (see `relrep_hf.migration.rollback`)."""
+        raise VectorStoreError(f"{self.describe()}: a {self.kind} store cannot be rolled back.")
 
     def missing(self, what: str, found: list[str]) -> VectorStoreError:
         shown = ", ".join(sorted(found)[:20]) or "none"

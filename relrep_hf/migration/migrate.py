@@ -16,11 +16,13 @@ from torch import Tensor
 
 from relrep_hf.migration.files import open_store
 from relrep_hf.migration.map import MigrationMap
+from relrep_hf.migration.plan import StorePlan
+from relrep_hf.migration.report import check_recommendation
 from relrep_hf.migration.stores import DEFAULT_CHUNK_ROWS, VectorStoreError, rewrite_store
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from relrep_hf.translation.translator import translation_map
 
-__all__ = ["affine_chunks", "migrate", "migrate_store"]
+__all__ = ["affine_chunks", "migrate", "migrate_store", "plan_migration"]
 
 
 def migrate(
@@ -87,6 +89,7 @@ def migrate_store(
     overwrite: bool = False,
     show_progress: bool | None = None,
     dtype: str | np.dtype | None = None,
+    force: bool = False,
 ) -> Path | str:
     """Stream the stored old-encoder ``vectors`` through ``migration_map`` into a new store
     ``out`` of the same kind, every other column carried over.
@@ -100,17 +103,12 @@ def migrate_store(
     (which replaces only a store of the same kind). ``dtype``: the new vectors' dtype (default:
     the store's), e.g. ``"float32"`` for a float16 store whose migrated values exceed float16. A
     database store's ``out`` names a collection/table of the same database; the result is then
-    a `MigratedLocation` whose ``backup`` names the replaced collection/table, kept.
+    a `MigratedLocation` whose ``backup`` names the replaced collection/table, kept. What the
+    rewrite cannot carry (`plan_migration`), and a map whose own held-out report recommends
+    re-embedding, are refused unless ``force``.
     """
-    if not isinstance(migration_map, torch.nn.Module):
-        migration_map = MigrationMap.from_pretrained(migration_map)
-    store = open_store(vectors, column=column, table=table)
-    d_old, d_new = migration_map.weight.shape
-    if store.dim != d_old and not (store.rows == 0 and store.dim == 0):  # 0: unknown, no rows
-        raise VectorStoreError(
-            f"{store.describe()}: the map takes {d_old}-d vectors of the old encoder, the store "
-            f"holds {store.dim}-d ones. Give the vectors of the map's source encoder."
-        )
+    migration_map, store, d_new = _opened(migration_map, vectors, column, table)
+    check_recommendation(getattr(migration_map, "info", {}), "the migration", force=force)
     # computed in float64 for a float64 output, float32 otherwise
     transform = affine_chunks(migration_map, store.dtype if dtype is None else _dtype(dtype))
     return rewrite_store(
@@ -122,4 +120,34 @@ def migrate_store(
         overwrite=overwrite,
         show_progress=show_progress,
         dtype=dtype,
+        force=force,
     )
+
+
+def _opened(migration_map: Any, vectors: Any, column: str | None, table: str | None):
+    """The map (loaded if a folder or Hub id), the store, and the map's output width, the store
+    checked to hold the map's input width."""
+    if not isinstance(migration_map, torch.nn.Module):
+        migration_map = MigrationMap.from_pretrained(migration_map)
+    store = open_store(vectors, column=column, table=table)
+    d_old, d_new = migration_map.weight.shape
+    if store.dim != d_old and not (store.rows == 0 and store.dim == 0):  # 0: unknown, no rows
+        raise VectorStoreError(
+            f"{store.describe()}: the map takes {d_old}-d vectors of the old encoder, the store "
+            f"holds {store.dim}-d ones. Give the vectors of the map's source encoder."
+        )
+    return migration_map, store, d_new
+
+
+def plan_migration(
+    migration_map: MigrationMap | str | os.PathLike,
+    vectors: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    column: str | None = None,
+    table: str | None = None,
+) -> StorePlan:
+    """What `migrate_store` with the same arguments would carry into ``out`` and what it
+    cannot (`relrep_hf.migration.plan.StorePlan`); nothing is written."""
+    migration_map, store, d_new = _opened(migration_map, vectors, column, table)
+    return store.plan(out, d_new)

@@ -19,15 +19,20 @@ import re
 import struct
 from collections.abc import Iterator
 from pathlib import Path
+from secrets import token_hex
 
 import numpy as np
 
 from relrep_hf.migration import databases as db
+from relrep_hf.migration.pgvector_plan import TableFacts, carry_to, read_facts, table_plan
+from relrep_hf.migration.plan import StorePlan
 from relrep_hf.migration.stores import DEFAULT_CHUNK_ROWS, Transform, VectorStoreError
 
 __all__ = ["PgvectorStore"]
 
 VECTOR_NAMES = ("embedding", "embeddings", "vector", "vectors")
+# how long the migration waits for the table's locks (a writer idle in a transaction holds one)
+LOCK_TIMEOUT = 10.0
 SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
 HEADER = SIGNATURE + struct.pack(">ii", 0, 0)
 
@@ -48,7 +53,8 @@ class PgvectorStore(db.DatabaseStore):
         self.table = self._table()
         columns = self.query(
             "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid "
-            "= %s::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum", (self.table,)
+            "= %s::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+            (self._sql(self.table),),
         )  # fmt: skip
         self.columns, types = [c for c, _ in columns], dict(columns)
         vectors = [c for c, t in columns if t.startswith("vector")]
@@ -66,7 +72,7 @@ class PgvectorStore(db.DatabaseStore):
         self.key = [row[0] for row in self.query(
             "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
             "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = %s::regclass AND i.indisprimary",
-            (self.table,))]  # fmt: skip
+            (self._sql(self.table),))]  # fmt: skip
         self.rows = self.query(f"SELECT count(*) FROM {self._sql(self.table)}")[0][0]
 
     def query(self, sql: str, params: tuple = (), connection=None) -> list[tuple]:
@@ -131,10 +137,52 @@ class PgvectorStore(db.DatabaseStore):
         writer = psycopg.connect(self.location.database)
         try:
             with writer.transaction():
+                self._lock_timeout(writer)
                 backup = self._write(writer, name, found, transform, dim, chunk_rows)
+        except psycopg.errors.LockNotAvailable:
+            raise self._locked() from None
         finally:
             writer.close()
         return db.MigratedLocation(self.location.with_name(name), backup)
+
+    def plan(self, out: str, dim: int) -> StorePlan:
+        """What the new table carries and what it cannot (`relrep_hf.migration.pgvector_plan`)."""
+        in_place = self.in_place(out)
+        plan = StorePlan(self.describe(), str(out), in_place)
+        return table_plan(self._facts(self.connection), plan, dim, in_place)
+
+    def _facts(self, connection) -> TableFacts:
+        return read_facts(
+            lambda sql, params: self.query(sql, params, connection),
+            self._sql(self.table),
+            self.column,
+        )
+
+    def _lock_timeout(self, writer) -> None:
+        """Wait at most `LOCK_TIMEOUT` for the table's locks (or the connection's own
+        ``lock_timeout``, e.g. ``options=-c lock_timeout=2s`` in the URI)."""
+        if self.query("SHOW lock_timeout", (), writer)[0][0] in ("0", "0ms"):
+            writer.execute(f"SET LOCAL lock_timeout = '{int(LOCK_TIMEOUT * 1000)}ms'")
+
+    def _locked(self) -> db.StoreBusyError:
+        """The error of a lock not granted in time, naming the sessions that hold the table."""
+        holders = self.query(
+            "SELECT DISTINCT a.pid, a.usename, a.application_name, a.state, a.xact_start::text,"
+            " left(a.query, 60) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE "
+            "l.relation = %s::regclass AND l.granted AND l.pid <> pg_backend_pid()",
+            (self._sql(self.table),),
+        )
+        shown = "; ".join(
+            f"pid {pid} ({user}, application {app!r}, {state}, transaction since {since}, last "
+            f"query {query!r})"
+            for pid, user, app, state, since, query in holders
+        )
+        shown = shown or "it has ended since"
+        return db.StoreBusyError(
+            f"{self.describe()}: the table stays locked by another session ({shown}); nothing was written. Commit or end that transaction (SELECT "
+            "pg_terminate_backend(PID) ends a stuck one), then run the migration again; a "
+            "longer wait: options=-c lock_timeout=60s in the URI."
+        )
 
     def _exists(self, name: str) -> bool:
         return self.query("SELECT to_regclass(%s)", (self._sql(name),))[0][0] is not None
@@ -159,13 +207,18 @@ class PgvectorStore(db.DatabaseStore):
             )
         staging = db.staging_name(name) if found else name
         old, new = self._sql(self.table), self._sql(staging)
-        writer.execute(f"CREATE TABLE {new} (LIKE {old} INCLUDING ALL EXCLUDING INDEXES)")
+        facts = self._facts(writer)  # as of the lock: what the plan checked may have changed
+        plan = table_plan(facts, StorePlan(self.describe(), name, found), dim, found)
+        plan.check(force=True)  # what cannot be done; the rest was refused before, or forced
+        space = f" TABLESPACE {self._sql(facts.tablespace)}" if facts.tablespace else ""
+        writer.execute(f"CREATE TABLE {new} (LIKE {old} INCLUDING ALL EXCLUDING INDEXES){space}")
         writer.execute(
             f"ALTER TABLE {new} ALTER COLUMN {self._sql(self.column)} TYPE vector({dim})"
         )
         self._copy(writer, staging, transform, dim, chunk_rows)
         indexes = self._build_indexes(writer, staging)
-        self._carry_sequences(writer, staging)
+        carry_to(writer, new, facts, self._sql)
+        self._carry_sequences(writer, staging, found)
         count = self.query(f"SELECT count(*) FROM {new}", (), writer)[0][0]
         key = ", ".join(map(self._sql, self.key))
         same = not self.key or not self.query(
@@ -178,15 +231,17 @@ class PgvectorStore(db.DatabaseStore):
         writer.execute(f"LOCK TABLE {self._sql(name)} IN ACCESS EXCLUSIVE MODE")
         writer.execute(f"ALTER TABLE {self._sql(name)} RENAME TO {self._sql(backup)}")
         for index, (temporary, constraint) in indexes.items():
-            aside = f"{index[:40]}_backup_{backup[-14:]}"
+            aside = f"{index[:36]}_backup_{backup[-19:]}"
             self._rename(writer, backup, index, aside, constraint)
             self._rename(writer, staging, temporary, index, constraint)
         writer.execute(f"ALTER TABLE {new} RENAME TO {self._sql(name)}")
         return backup
 
-    def _carry_sequences(self, writer, staging: str) -> None:
+    def _carry_sequences(self, writer, staging: str, in_place: bool) -> None:
         """An identity column's new sequence continues after the copied values; a serial
-        column's sequence (shared through its default) becomes the new table's."""
+        column's sequence (shared through its default) becomes the new table's only when that
+        takes the input's place (a new table beside the input uses it, never owns it: dropping
+        the new table must not drop the input's default)."""
         for column in self.columns:
             new, old = (self.query("SELECT pg_get_serial_sequence(%s, %s)",
                                    (self._sql(table), column), writer)[0][0]
@@ -196,7 +251,7 @@ class PgvectorStore(db.DatabaseStore):
                 writer.execute(
                     f"SELECT setval(%s, m) FROM ({top}) AS t(m) WHERE m IS NOT NULL", (new,)
                 )
-            elif old is not None:
+            elif old is not None and in_place:
                 writer.execute(
                     f"ALTER SEQUENCE {old} OWNED BY {self._sql(staging)}.{self._sql(column)}"
                 )
@@ -227,17 +282,25 @@ class PgvectorStore(db.DatabaseStore):
                 copy.write(_encode(rows, at, transform, self._vectors, head))
             copy.write(struct.pack(">h", -1))
 
-    def _build_indexes(self, writer, staging: str) -> dict[str, tuple[str, bool]]:
-        """The old table's indexes built on ``staging`` under temporary names: ``{old name:
-        (temporary name, backs a constraint)}``."""
+    def _indexes_of(self, writer, table: str) -> dict[str, tuple[str, bool, str | None]]:
+        """``{index: (definition, backs a constraint, the constraint's definition)}``."""
         found = self.query(
             "SELECT c.relname, pg_get_indexdef(i.indexrelid), k.conname IS NOT NULL, "
             "pg_get_constraintdef(k.oid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
             "LEFT JOIN pg_constraint k ON k.conindid = i.indexrelid AND k.conrelid = i.indrelid "
-            "WHERE i.indrelid = %s::regclass", (self._sql(self.table),), writer
+            "WHERE i.indrelid = %s::regclass", (self._sql(table),), writer
         )  # fmt: skip
+        return {
+            index: (definition, constraint, sql) for index, definition, constraint, sql in found
+        }
+
+    def _build_indexes(self, writer, staging: str) -> dict[str, tuple[str, bool]]:
+        """The old table's indexes built on ``staging`` under temporary names: ``{old name:
+        (temporary name, backs a constraint)}``."""
         built = {}
-        for index, definition, constraint, constraint_sql in found:
+        for index, (definition, constraint, constraint_sql) in self._indexes_of(
+            writer, self.table
+        ).items():
             temporary = f"{staging[:40]}_{index[:22]}"
             if constraint:
                 writer.execute(
@@ -252,6 +315,55 @@ class PgvectorStore(db.DatabaseStore):
                 )
             built[index] = (temporary, bool(constraint))
         return built
+
+    def names(self) -> list[str]:
+        found = self.query("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")
+        return [t for (t,) in found]
+
+    def remove(self, name: str) -> None:
+        self.connection.execute(f"DROP TABLE {self._sql(name)}")  # no CASCADE: a view refuses
+
+    def restore(self, backup: str, *, force: bool = False) -> None:
+        """One transaction: the migrated table (and its indexes) renamed aside, the backup (and
+        its indexes) given the names back, the serial sequences returned to it, the migrated
+        table dropped."""
+        psycopg = db.require("psycopg", "psycopg[binary]")
+        writer = psycopg.connect(self.location.database)
+        try:
+            with writer.transaction():
+                self._lock_timeout(writer)
+                self._restore(writer, backup, force)
+        except psycopg.errors.LockNotAvailable:
+            raise self._locked() from None
+        finally:
+            writer.close()
+
+    def _restore(self, writer, backup: str, force: bool) -> None:
+        lock = f"relrep_hf migrate {self.table}"
+        if not self.query("SELECT pg_try_advisory_xact_lock(hashtext(%s))", (lock,), writer)[0][0]:
+            raise db.StoreBusyError(f"{self.describe()}: a migration of this table is running.")
+        name, kept = self._sql(self.table), self._sql(backup)
+        writer.execute(f"LOCK TABLE {name}, {kept} IN ACCESS EXCLUSIVE MODE")
+        key = ", ".join(map(self._sql, self.key))
+        new = [row[0] for row in self.query(
+            f"SELECT {key} FROM {name} EXCEPT SELECT {key} FROM {kept} LIMIT 6", (), writer
+        )] if key else []  # fmt: skip
+        db.check_nothing_new(self, new, backup, force)
+        suffix, aside = backup.rsplit("_backup_", 1)[1], db.rolled_back_name(self.table)
+        kept_indexes = self._indexes_of(writer, backup)
+        for index, (_, constraint, _) in self._indexes_of(writer, self.table).items():
+            self._rename(writer, self.table, index, f"{index[:40]}_rb_{token_hex(4)}", constraint)
+            if f"{index[:36]}_backup_{suffix}" in kept_indexes:
+                self._rename(writer, backup, f"{index[:36]}_backup_{suffix}", index, constraint)
+        writer.execute(f"ALTER TABLE {name} RENAME TO {self._sql(aside)}")
+        writer.execute(f"ALTER TABLE {kept} RENAME TO {name}")
+        for column in self.columns:  # a serial's sequence: the restored table's again
+            owned, own = (self.query("SELECT pg_get_serial_sequence(%s, %s)",
+                                     (self._sql(t), column), writer)[0][0]
+                          for t in (aside, self.table))  # fmt: skip
+            if owned is not None and own is None:
+                writer.execute(f"ALTER SEQUENCE {owned} OWNED BY {name}.{self._sql(column)}")
+        writer.execute(f"DROP TABLE {self._sql(aside)}")
 
 
 def _parse_row(buffer: bytearray, position: int) -> tuple[list | None, int] | None:

@@ -16,6 +16,7 @@ delete).
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
 from collections.abc import Iterator
@@ -32,6 +33,8 @@ __all__ = ["QdrantStore"]
 
 class QdrantStore(db.DatabaseStore):
     kind = "qdrant"
+    carries = ("ids and payloads", "vector parameters, HNSW settings and payload indexes",
+               "the other named and sparse vectors")  # fmt: skip
 
     def __init__(self, location: db.DatabaseLocation):
         db.require("qdrant_client", "qdrant-client")
@@ -172,3 +175,45 @@ class QdrantStore(db.DatabaseStore):
         copied = self._points(new, chunk_rows, with_vectors=False, with_payload=False)
         ids = [p.id for batch in old for p in batch] == [p.id for batch in copied for p in batch]
         db.check_copied(self, count, ids, f"collection {new!r}")
+
+    def names(self) -> list[str]:
+        with self._opened():
+            return [c.name for c in self.client.get_collections().collections]
+
+    def leftovers(self) -> list[str]:
+        """The collections migrations of the alias wrote (``NAME_<time>_<hex>``) that no alias
+        serves: replaced ones and killed runs' partial ones."""
+        pattern = re.compile(re.escape(self.location.name[:36]) + r"_\d{14}_[0-9a-f]{4}")
+        with self._opened():
+            served = {a.collection_name for a in self.client.get_aliases().aliases}
+            found = [c.name for c in self.client.get_collections().collections]
+        return sorted(c for c in found if pattern.fullmatch(c) and c not in served)
+
+    def backups(self) -> list[str]:
+        """The replaced collections of the alias's migrations, oldest first (by their time)."""
+        return sorted(self.leftovers(), key=lambda name: name[-19:])
+
+    def remove(self, name: str) -> None:
+        with self._opened():
+            self.client.delete_collection(name)
+
+    def restore(self, backup: str, *, force: bool = False) -> None:
+        """The alias pointed back at ``backup`` (one aliases call); the migrated collection is
+        left, unserved, for cleanup."""
+        models = db.require("qdrant_client.models", "qdrant-client")
+        name = self.location.name
+        with self._opened():
+            self._read_collection(self.location)
+            if name not in self.aliases or not self.client.collection_exists(backup):
+                raise VectorStoreError(
+                    f"{self.describe()}: {name!r} must be an alias and {backup!r} a collection "
+                    "of the folder to roll back."
+                )
+            kept = {p.id for b in self._points(backup, 1024) for p in b}
+            ids = [p.id for b in self._points(self.collection, 1024) for p in b]
+            db.check_nothing_new(self, [i for i in ids if i not in kept], backup, force)
+            self.client.update_collection_aliases(change_aliases_operations=[
+                models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=name)),
+                models.CreateAliasOperation(create_alias=models.CreateAlias(
+                    collection_name=backup, alias_name=name)),
+            ])  # fmt: skip

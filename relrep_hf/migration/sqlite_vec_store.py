@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from relrep_hf.migration import databases as db
+from relrep_hf.migration.plan import StorePlan
 from relrep_hf.migration.stores import DEFAULT_CHUNK_ROWS, Transform, VectorStoreError
 
 __all__ = ["SqliteVecStore", "connect"]
@@ -52,8 +53,18 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _renamed(sql: str, name: str) -> str:
+    """A table's CREATE statement ``sql`` creating ``name`` instead."""
+    return re.sub(
+        r"^(\s*create\s+(?:virtual\s+)?table\s+(?:if\s+not\s+exists\s+)?)(\"[^\"]*\"|\S+?)(\s*(?:using|\())",
+        lambda m: m.group(1) + _quote(name) + m.group(3),
+        sql, count=1, flags=re.I,
+    )  # fmt: skip
+
+
 class SqliteVecStore(db.DatabaseStore):
     kind = "sqlite-vec"
+    carries = ("rowids and every column", "the table's indexes (built again)")
 
     def __init__(self, location: db.DatabaseLocation):
         self.location, self.path = location, Path(location.database)
@@ -126,11 +137,7 @@ class SqliteVecStore(db.DatabaseStore):
 
     def _create_sql(self, name: str, dim: int) -> str:
         """The table's CREATE statement for ``name`` with ``dim``-d vectors."""
-        sql = re.sub(
-            r"^(\s*create\s+(?:virtual\s+)?table\s+(?:if\s+not\s+exists\s+)?)(\"[^\"]*\"|\S+?)(\s*(?:using|\())",
-            lambda m: m.group(1) + _quote(name) + m.group(3),
-            self.sql, count=1, flags=re.I,
-        )  # fmt: skip
+        sql = _renamed(self.sql, name)
         if self.virtual:
             sql = re.sub(self._declared().re.pattern, rf"\g<1>{dim}\g<3>", sql, count=1, flags=re.I)
         return sql
@@ -183,6 +190,7 @@ class SqliteVecStore(db.DatabaseStore):
             )
         columns = ", ".join(["rowid", *map(_quote, self.columns)])
         source, backup, indexes = self._table, None, self._indexes()
+        triggers = [sql for _, sql in self._triggers()]
         if name == self.location.name:  # in place: keep the old rows under the backup name
             backup = db.backup_name(name)
             self.connection.execute(self._create_sql(backup, self.dim))
@@ -196,7 +204,24 @@ class SqliteVecStore(db.DatabaseStore):
             self.connection.execute(index)
         self._copy(source, _quote(name), columns, transform, chunk_rows)
         self._check(source, _quote(name))
+        for trigger in triggers if backup else ():  # after the copy: it fires none of them
+            self.connection.execute(trigger)  # ON the table's name: the new table's now
         return backup
+
+    def _triggers(self) -> list[tuple[str, str]]:
+        """The table's triggers: ``(name, CREATE TRIGGER statement)``."""
+        return self.connection.execute(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ? "
+            "ORDER BY name", (self.location.name,)
+        ).fetchall()  # fmt: skip
+
+    def plan(self, out: str, dim: int) -> StorePlan:
+        """Rowids and every column carried, the indexes rebuilt; the triggers recreated on the
+        new table in place (a new table's input keeps them)."""
+        plan = super().plan(out, dim)
+        triggers = [f"trigger {name!r}" for name, _ in self._triggers()]
+        (plan.carried if plan.in_place else plan.input_only).extend(triggers)
+        return plan
 
     def _copy(self, source: str, target: str, columns: str, transform: Transform, chunk_rows: int):
         at = self.columns.index(self.column) + 1
@@ -214,3 +239,45 @@ class SqliteVecStore(db.DatabaseStore):
         old = self.connection.execute(f"SELECT rowid FROM {source} ORDER BY rowid")
         new = self.connection.execute(f"SELECT rowid FROM {target} ORDER BY rowid")
         db.check_copied(self, count, old.fetchall() == new.fetchall(), f"table {target}")
+
+    def names(self) -> list[str]:
+        query = "SELECT name FROM sqlite_master WHERE type = 'table'"
+        return [name for (name,) in self.connection.execute(query)]
+
+    def remove(self, name: str) -> None:
+        self.connection.execute(f"DROP TABLE {_quote(name)}")
+
+    def restore(self, backup: str, *, force: bool = False) -> None:
+        """One transaction: the migrated table dropped and created again from the backup (its
+        schema, rows, the served table's indexes and triggers), the backup dropped."""
+        try:
+            self.connection.execute("BEGIN IMMEDIATE")
+        except Exception as error:  # sqlite3/sqlean OperationalError: database is locked
+            raise db.StoreBusyError(f"{self.describe()}: {error}; nothing was changed.") from None
+        try:
+            self._restore(backup, force)
+            self.connection.execute("COMMIT")
+        except BaseException:
+            self.connection.execute("ROLLBACK")
+            raise
+
+    def _restore(self, backup: str, force: bool) -> None:
+        kept = self.connection.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (backup,)
+        ).fetchone()
+        if kept is None:
+            raise VectorStoreError(f"{self.describe()}: no backup table {backup!r}.")
+        new = self.connection.execute(
+            f"SELECT rowid FROM {self._table} EXCEPT SELECT rowid FROM {_quote(backup)} LIMIT 6"
+        ).fetchall()
+        db.check_nothing_new(self, [r for (r,) in new], backup, force)
+        indexes, triggers = self._indexes(), [sql for _, sql in self._triggers()]
+        self.connection.execute(f"DROP TABLE {self._table}")
+        self.connection.execute(_renamed(kept[0], self.location.name))
+        columns = ", ".join(["rowid", *map(_quote, self.columns)])
+        self.connection.execute(
+            f"INSERT INTO {self._table} ({columns}) SELECT {columns} FROM {_quote(backup)}"
+        )
+        for statement in indexes + triggers:  # triggers after the copy: it fires none
+            self.connection.execute(statement)
+        self.connection.execute(f"DROP TABLE {_quote(backup)}")

@@ -25,12 +25,14 @@ import os
 import secrets
 import shutil
 import socket
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from relrep_hf.migration.plan import StorePlan
 from relrep_hf.utils.io import _process_exists, atomic_directory, fsync_directory, fsync_file
 from relrep_hf.utils.locking import folder_lock
 from relrep_hf.utils.registry import Registry
@@ -125,6 +127,12 @@ class VectorStore:
         ``dtype``: the new vectors' dtype (passed only when it differs from the store's)."""
         dtype = self.dtype if dtype is None else np.dtype(dtype)
         return rewrite_file_or_folder(self, Path(out), transform, dim, chunk_rows, overwrite, dtype)
+
+    def plan(self, out: str | os.PathLike, dim: int) -> StorePlan:
+        """What rewriting this store into ``out`` with ``dim``-d vectors carries, and what it
+        cannot (a database kind lists its own: row-level security, triggers, ...)."""
+        in_place = Path(out).exists() and os.path.samefile(out, self.path)
+        return StorePlan(self.describe(), str(out), in_place, ["every other column and tensor"])
 
     def read_all(self) -> np.ndarray:
         """Every vector, ``[rows, dim]`` (small stores: evaluation, tests)."""
@@ -239,6 +247,7 @@ def rewrite_store(
     overwrite: bool = False,
     show_progress: bool | None = None,
     dtype: object = None,
+    force: bool = False,
 ) -> Path | str:
     """Stream ``store`` through ``transform`` into a new store of the same kind at ``out``.
 
@@ -247,13 +256,15 @@ def rewrite_store(
     (which may be the input itself, with ``overwrite``) is left as it was. Every chunk is
     checked for NaN and infinite values as read and as written. ``dtype``: the new vectors'
     dtype (default: the store's; one of ``store.output_dtypes``). ``show_progress``: a tqdm
-    bar over rows (None: only on a terminal).
+    bar over rows (None: only on a terminal). What the rewrite cannot carry (`store.plan
+    <VectorStore.plan>`) is refused first, unless ``force``.
     """
     from tqdm.auto import tqdm
 
     if not isinstance(chunk_rows, int) or chunk_rows < 1:
         raise ValueError(f"chunk_rows must be a positive int, got {chunk_rows!r}.")
     wanted = store.dtype if dtype is None else _check_dtype(store, dtype)
+    store.plan(out, dim).check(force=force)
     extra = {} if wanted == store.dtype else {"dtype": wanted}  # kinds without dtype= still work
     disable = None if show_progress is None else not show_progress
     with tqdm(
@@ -330,7 +341,8 @@ def rewrite_file_or_folder(
     with folder_lock(out):  # a second run on the same out fails at once (FolderLockedError)
         _remove_stale_partials(out)
         _check_output(store, out, overwrite)
-        _write_file_aside(out, write, overwrite)
+        in_place = out.exists() and os.path.samefile(out, store.path)
+        _write_file_aside(out, write, overwrite, keep=in_place)
     return given
 
 
@@ -349,9 +361,18 @@ def _remove_stale_partials(out: Path) -> None:
             candidate.unlink(missing_ok=True)
 
 
-def _write_file_aside(out: Path, write: Callable[[Path], None], overwrite: bool) -> None:
+def file_backup_prefix(out: Path) -> str:
+    """``.<name>.backup-``: the backups of ``out`` that in-place migrations kept beside it."""
+    return f".{out.name}.backup-"
+
+
+def _write_file_aside(
+    out: Path, write: Callable[[Path], None], overwrite: bool, *, keep: bool = False
+) -> None:
     """``write(path)`` a file beside ``out``, then give it the name ``out`` (over an existing
-    one only with ``overwrite``: `_link_new`); a failed write leaves nothing behind."""
+    one only with ``overwrite``: `_link_new`); a failed write leaves nothing behind. ``keep``:
+    the replaced file stays beside it as ``.<name>.backup-<time>-<hex>`` (a hard link: no
+    copy) until ``relrep-hf cleanup`` removes it or ``relrep-hf rollback`` restores it."""
     staging = out.with_name(
         f"{_partial_prefix(out)}{os.getpid()}-{secrets.token_hex(4)}{out.suffix}"
     )
@@ -359,6 +380,8 @@ def _write_file_aside(out: Path, write: Callable[[Path], None], overwrite: bool)
         write(staging)
         fsync_file(staging)
         if overwrite:
+            if keep:
+                _keep_backup(out)
             os.replace(staging, out)
         else:  # never over a file that appeared meanwhile (a link fails where a name exists)
             _link_new(staging, out)
@@ -368,6 +391,15 @@ def _write_file_aside(out: Path, write: Callable[[Path], None], overwrite: bool)
         staging.unlink(missing_ok=True)
         raise
     fsync_directory(out.parent)
+
+
+def _keep_backup(out: Path) -> None:
+    stamp = f"{time.strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(2)}"
+    backup = out.with_name(f"{file_backup_prefix(out)}{stamp}{out.suffix}")
+    try:
+        os.link(out, backup)
+    except OSError:  # a file system without hard links: a copy
+        shutil.copy2(out, backup)
 
 
 def _link_new(staging: Path, out: Path) -> None:

@@ -178,6 +178,7 @@ def evaluate_migration(
     queries: str | None = None,
     *,
     seed: int = 0,
+    direction: Direction = "corpus",
 ) -> tuple[dict[str, Any], MigrationMap]:
     """Whether migrating a run's ``source`` corpus to ``target`` is worth it, on held-out rows.
 
@@ -190,12 +191,20 @@ def evaluate_migration(
     report is `relrep_hf.migration.report.migration_report` (Recall@1, retention@10 and the
     fraction of re-embedding's Recall@1 of every search, and the recommendation) with
     ``source``, ``target``, ``queries``, ``choice``, ``bridge_choice``, each candidate's
-    ``cv_recall@1`` and ``cv_retention@10``.
+    ``cv_recall@1`` and ``cv_retention@10``. ``direction``: the search the map is chosen and
+    measured on (`migration_report`'s: ``corpus``, the store migrated; ``queries``, old-encoder
+    vectors mapped to search the new encoder's store, with no ``queries`` encoder of its own).
 
     Returns:
         ``(report, migration_map)``: the chosen map fitted on the training rows, its ``info``
         holding the report's ``held_out`` searches and ``recommendation``.
     """
+    if direction == "queries" and queries not in (None, target):
+        raise RunError(
+            f"direction='queries' measures the old encoder's vectors mapped to search the new "
+            f"encoder's ({target!r}) store; queries {queries!r} have no old-encoder version. "
+            "Leave queries out, or use direction='corpus'."
+        )
     queries = queries or target
     run_dir, run, spaces = _fitted(run_dir, (source, target, queries))
     if spaces[queries].shape[1] != spaces[target].shape[1]:
@@ -204,7 +213,7 @@ def evaluate_migration(
             f"encoder's space ({target!r}, {spaces[target].shape[1]}-d): give the new encoder."
         )
     test = torch.tensor(run["test_rows"])
-    forward = _selection(run_dir, run, spaces, source, target, seed)
+    forward = _selection(run_dir, run, spaces, source, target, seed, direction=direction)
     backward = _selection(run_dir, run, spaces, target, source, seed)
     report = migration_report(
         spaces[source][test],
@@ -213,17 +222,18 @@ def evaluate_migration(
         forward.maps,
         forward.chosen,
         bridge=backward.map,
+        direction=direction,
     )
     report |= {"source": source, "target": target, "queries": queries}
     report |= {"choice": forward.chosen, "bridge_choice": backward.chosen}
     for name in forward.maps:
         report[name]["cv_recall@1"] = forward.cv_recall[name]
         report[name]["cv_retention@10"] = forward.cv_retention[name]
-    migration_map = _map(forward, run, source, target)
-    searches = ("re-embedded", "migrate", "bridge")
+    migration_map = _map(forward, run, source, target, direction=direction)
+    searches = [w for w in ("re-embedded", "migrate", "bridge") if w in report]
     migration_map.info["held_out"] = {
         w: {"recall@1": report[w]["recall@1"], "retention@10": report[w]["retention@10"]}
         for w in searches
-    } | {"rows": report["rows"], "queries": queries}
+    } | {"rows": report["rows"], "queries": queries, "direction": direction}
     migration_map.info["recommendation"] = report["recommendation"]
     return report, migration_map

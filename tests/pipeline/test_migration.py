@@ -96,8 +96,8 @@ def test_translate_migrates_a_vector_file(run_dir, translated, tmp_path, capsys)
     # squares again)
     toy = MigrationCandidate("toy", lambda old, new, priors: [({}, fit_least_squares(old, new))])
     register_migration_candidate(toy)
-    try:
-        assert main([*argv, *vectors, "--out", str(tmp_path / "new.npy"), *saved]) == 0
+    try:  # --force: the map's own report may recommend re-embedding (the gate, #46)
+        assert main([*argv, *vectors, "--out", str(tmp_path / "new.npy"), *saved, "--force"]) == 0
     finally:
         MIGRATION_CANDIDATES.unregister("toy")
     out = capsys.readouterr().out
@@ -128,6 +128,18 @@ def test_translate_migrates_a_vector_file(run_dir, translated, tmp_path, capsys)
     assert {"migrate", "bridge", "re-embedded"} <= set(report) and "toy" not in report
     assert set(CANDIDATES) <= set(report)
     assert set(json_map.info["cv_recall"]) == {*CANDIDATES, BLEND}
+
+
+@pytest.mark.slow  # two cross-validated selections on real encoders
+def test_the_queries_direction_is_chosen_reported_and_recorded(run_dir):
+    with pytest.raises(RunError, match="queries 'use_multilingual-de' have no old-encoder"):
+        evaluate_migration(run_dir, OLD, NEW, QUERIES, direction="queries")
+    report, migration_map = evaluate_migration(run_dir, OLD, NEW, direction="queries")
+    assert report["direction"] == "queries" and "bridge" not in report
+    assert migration_map.info["direction"] == "queries"
+    assert migration_map.info["held_out"]["direction"] == "queries"
+    low, high = report["migrate"]["intervals"]["retention@10"]
+    assert low <= report["migrate"]["retention@10"] <= high
 
 
 def test_evaluate_reports_the_language_pairs(run_dir):
