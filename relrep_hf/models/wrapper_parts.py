@@ -154,38 +154,42 @@ def projector_and_recorded_encoder(
     )
 
 
-def recorded_encoder(projector_config: PreTrainedConfig, source: str) -> tuple[str, str, str]:
-    """``(encoder_id, revision, gguf_file)`` of the encoder a projector records, to load it from
-    the projector alone (as ``AutoPeftModel`` reads its base model from the adapter's config).
+def recorded_encoder(
+    config: PreTrainedConfig, source: str, *, what: str = "projector", fix: str = ""
+) -> tuple[str, str, str]:
+    """``(encoder_id, revision, gguf_file)`` of the encoder a projector (or a text classifier)
+    records, to load it from that artifact alone (as ``AutoPeftModel`` reads its base model from
+    the adapter's config).
 
     Raises:
-        ValueError: the projector records no loadable encoder (built from embeddings the user
-            supplied, a local folder, a callable), naming what to pass instead.
+        ValueError: it records no loadable encoder (built from embeddings the user supplied, a
+            local folder, a callable); the message ends with ``fix`` (default: the wrapper's
+            two-argument form).
     """
-    encoder_id = str(getattr(projector_config, "encoder_id", "") or "")
-    kind = str(getattr(projector_config, "encoder_kind", "") or "")
-    fix = (
+    encoder_id = str(getattr(config, "encoder_id", "") or "")
+    kind = str(getattr(config, "encoder_kind", "") or "")
+    fix = fix or (
         f"Pass the encoder it was built on: RelativeWrapper.from_pretrained(encoder, {source!r}) "
         "(a Hub id, a local folder or a loaded model)."
     )
     if kind in _NOT_LOADABLE_KINDS:
         raise ValueError(
-            f"The projector at {source!r} was built on a {kind} encoder "
-            f"({getattr(projector_config, 'encoder_source', '') or 'unnamed'}), which no "
-            f"transformers model gives. {fix}"
+            f"The {what} at {source!r} was built on a {kind} encoder "
+            f"({getattr(config, 'encoder_source', '') or 'unnamed'}), which no transformers "
+            f"model gives. {fix}"
         )
     if not encoder_id:
         raise ValueError(
-            f"The projector at {source!r} records no encoder (it was built from embeddings "
-            f"you supplied, or from a local model), so it cannot load one. {fix}"
+            f"The {what} at {source!r} records no encoder (it was built from embeddings you "
+            f"supplied, or from a local model), so it cannot load one. {fix}"
         )
     if encoder_id.startswith(LOCAL_PREFIX):  # a local folder's record (publishing.provenance)
         raise ValueError(
-            f"The projector at {source!r} records the local folder {encoder_id!r} as its "
-            f"encoder, not a Hub id, so it cannot load it. {fix}"
+            f"The {what} at {source!r} records the local folder {encoder_id!r} as its encoder, "
+            f"not a Hub id, so it cannot load it. {fix}"
         )
-    revision = str(getattr(projector_config, "encoder_revision", "") or "")
-    gguf_file = str(getattr(projector_config, "encoder_gguf_file", "") or "")
+    revision = str(getattr(config, "encoder_revision", "") or "")
+    gguf_file = str(getattr(config, "encoder_gguf_file", "") or "")
     return encoder_id, revision, gguf_file
 
 
