@@ -147,6 +147,19 @@ def test_head_of_another_anchor_set_is_refused_as_with_head_refuses_it(parts):
     assert "fingerprint" in str(by_classifier.value)
 
 
+def test_a_classifier_built_from_its_config_alone_has_no_encoder_and_says_so(parts):
+    from relrep_hf import RelativeClassifierConfig
+
+    projector, head = parts["wrappers"]["B"].projector, parts["head"]
+    config = RelativeClassifierConfig(projector=projector.config, head=head.config)
+    assert config.id2label == head.config.id2label and config.num_labels == 5
+    model = RelativeModelForSequenceClassification(config)
+    with pytest.raises(
+        ValueError, match="This classifier has no encoder: build it with .*from_wrapper"
+    ):
+        model(input_ids=torch.tensor([[101, 2000, 102]]))
+
+
 # ---------------------------------------------------------------------------------------------
 # Saved: a small folder that names its encoder
 # ---------------------------------------------------------------------------------------------
