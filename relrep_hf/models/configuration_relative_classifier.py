@@ -61,6 +61,7 @@ class RelativeClassifierConfig(RelrepConfig):
         for key in ANCHOR_SET_KEYS:  # the anchor set both speak (checked by the model)
             kwargs.setdefault(key, getattr(projector_config, key, ""))
         kwargs["id2label"] = head_config.id2label  # the head's labels are the classifier's
+        kwargs["problem_type"] = head_config.problem_type  # the pipeline's softmax or sigmoid
         kwargs.pop("label2id", None)
         kwargs.pop("num_labels", None)
         super().__init__(**kwargs)

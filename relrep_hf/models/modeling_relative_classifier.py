@@ -145,6 +145,7 @@ class RelativeModelForSequenceClassification(RelrepPreTrainedModel):
         if tokenizer is None:
             tokenizer = _saved_tokenizer(pretrained_model_name_or_path, kwargs, hub_kwargs)
         options = LoadOptions(
+            dtype=kwargs.get("dtype"),  # the encoder's too (a pipeline passes "auto")
             revision=encoder_revision,
             tokenizer=tokenizer,
             gguf_file=gguf_file,

@@ -153,6 +153,12 @@ def test_a_classifier_built_from_its_config_alone_has_no_encoder_and_says_so(par
     projector, head = parts["wrappers"]["B"].projector, parts["head"]
     config = RelativeClassifierConfig(projector=projector.config, head=head.config)
     assert config.id2label == head.config.id2label and config.num_labels == 5
+    multi_label = RelativeHeadConfig.for_projector(
+        projector, num_labels=3, problem_type="multi_label_classification"
+    )
+    assert RelativeClassifierConfig(projector=projector.config, head=multi_label).problem_type == (
+        "multi_label_classification"  # the pipeline then applies a sigmoid, as the head was trained
+    )
     model = RelativeModelForSequenceClassification(config)
     with pytest.raises(
         ValueError, match="This classifier has no encoder: build it with .*from_wrapper"
@@ -184,7 +190,7 @@ def test_save_names_the_encoder_and_load_brings_it_back(parts, tmp_path):
         tmp_path / "clf", local_files_only=True
     )
     assert loaded.predict(texts) == wrapper_b.with_head(head).predict(texts)
-    assert loaded._wrapper().encoder_revision == parts["commit"]
+    assert loaded.wrapper.encoder_revision == parts["commit"]
     auto = AutoModelForSequenceClassification.from_pretrained(
         tmp_path / "clf", local_files_only=True
     )  # after import relrep_hf, no remote code needed
