@@ -112,6 +112,7 @@ class RelativeModelForSequenceClassification(RelrepPreTrainedModel):
         tokenizer: Any = None,
         strict: bool = True,
         encoder_revision: str | None = None,
+        load_encoder: bool = True,
         **kwargs,
     ):
         """Load a saved classifier (folder or Hub id) and the encoder its config names.
@@ -122,6 +123,8 @@ class RelativeModelForSequenceClassification(RelrepPreTrainedModel):
                 encoder's).
             strict: see `RelativeWrapper` (mismatches of encoder, pooling, layer are errors).
             encoder_revision: the encoder's revision (default: the commit the config records).
+            load_encoder: ``False`` loads (and checks) the projector and the head alone, to
+                inspect or push the folder; such a model has no forward until it has an encoder.
             kwargs: transformers' ``from_pretrained`` keywords (``revision``, ``token``,
                 ``cache_dir``, ``local_files_only``, ``dtype``, ...).
 
@@ -129,6 +132,8 @@ class RelativeModelForSequenceClassification(RelrepPreTrainedModel):
             ValueError: the config names no encoder that can be loaded, and none was passed.
         """
         model = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        if not load_encoder:
+            return model
         source = str(pretrained_model_name_or_path)
         hub_kwargs = {key: kwargs[key] for key in _HUB_KEYS if key in kwargs}
         gguf_file = None

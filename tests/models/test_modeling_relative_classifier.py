@@ -217,6 +217,24 @@ def test_a_classifier_that_names_no_encoder_says_what_to_pass(parts, tmp_path):
     assert loaded.predict(texts) == wrapper_b.with_head(head).predict(texts)
 
 
+def test_a_saved_classifier_is_checked_before_a_push_without_its_encoder(parts, tmp_path):
+    from relrep_hf.publishing.hub.push import validate_artifact
+    from relrep_hf.utils.hub_files import artifact_kind
+
+    model = RelativeModelForSequenceClassification.from_wrapper(
+        parts["wrappers"]["B"], parts["head"]
+    )
+    model.config.encoder_id = "tester/never-published"  # not downloaded to check the folder
+    model.save_pretrained(tmp_path / "clf")
+    assert artifact_kind(tmp_path / "clf") == "classifier"
+    checked = validate_artifact(tmp_path / "clf", "classifier")
+    assert checked.encoder is None and checked.config.encoder_id == "tester/never-published"
+    weights = tmp_path / "clf" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-8])
+    with pytest.raises(ValueError, match="cannot be loaded .* nothing was pushed"):
+        validate_artifact(tmp_path / "clf", "classifier")
+
+
 # ---------------------------------------------------------------------------------------------
 # Remote code: the same outputs as the package
 # ---------------------------------------------------------------------------------------------

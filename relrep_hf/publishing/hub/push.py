@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from relrep_hf.migration.map import MigrationMap
 from relrep_hf.models.anchor_set import AnchorSet
+from relrep_hf.models.modeling_relative_classifier import RelativeModelForSequenceClassification
 from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from relrep_hf.models.remote_code import write_remote_code
@@ -61,6 +63,10 @@ def validate_artifact(folder: Path, kind: str) -> Any:
         "anchor_set": AnchorSet.from_pretrained,
         "projector": RelativeProjector.from_pretrained,
         "head": RelativeHeadForClassification.from_pretrained,
+        # its own files, checked; the encoder it names is not downloaded to push it
+        "classifier": partial(
+            RelativeModelForSequenceClassification.from_pretrained, load_encoder=False
+        ),
         "migration_map": MigrationMap.from_pretrained,
     }[kind]
     try:
