@@ -229,6 +229,11 @@ def test_a_saved_classifier_is_checked_before_a_push_without_its_encoder(parts, 
     assert artifact_kind(tmp_path / "clf") == "classifier"
     checked = validate_artifact(tmp_path / "clf", "classifier")
     assert checked.encoder is None and checked.config.encoder_id == "tester/never-published"
+    # the other artifacts' loaders name the one that loads it
+    for loader in (RelativeHeadForClassification, RelativeProjector):
+        with pytest.raises(ValueError, match="holds a text classifier, not a .* load it with Relati"
+                           "veModelForSequenceClassification.from_pretrained"):  # fmt: skip
+            loader.from_pretrained(tmp_path / "clf")
     weights = tmp_path / "clf" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:-8])
     with pytest.raises(ValueError, match="cannot be loaded .* nothing was pushed"):
