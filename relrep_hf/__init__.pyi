@@ -29,12 +29,18 @@ from relrep_hf.migration.stores import (
     register_store_kind as register_store_kind,
 )
 from relrep_hf.models.anchor_set import AnchorSet as AnchorSet
+from relrep_hf.models.configuration_relative_classifier import (
+    RelativeClassifierConfig as RelativeClassifierConfig,
+)
 from relrep_hf.models.configuration_relative_head import (
     SWAPPABLE_HEAD_LAYERS as SWAPPABLE_HEAD_LAYERS,
     RelativeHeadConfig as RelativeHeadConfig,
 )
 from relrep_hf.models.configuration_relative_projector import (
     RelativeProjectorConfig as RelativeProjectorConfig,
+)
+from relrep_hf.models.modeling_relative_classifier import (
+    RelativeModelForSequenceClassification as RelativeModelForSequenceClassification,
 )
 from relrep_hf.models.modeling_relative_head import (
     RelativeHeadForClassification as RelativeHeadForClassification,

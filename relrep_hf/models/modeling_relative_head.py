@@ -24,6 +24,7 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 from relrep_hf.functional.mixing import check_same_anchor_set
 from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
 from relrep_hf.models.modeling_utils import RelrepPreTrainedModel
+from relrep_hf.models.remote_code import write_remote_code
 from relrep_hf.utils.hub_files import HEAD_METRICS_NAME
 from relrep_hf.utils.io import atomic_write_bytes
 from relrep_hf.utils.manifest import MANIFEST_NAME, manifest_bytes
@@ -169,6 +170,10 @@ class RelativeHeadForClassification(RelrepPreTrainedModel):
                 logits.reshape(-1, self.config.num_labels), labels.reshape(-1).long()
             )
         return nn.functional.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
+
+    def _write_extras(self, folder: Path) -> None:
+        """The standalone code that ``trust_remote_code=True`` loads (`models.remote_code`)."""
+        write_remote_code(folder)
 
     @classmethod
     def for_projector(cls, projector_config: Any, **config_kwargs) -> RelativeHeadForClassification:

@@ -41,6 +41,7 @@ from relrep_hf.models.wrapper_parts import (
     check_preprocessor,
     load_wrapper_parts,
     mismatch,
+    projector_and_recorded_encoder,
     projector_with_provenance,
     resolve_pooling_and_layer,
 )
@@ -67,8 +68,8 @@ class RelativeWrapperOutput(ModelOutput):
 class RelativeWrapper(nn.Module):
     r"""An encoder with its pooling and `RelativeProjector`: inputs in, relative features out.
 
-    Load one with `RelativeWrapper.from_pretrained(encoder, projector)`, or build one from
-    loaded parts. The pooling and layer default to those the projector records; a mismatch
+    Load one with `RelativeWrapper.from_pretrained(projector)` (the encoder it records) or
+    `RelativeWrapper.from_pretrained(encoder, projector)`, or build one from loaded parts. The pooling and layer default to those the projector records; a mismatch
     with the requested ones, or with the encoder the projector records, is an error unless
     ``strict=False`` (then a warning). A projector for another embedding size is always an error.
 
@@ -131,8 +132,8 @@ class RelativeWrapper(nn.Module):
     @classmethod
     def from_pretrained(
         cls,
-        encoder: str | os.PathLike | nn.Module,
-        projector: str | os.PathLike | RelativeProjector,
+        encoder: str | os.PathLike | nn.Module | RelativeProjector,
+        projector: str | os.PathLike | RelativeProjector | None = None,
         *,
         pooling: Pooling | None = None,
         layer: int | None = None,
@@ -148,9 +149,14 @@ class RelativeWrapper(nn.Module):
     ) -> RelativeWrapper:
         """Load (or take) an encoder, its tokenizer or image processor, and its projector.
 
+        ``RelativeWrapper.from_pretrained(projector)`` with one argument loads the encoder the
+        projector records (Hub id and revision, GGUF file; its pooling and layer as always), as
+        ``AutoPeftModel`` reads its base model from the adapter; ``(encoder, projector)`` uses
+        the encoder given instead.
+
         Args:
             encoder: a Hub id or local folder (loaded with `AutoModel.from_pretrained`), or a
-                loaded model.
+                loaded model; alone, the projector (see above).
             projector: a Hub id or local folder of a saved `RelativeProjector`, or a loaded one.
             pooling, layer, strict: see the class; default pooling and layer: the projector's.
             dtype: the encoder's dtype (``torch.bfloat16``, ``"auto"``, ...); the projector
@@ -165,8 +171,13 @@ class RelativeWrapper(nn.Module):
 
         Raises:
             ValueError: the parts do not belong together (see the class), or an image model has
-                no image processor / a text model no tokenizer.
+                no image processor / a text model no tokenizer, or a projector given alone
+                records no encoder that can be loaded (pass the encoder then).
         """
+        if projector is None:  # the projector alone: load the encoder it records
+            projector, encoder, revision, gguf_file = projector_and_recorded_encoder(
+                encoder, revision, gguf_file, projector_revision, hub_kwargs
+            )
         options = LoadOptions(dtype, device, revision, projector_revision, tokenizer,
                               image_processor, gguf_file, hub_kwargs)  # fmt: skip
         model, projector, preprocessor, encoder_revision, gguf = load_wrapper_parts(
@@ -221,9 +232,13 @@ class RelativeWrapper(nn.Module):
 
         Returns:
             `RelativeWrapperOutput` with ``relative [B, m]`` (the projector's dtype) and
-            ``pooled [B, d]`` (the encoder's dtype).
+            ``pooled [B, d]`` (the encoder's dtype), L2-normalised when the projector records
+            that its statistics came from normalised embeddings (``normalized_embeddings``, as
+            a sentence-transformers model ending in ``Normalize`` gives them).
         """
         pooled = pool_model_output(self.encoder, inputs, self.pooling, self.layer)
+        if self.projector.config.normalized_embeddings:  # built on L2-normalised embeddings
+            pooled = nn.functional.normalize(pooled, dim=-1)
         return RelativeWrapperOutput(relative=self.projector(pooled), pooled=pooled)
 
     def encode(

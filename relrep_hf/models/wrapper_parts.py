@@ -29,7 +29,7 @@ from relrep_hf.encoding import InputModality, Pooling, embedding_config, validat
 from relrep_hf.encoding.encoders import cached_commit, load_preprocessor
 from relrep_hf.encoding.gguf_encoders import gguf_provenance, load_gguf_tokenizer
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
-from relrep_hf.utils.hub_files import is_commit_hash
+from relrep_hf.utils.hub_files import LOCAL_PREFIX, is_commit_hash
 from relrep_hf.utils.local_paths import check_local_path
 
 __all__ = [
@@ -39,9 +39,14 @@ __all__ = [
     "check_preprocessor",
     "load_wrapper_parts",
     "mismatch",
+    "projector_and_recorded_encoder",
     "projector_with_provenance",
+    "recorded_encoder",
     "resolve_pooling_and_layer",
 ]
+
+# encoder kinds whose embeddings no transformers model gives (encoding/encoder_kinds.py)
+_NOT_LOADABLE_KINDS = ("callable", "precomputed")
 
 
 @dataclass(frozen=True)
@@ -116,6 +121,76 @@ def load_wrapper_parts(
         model.to(options.device)
         projector.to(options.device)
     return model, projector, preprocessor, encoder_revision, gguf
+
+
+def projector_and_recorded_encoder(
+    projector: str | os.PathLike | RelativeProjector,
+    revision: str | None,
+    gguf_file: str | None,
+    projector_revision: str | None,
+    hub_kwargs: dict[str, Any],
+) -> tuple[RelativeProjector, str, str | None, str | None]:
+    """``(projector, encoder_id, revision, gguf_file)`` for a projector given alone: loaded (if
+    given by id or folder), and the encoder it records, where ``revision`` and ``gguf_file``
+    given explicitly win over the recorded ones (see `recorded_encoder`)."""
+    source = str(projector) if isinstance(projector, (str, os.PathLike)) else "the projector"
+    if isinstance(projector, (str, os.PathLike)):
+        check_local_path(projector)
+        projector = RelativeProjector.from_pretrained(
+            projector, revision=projector_revision, **hub_kwargs
+        )
+    if not isinstance(projector, RelativeProjector):
+        raise ValueError(
+            f"Given one argument, RelativeWrapper.from_pretrained takes a projector (a Hub id, "
+            f"a folder or a RelativeProjector), got {type(projector).__name__}. To pass an "
+            "encoder, pass its projector too: RelativeWrapper.from_pretrained(encoder, projector)."
+        )
+    encoder_id, recorded_revision, recorded_gguf = recorded_encoder(projector.config, source)
+    return (
+        projector,
+        encoder_id,
+        revision or recorded_revision or None,
+        gguf_file or recorded_gguf or None,
+    )
+
+
+def recorded_encoder(
+    config: PreTrainedConfig, source: str, *, what: str = "projector", fix: str = ""
+) -> tuple[str, str, str]:
+    """``(encoder_id, revision, gguf_file)`` of the encoder a projector (or a text classifier)
+    records, to load it from that artifact alone (as ``AutoPeftModel`` reads its base model from
+    the adapter's config).
+
+    Raises:
+        ValueError: it records no loadable encoder (built from embeddings the user supplied, a
+            local folder, a callable); the message ends with ``fix`` (default: the wrapper's
+            two-argument form).
+    """
+    encoder_id = str(getattr(config, "encoder_id", "") or "")
+    kind = str(getattr(config, "encoder_kind", "") or "")
+    fix = fix or (
+        f"Pass the encoder it was built on: RelativeWrapper.from_pretrained(encoder, {source!r}) "
+        "(a Hub id, a local folder or a loaded model)."
+    )
+    if kind in _NOT_LOADABLE_KINDS:
+        raise ValueError(
+            f"The {what} at {source!r} was built on a {kind} encoder "
+            f"({getattr(config, 'encoder_source', '') or 'unnamed'}), which no transformers "
+            f"model gives. {fix}"
+        )
+    if not encoder_id:
+        raise ValueError(
+            f"The {what} at {source!r} records no encoder (it was built from embeddings you "
+            f"supplied, or from a local model), so it cannot load one. {fix}"
+        )
+    if encoder_id.startswith(LOCAL_PREFIX):  # a local folder's record (publishing.provenance)
+        raise ValueError(
+            f"The {what} at {source!r} records the local folder {encoder_id!r} as its encoder, "
+            f"not a Hub id, so it cannot load it. {fix}"
+        )
+    revision = str(getattr(config, "encoder_revision", "") or "")
+    gguf_file = str(getattr(config, "encoder_gguf_file", "") or "")
+    return encoder_id, revision, gguf_file
 
 
 def projector_with_provenance(

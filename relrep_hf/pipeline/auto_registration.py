@@ -1,7 +1,8 @@
 """Registration of relrep_hf's configs and models with transformers' Auto classes.
 
-``import relrep_hf`` calls `install_auto_registration`: ``AutoConfig`` learns the two configs
-and ``AutoModel`` / ``AutoModelForSequenceClassification`` the projector and the head as soon as
+``import relrep_hf`` calls `install_auto_registration`: ``AutoConfig`` learns the three configs,
+``AutoModel`` the projector and the head, and ``AutoModelForSequenceClassification`` the head and
+the text classifier (`RelativeModelForSequenceClassification`) as soon as
 transformers' auto modules are imported (at once if they already are), so the package itself
 imports neither torch nor transformers (``relrep-hf --help`` stays fast).
 """
@@ -21,18 +22,24 @@ __all__ = ["install_auto_registration"]
 def _register_configs() -> None:
     from transformers import AutoConfig
 
+    from relrep_hf.models.configuration_relative_classifier import RelativeClassifierConfig
     from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
     from relrep_hf.models.configuration_relative_projector import RelativeProjectorConfig
 
     AutoConfig.register(RelativeProjectorConfig.model_type, RelativeProjectorConfig, exist_ok=True)
     AutoConfig.register(RelativeHeadConfig.model_type, RelativeHeadConfig, exist_ok=True)
+    AutoConfig.register(
+        RelativeClassifierConfig.model_type, RelativeClassifierConfig, exist_ok=True
+    )
 
 
 def _register_models() -> None:
     from transformers import AutoModel, AutoModelForSequenceClassification
 
+    from relrep_hf.models.configuration_relative_classifier import RelativeClassifierConfig
     from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
     from relrep_hf.models.configuration_relative_projector import RelativeProjectorConfig
+    from relrep_hf.models.modeling_relative_classifier import RelativeModelForSequenceClassification
     from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
     from relrep_hf.models.modeling_relative_projector import RelativeProjector
 
@@ -40,6 +47,9 @@ def _register_models() -> None:
     AutoModel.register(RelativeHeadConfig, RelativeHeadForClassification, exist_ok=True)
     AutoModelForSequenceClassification.register(
         RelativeHeadConfig, RelativeHeadForClassification, exist_ok=True
+    )
+    AutoModelForSequenceClassification.register(
+        RelativeClassifierConfig, RelativeModelForSequenceClassification, exist_ok=True
     )
 
 

@@ -49,6 +49,7 @@ PROVENANCE_FIELDS = {
         ("source_encoder_id", "source_encoder_revision", "source encoder"),
         ("anchor_set_id", "anchor_set_revision", "anchor set"),
     ],
+    "classifier": [("encoder_id", "encoder_revision", "encoder")],  # the encoder it loads
 }
 
 

@@ -68,6 +68,7 @@ _ARTICLE = {
     "anchor_set": "an anchor set",
     "projector": "a projector",
     "head": "a head",
+    "classifier": "a text classifier",
     "migration_map": "a migration map",
     "run": "a run folder",
 }
@@ -202,6 +203,7 @@ _LOADERS = {
     "anchor_set": "AnchorSet.from_pretrained",
     "projector": "RelativeProjector.from_pretrained",
     "head": "RelativeHeadForClassification.from_pretrained",
+    "classifier": "RelativeModelForSequenceClassification.from_pretrained",
     "migration_map": "MigrationMap.from_pretrained",
     "run": "the folders inside it (anchor_set/, projectors/<name>/, heads/<name>/)",
 }

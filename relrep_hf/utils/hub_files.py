@@ -52,6 +52,7 @@ __all__ = [
     "ARTIFACT_FILES",
     "HEAD_METRICS_NAME",
     "LOCAL_PREFIX",
+    "TOKENIZER_FILES",
     "ArtifactKind",
     "HubDownload",
     "HubError",
@@ -66,13 +67,33 @@ __all__ = [
     "snapshot_record",
 ]
 
-ArtifactKind = Literal["anchor_set", "projector", "head", "migration_map", "run"]
+ArtifactKind = Literal["anchor_set", "projector", "head", "classifier", "migration_map", "run"]
 
 LOCAL_PREFIX = "local:"
 """Prefix of a provenance record that names a local folder (``"local:<folder name>"``)."""
 
 HEAD_METRICS_NAME = "metrics.json"
 """A head's evaluation, beside its weights (written by `write_head_metrics`, shown on its card)."""
+
+# The standalone code that loads an artifact with transformers alone (models/remote_code/).
+_PROJECTOR_CODE = ("configuration_relative_projector.py", "modeling_relative_projector.py")
+_HEAD_CODE = ("configuration_relative_head.py", "modeling_relative_head.py")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "chat_template.jinja",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "tokenizer.model",
+    "preprocessor_config.json",
+)
+"""The files a tokenizer (or image processor) may save, which a text classifier carries so
+that ``pipeline(model=folder)`` finds its encoder's tokenizer."""
 
 # The files of each artifact that are pushed (anything else in a training folder, such as
 # checkpoints, stays local). The first group is required.
@@ -83,16 +104,23 @@ ARTIFACT_FILES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     ),
     "projector": (
         ("config.json", "model.safetensors"),
-        (
-            "README.md",
-            "configuration_relative_projector.py",
-            "modeling_relative_projector.py",
-            "manifest.json",
-        ),
+        ("README.md", *_PROJECTOR_CODE, "manifest.json"),
     ),
     "head": (
         ("config.json", "model.safetensors"),
-        ("README.md", HEAD_METRICS_NAME, "manifest.json"),
+        ("README.md", *_HEAD_CODE, HEAD_METRICS_NAME, "manifest.json"),
+    ),
+    "classifier": (
+        ("config.json", "model.safetensors"),
+        (
+            "README.md",
+            *_PROJECTOR_CODE,
+            *_HEAD_CODE,
+            "configuration_relative_classifier.py",
+            "modeling_relative_classifier.py",
+            *TOKENIZER_FILES,
+            "manifest.json",
+        ),
     ),
     "migration_map": (("migration_map.safetensors",), ("README.md", "manifest.json")),
 }
@@ -100,9 +128,14 @@ _ARTICLE = {
     "anchor_set": "an anchor set",
     "projector": "a projector",
     "head": "a head",
+    "classifier": "a text classifier",
     "migration_map": "a migration map",
 }
-_MODEL_TYPES = {"relative_projector": "projector", "relative_head": "head"}
+_MODEL_TYPES = {
+    "relative_projector": "projector",
+    "relative_head": "head",
+    "relative_classifier": "classifier",
+}
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 # a folder or file in the Hub cache: .../models--org--name/snapshots/<commit>[/...]
 _SNAPSHOT = re.compile(r"models--(?P<repo>[^/]+)/snapshots/(?P<commit>[0-9a-f]{40})(/|$)")

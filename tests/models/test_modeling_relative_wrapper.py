@@ -459,3 +459,69 @@ def test_save_writes_only_the_projector(saved, tmp_path):
     torch.testing.assert_close(
         reloaded.encode(TEXTS[:3]), wrapper.encode(TEXTS[:3]), atol=0, rtol=0
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# One argument: the encoder the projector records (AutoPeftModel's way)
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def hub_bert(saved):
+    """The tiny BERT published to a local Hub and in the Hub cache: ``(repo id, commit)``."""
+    from tests.fixtures.hub_encoders import publish_and_cache
+    from tests.fixtures.hub_server import LocalHub
+
+    with LocalHub() as hub:
+        return "tester/tiny-bert", publish_and_cache(hub, saved["bert"], "tester/tiny-bert")
+
+
+def test_one_argument_loads_the_encoder_the_projector_records(saved, hub_bert, tmp_path):
+    repo_id, commit = hub_bert
+    projector = make_projector(32, "cls", 1, encoder_id=repo_id, encoder_revision=commit)
+    projector.save_pretrained(tmp_path / "projector")
+    wrapper = RelativeWrapper.from_pretrained(tmp_path / "projector", local_files_only=True)
+    assert (wrapper.encoder_id, wrapper.encoder_revision) == (repo_id, commit)
+    assert (wrapper.pooling, wrapper.layer) == ("cls", 1)  # recorded, not defaults
+    two = RelativeWrapper.from_pretrained(saved["bert"], tmp_path / "projector", strict=False)
+    torch.testing.assert_close(wrapper.encode(TEXTS), two.encode(TEXTS), atol=0, rtol=0)
+    # a loaded projector works alone too, and an explicit encoder still overrides the record
+    assert RelativeWrapper.from_pretrained(projector, local_files_only=True).encoder_id == repo_id
+    other = BertModel(BertConfig(**{**wrapper.encoder.config.to_dict(), "num_hidden_layers": 1}))
+    overridden = RelativeWrapper.from_pretrained(
+        other, projector, tokenizer=wrapper.tokenizer, strict=False
+    )
+    assert overridden.encoder is other
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({}, "records no encoder .* RelativeWrapper.from_pretrained\\(encoder, "),
+        ({"encoder_id": "local:my-bert"}, "records the local folder 'local:my-bert'"),
+        ({"encoder_kind": "callable", "encoder_source": "py:m:f"}, "built on a callable encoder"),
+    ],
+)
+def test_one_argument_without_a_loadable_encoder_says_what_to_pass(config, message, tmp_path):
+    make_projector(32, **config).save_pretrained(tmp_path / "p")
+    with pytest.raises(ValueError, match=message):
+        RelativeWrapper.from_pretrained(tmp_path / "p")
+    with pytest.raises(ValueError, match="takes a projector .* got BertModel"):
+        RelativeWrapper.from_pretrained(
+            BertModel(BertConfig(hidden_size=32, num_attention_heads=2))
+        )
+
+
+def test_normalised_statistics_are_applied_to_the_pooled_embeddings(saved):
+    generator = torch.Generator().manual_seed(0)
+    support = torch.nn.functional.normalize(torch.randn(200, 32, generator=generator), dim=-1)
+    projector = RelativeProjector.from_statistics(
+        support[:M], Statistics.from_embeddings(support.double()), pooling="mean"
+    )
+    assert projector.config.normalized_embeddings is True
+    wrapper = RelativeWrapper.from_pretrained(saved["bert"], projector)
+    output = wrapper.encode(TEXTS[:5], return_pooled=True)
+    torch.testing.assert_close(output.pooled.norm(dim=-1), torch.ones(5), atol=1e-6, rtol=0)
+    raw = torch.stack([alone(wrapper, text) for text in TEXTS[:5]])
+    expected = projector(torch.nn.functional.normalize(raw, dim=-1))
+    torch.testing.assert_close(output.relative, expected, atol=ATOL, rtol=0)

@@ -244,6 +244,8 @@ def test_head_card():
     assert "| `org/other-encoder` | zero-shot | 0.8125 | 0.8033 |" in text
     assert "head on relative features**: an MLP with hidden sizes [8], after a LayerNorm" in text
     assert 'wrapper.with_head("org/sst2-head")' in text and CITATION in text
+    remote = 'AutoModelForSequenceClassification.from_pretrained("org/sst2-head", trust_remote_code'
+    assert remote in text and "RelativeModelForSequenceClassification.from_wrapper(" in text
     bare = head_card(head)
     assert "model-index" not in bare.data.to_dict()
     assert "No evaluation was recorded with this head" in bare.text

@@ -84,4 +84,4 @@ def test_artifact_kind(tmp_path):
     (tmp_path / "config.json").unlink()
     (tmp_path / "projectors").mkdir()
     assert artifact_kind(tmp_path) == "run"
-    assert set(ARTIFACT_FILES) == {"anchor_set", "projector", "head", "migration_map"}
+    assert set(ARTIFACT_FILES) == {"anchor_set", "projector", "head", "classifier", "migration_map"}

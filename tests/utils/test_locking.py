@@ -233,6 +233,7 @@ def test_two_processes_pushing_one_repo_at_once(tmp_path):
     last = pushed[state["commits"][0]]
     assert state["version"] == last
     expected = {"README.md", "config.json", "manifest.json", "model.safetensors", ".gitattributes"}
+    expected |= {"configuration_relative_head.py", "modeling_relative_head.py"}  # remote code
     if last % 2 == 0:
         expected.add("metrics.json")
     assert set(state["files"]) == expected, state["files"]

@@ -23,6 +23,7 @@ from relrep_hf.publishing.cards.anchor_set_card import (
     anchor_set_facts,
     encoder_names,
 )
+from relrep_hf.publishing.cards.classifier_card import classifier_card
 from relrep_hf.publishing.cards.head_card import HEAD_METRICS_NAME, head_card
 from relrep_hf.publishing.cards.heatmap import HEATMAP_NAME, write_heatmap
 from relrep_hf.publishing.cards.migration_map_card import (
@@ -65,6 +66,8 @@ def write_card(
         card = projector_card(artifact, repo_id=repo_id)
     elif model_type == "relative_head":
         card = head_card(artifact, repo_id=repo_id, metrics=metrics)
+    elif model_type == "relative_classifier":
+        card = classifier_card(artifact, repo_id=repo_id)
     elif isinstance(artifact, Mapping) or hasattr(artifact, "support"):
         facts = anchor_set_facts(artifact)
         heatmap = _write_heatmap(facts, folder)
@@ -116,7 +119,7 @@ def write_folder_card(folder: str | os.PathLike, *, repo_id: str | None = None) 
     if not (folder / "config.json").is_file():
         return None
     model_type = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("model_type")
-    if model_type not in ("relative_projector", "relative_head"):
+    if model_type not in ("relative_projector", "relative_head", "relative_classifier"):
         return None
     config = AutoConfig.from_pretrained(folder)  # the saved fields, with the class's defaults
     metrics_path = folder / HEAD_METRICS_NAME

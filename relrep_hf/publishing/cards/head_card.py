@@ -121,9 +121,20 @@ def _usage_snippet(repo: str) -> str:
     return (
         "from relrep_hf import RelativeWrapper\n\n"
         "# any encoder with a projector of the same anchor set\n"
-        'wrapper = RelativeWrapper.from_pretrained("org/encoder", "org/encoder-projector")\n'
+        'wrapper = RelativeWrapper.from_pretrained("org/encoder-projector")  # its encoder too\n'
         f"classifier = wrapper.with_head({json.dumps(repo)})\n"
-        'classifier.predict(["A first sentence.", "A second one."])'
+        'classifier.predict(["A first sentence.", "A second one."])\n\n'
+        "# in transformers.pipeline:\n"
+        "from relrep_hf import RelativeModelForSequenceClassification\n"
+        "from transformers import pipeline\n\n"
+        "model = RelativeModelForSequenceClassification.from_wrapper(\n"
+        f"    wrapper, {json.dumps(repo)}\n"
+        ")\n"
+        'pipeline("text-classification", model=model, tokenizer=wrapper.tokenizer)\n\n'
+        "# the head alone, with transformers only (relative features in, logits out):\n"
+        "from transformers import AutoModelForSequenceClassification\n\n"
+        f"head = AutoModelForSequenceClassification.from_pretrained({json.dumps(repo)}, "
+        "trust_remote_code=True)"
     )
 
 

@@ -3,8 +3,8 @@
 Every push is one commit made by `relrep_hf.utils.hub_files.push_folder` (the one upload path,
 beside the download path), which calls `prepare_upload` on the temporary folder first: the
 artifact is made portable (`relrep_hf.publishing.provenance`), given its model card
-(`relrep_hf.publishing.cards`) and, for a projector, the code that loads it with transformers
-alone (`relrep_hf.models.remote_code`). `push_folder` here is that upload with this preparation
+(`relrep_hf.publishing.cards`) and, for a projector, head or text classifier, the code that loads
+it with transformers alone (`relrep_hf.models.remote_code`). `push_folder` here is that upload with this preparation
 (saved folders: `relrep_hf.publishing.hub.folders`).
 """
 
@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from relrep_hf.migration.map import MigrationMap
 from relrep_hf.models.anchor_set import AnchorSet
+from relrep_hf.models.modeling_relative_classifier import RelativeModelForSequenceClassification
 from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from relrep_hf.models.remote_code import write_remote_code
@@ -42,14 +44,14 @@ def push_folder(save: Callable[[Path], None], repo_id: str, **kwargs: Any) -> st
 def prepare_upload(folder: Path, *, repo_id: str, token: str | bool | None = None) -> None:
     """Make a saved artifact ``folder`` (a temporary copy) ready for the Hub, in place.
 
-    Portable provenance in its config, the remote code of a projector, the model card and the
+    Portable provenance in its config, the remote code of a projector, head or text classifier, the model card and the
     manifest. A folder that holds no relrep_hf artifact is left as it is.
     """
     kind = detect_artifact_kind(folder)
     if kind is None or kind == "run":
         return
     make_portable(folder, token=token)
-    if kind == "projector":
+    if kind in ("projector", "head", "classifier"):
         write_remote_code(folder)
     write_folder_card(folder, repo_id=repo_id)
     write_manifest(folder)
@@ -61,6 +63,10 @@ def validate_artifact(folder: Path, kind: str) -> Any:
         "anchor_set": AnchorSet.from_pretrained,
         "projector": RelativeProjector.from_pretrained,
         "head": RelativeHeadForClassification.from_pretrained,
+        # its own files, checked; the encoder it names is not downloaded to push it
+        "classifier": partial(
+            RelativeModelForSequenceClassification.from_pretrained, load_encoder=False
+        ),
         "migration_map": MigrationMap.from_pretrained,
     }[kind]
     try:
