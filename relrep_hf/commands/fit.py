@@ -26,7 +26,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--held-out",
         action="append",
         metavar="NAME",
-        help="encoder kept out of PARAM training (repeatable; default: the last one)",
+        help="encoder kept out of the fit, to test zero-shot onboarding on (repeatable; "
+        "default: the last one)",
     )
     add_method_flag(parser)
     parser.set_defaults(func=run)

@@ -124,17 +124,18 @@ def test_every_command_is_a_module_that_registers_itself():
         "fit": ["run"],
         "onboard": ["run", "--encoder", "minilm"],
         "evaluate": ["run"],
-        "translate": ["run", "--source", "a", "--target", "b"],
+        "fit-migration": ["run", "--source", "a", "--target", "b"],
         "migrate": ["map", "--vectors", "v.npy", "--out", "o.npy"],
         "bridge": ["run", "--source", "a", "--target", "b", "--model", "m", "--out", "o"],
         "push": ["run", "--repo-id", "user/anchors"],
         "demo": [],
     }
-    assert [module.__name__.rsplit(".", 1)[1] for module in COMMANDS] == list(argv)
+    modules = [name.replace("-", "_") for name in argv]
+    assert [module.__name__.rsplit(".", 1)[1] for module in COMMANDS] == modules
     parser = build_parser()
-    for name, rest in argv.items():
-        args = parser.parse_args([name, *rest])
-        assert args.command == name and args.func.__module__ == f"relrep_hf.commands.{name}"
+    for name, module in zip(argv, modules, strict=True):
+        args = parser.parse_args([name, *argv[name]])
+        assert args.command == name and args.func.__module__ == f"relrep_hf.commands.{module}"
 
 
 def test_a_step_takes_the_named_flags_as_given_and_its_progress_from_quiet():
