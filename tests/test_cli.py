@@ -376,7 +376,7 @@ def test_the_default_method_takes_every_training_row_as_support(run_dir, tmp_pat
     anchors than the rows support capped with a warning, never refused."""
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
-    assert main(["--quiet", "fit", str(copy), "--num-anchors", "48"]) == 0
+    assert main(["--quiet", "fit", str(copy), "--num-anchors", "48", "--overwrite"]) == 0
     anchor_set = AnchorSet.from_pretrained(copy / "anchor_set")
     assert anchor_set.strategy == "shared_linear" and anchor_set.support_size == 350
     selection = anchor_set.training["shrinkage_selection"]
@@ -394,7 +394,7 @@ def test_the_default_method_takes_every_training_row_as_support(run_dir, tmp_pat
     new = sorted(p.name for p in copy.rglob("*") if p.is_dir())
     assert not [f for f in new if "checkpoint" in f and f not in folders]  # kept out of the run
     with pytest.warns(UserWarning, match=r"asked for 400 anchors .* capped at 349"):
-        assert main(["--quiet", "fit", str(copy), "--num-anchors", "400"]) == 0
+        assert main(["--quiet", "fit", str(copy), "--num-anchors", "400", "--overwrite"]) == 0
     assert AnchorSet.from_pretrained(copy / "anchor_set").num_anchors == 349  # K - 1: centred rows
 
 
@@ -403,7 +403,7 @@ def test_a_baseline_method_fits_a_run_and_its_report_names_it(run_dir, tmp_path)
     the report labels the run's anchor set by the registry."""
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
-    flags = ["--method", "kmeans", "--num-anchors", "16", "--support-size", "100"]
+    flags = ["--method", "kmeans", "--num-anchors", "16", "--support-size", "100", "--overwrite"]
     assert main(["--quiet", "fit", str(copy), *flags]) == 0
     anchor_set = AnchorSet.from_pretrained(copy / "anchor_set")
     assert (anchor_set.strategy, anchor_set.mixing, anchor_set.num_anchors) == (

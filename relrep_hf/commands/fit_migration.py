@@ -59,7 +59,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    if args.command == OLD_NAME:
+    if getattr(args, "command", NAME) == OLD_NAME:  # the command line names it; a caller may not
         print(f"relrep-hf {OLD_NAME} is now relrep-hf {NAME}; running it.", file=sys.stderr)
     if args.save_map is not None:  # refused before the fit, as the save itself would refuse it
         from relrep_hf.utils.artifacts import check_save_folder

@@ -144,3 +144,25 @@ def test_a_step_takes_the_named_flags_as_given_and_its_progress_from_quiet():
     expected = {"chunk_rows": 8, "dtype": None, "show_progress": False}
     assert step_keywords(quiet, "chunk_rows", "dtype") == expected
     assert step_keywords(build_parser().parse_args(argv)) == {"show_progress": None}
+
+
+@pytest.mark.slow
+def test_fit_again_refuses_without_overwrite_and_leaves_nothing_stale_with_it(run_dir, capsys):
+    """A second fit would replace the anchor set under the heads and report built on the old
+    one: refused (the old fit untouched); with --overwrite they are deleted with the old fit."""
+    assert main(["--quiet", "fit", str(run_dir), "--num-anchors", "6"]) == 0
+    assert main(["--quiet", "evaluate", str(run_dir), "--head-epochs", "1"]) == 0
+    old = AnchorSet.from_pretrained(run_dir / "anchor_set").fingerprint
+    assert (run_dir / "heads").is_dir() and (run_dir / "report.md").is_file()
+    capsys.readouterr()
+    assert main(["--quiet", "fit", str(run_dir), "--num-anchors", "5"]) == 2
+    error = " ".join(capsys.readouterr().err.split())
+    assert "already holds a fit (anchor_set, projectors, heads, report.json, report.md" in error
+    assert "Pass --overwrite" in error
+    assert AnchorSet.from_pretrained(run_dir / "anchor_set").fingerprint == old
+    assert (run_dir / "heads").is_dir() and (run_dir / "report.md").is_file()
+    assert main(["--quiet", "fit", str(run_dir), "--num-anchors", "5", "--overwrite"]) == 0
+    new = AnchorSet.from_pretrained(run_dir / "anchor_set")
+    assert new.num_anchors == 5 and new.fingerprint != old
+    assert not [name for name in ("heads", "report.json", "report.md") if (run_dir / name).exists()]
+    assert sorted(p.name for p in (run_dir / "projectors").iterdir()) == ["a", "b", "c"]
