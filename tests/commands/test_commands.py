@@ -166,3 +166,13 @@ def test_fit_again_refuses_without_overwrite_and_leaves_nothing_stale_with_it(ru
     assert new.num_anchors == 5 and new.fingerprint != old
     assert not [name for name in ("heads", "report.json", "report.md") if (run_dir / name).exists()]
     assert sorted(p.name for p in (run_dir / "projectors").iterdir()) == ["a", "b", "c"]
+
+
+def test_the_main_job_names_its_steps_unless_quiet(capsys):
+    import argparse
+
+    from relrep_hf.commands.demo import _banner
+
+    _banner(argparse.Namespace(quiet=False), 2, "Fitting")
+    _banner(argparse.Namespace(quiet=True), 3, "Evaluating")
+    assert capsys.readouterr().out == "[2/3] Fitting ...\n"
