@@ -352,8 +352,8 @@ def test_every_training_argument_is_a_flag(capsys):
     from relrep_hf.training.anchor_arguments import ParamTrainingArguments
 
     parser = build_parser()
-    names = {f.name for f in fields(ParamTrainingArguments)} - {"output_dir"}
-    for command in ("fit", "demo"):
+    names = {f.name for f in fields(ParamTrainingArguments)} - {"output_dir", "disable_tqdm"}
+    for command in ("fit", "demo"):  # disable_tqdm: --quiet (test_disable_tqdm_is_quiet)
         assert names <= set(vars(parser.parse_args([command, "run"])))
     assert training_args(parser.parse_args(["fit", "run"])) == ParamTrainingArguments("unused")
     flags = "--shrinkage 0.6 --eps 1e-6 --coverage-weight 2.5 --optimizer adam --bf16"
