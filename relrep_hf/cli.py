@@ -4,7 +4,7 @@
     relrep-hf fit OUT --held-out minilm-cls-L-1
     relrep-hf onboard OUT --encoder minilm:mean:3
     relrep-hf evaluate OUT
-    relrep-hf translate OUT --source OLD --target NEW --vectors old.npy --out new.npy
+    relrep-hf fit-migration OUT --source OLD --target NEW --vectors old.npy --out new.npy
     relrep-hf migrate MAP --vectors old.parquet --out new.parquet
     relrep-hf push OUT --repo-id user/my-anchors
     relrep-hf demo [OUT]          # all of the above on the embedded default, offline

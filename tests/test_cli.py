@@ -13,6 +13,7 @@ from transformers import AutoModel
 
 from relrep_hf import AnchorSet, ParamTrainingArguments, RelativeProjector
 from relrep_hf.cli import build_parser, main
+from relrep_hf.commands.arguments import method_args
 from relrep_hf.pipeline import steps as pipeline
 from relrep_hf.utils.defaults import SHRINKAGE_GRID
 
@@ -169,8 +170,8 @@ def test_errors_are_one_line_unless_debug(tmp_path):
 def test_a_folder_that_is_not_a_run_is_refused_before_the_heavy_imports(tmp_path):
     code = (
         "import sys; from relrep_hf.cli import main\n"
-        "for command in ('fit', 'evaluate', 'onboard', 'translate'):\n"
-        "    extra = {'onboard': ['--encoder', 'minilm'], 'translate': ['--source', 'a', '--target', 'b']}\n"
+        "for command in ('fit', 'evaluate', 'onboard', 'fit-migration'):\n"
+        "    extra = {'onboard': ['--encoder', 'minilm'], 'fit-migration': ['--source', 'a', '--target', 'b']}\n"
         "    assert main([command, sys.argv[1], *extra.get(command, [])]) == 2, command\n"
         "print(sorted(m for m in ('torch', 'datasets') if m in sys.modules))"
     )
@@ -351,8 +352,8 @@ def test_every_training_argument_is_a_flag(capsys):
     from relrep_hf.training.anchor_arguments import ParamTrainingArguments
 
     parser = build_parser()
-    names = {f.name for f in fields(ParamTrainingArguments)} - {"output_dir"}
-    for command in ("fit", "demo"):
+    names = {f.name for f in fields(ParamTrainingArguments)} - {"output_dir", "disable_tqdm"}
+    for command in ("fit", "demo"):  # disable_tqdm: --quiet (test_disable_tqdm_is_quiet)
         assert names <= set(vars(parser.parse_args([command, "run"])))
     assert training_args(parser.parse_args(["fit", "run"])) == ParamTrainingArguments("unused")
     flags = "--shrinkage 0.6 --eps 1e-6 --coverage-weight 2.5 --optimizer adam --bf16"
@@ -375,7 +376,7 @@ def test_the_default_method_takes_every_training_row_as_support(run_dir, tmp_pat
     anchors than the rows support capped with a warning, never refused."""
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
-    assert main(["--quiet", "fit", str(copy), "--num-anchors", "48"]) == 0
+    assert main(["--quiet", "fit", str(copy), "--num-anchors", "48", "--overwrite"]) == 0
     anchor_set = AnchorSet.from_pretrained(copy / "anchor_set")
     assert anchor_set.strategy == "shared_linear" and anchor_set.support_size == 350
     selection = anchor_set.training["shrinkage_selection"]
@@ -393,7 +394,7 @@ def test_the_default_method_takes_every_training_row_as_support(run_dir, tmp_pat
     new = sorted(p.name for p in copy.rglob("*") if p.is_dir())
     assert not [f for f in new if "checkpoint" in f and f not in folders]  # kept out of the run
     with pytest.warns(UserWarning, match=r"asked for 400 anchors .* capped at 349"):
-        assert main(["--quiet", "fit", str(copy), "--num-anchors", "400"]) == 0
+        assert main(["--quiet", "fit", str(copy), "--num-anchors", "400", "--overwrite"]) == 0
     assert AnchorSet.from_pretrained(copy / "anchor_set").num_anchors == 349  # K - 1: centred rows
 
 
@@ -402,7 +403,7 @@ def test_a_baseline_method_fits_a_run_and_its_report_names_it(run_dir, tmp_path)
     the report labels the run's anchor set by the registry."""
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
-    flags = ["--method", "kmeans", "--num-anchors", "16", "--support-size", "100"]
+    flags = ["--method", "kmeans", "--num-anchors", "16", "--support-size", "100", "--overwrite"]
     assert main(["--quiet", "fit", str(copy), *flags]) == 0
     anchor_set = AnchorSet.from_pretrained(copy / "anchor_set")
     assert (anchor_set.strategy, anchor_set.mixing, anchor_set.num_anchors) == (
@@ -445,3 +446,72 @@ def test_the_main_job_stitches_two_architectures_and_caches_their_embeddings(
     assert [folder.stat().st_mtime_ns for folder in cached] == modified  # read back, not embedded
     assert sorted((tmp_path / "cache" / "relrep_hf").iterdir()) == cached
     assert len(list((tmp_path / "second" / "embeddings").iterdir())) == 4  # copies in the run
+
+
+def test_one_flag_style_old_spellings_hidden_but_accepted(capsys):
+    """kebab-case in help; the snake_case spellings and old names still parse, out of help."""
+    parser = build_parser()
+    for command in ("fit", "demo"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        text = capsys.readouterr().out
+        assert "--num-anchors" in text and "--mixture-temperature" in text
+        assert not [flag for flag in text.split() if flag.startswith("--") and "_" in flag]
+        assert "--disable-tqdm" not in text  # --quiet says it for every command
+        assert (
+            "anchor set fitting (every --method" in text
+            and "PARAM training (--method param" in text
+        )
+        old = parser.parse_args([command, "r", "--num_anchors", "5", "--info_nce_weight", "0.5"])
+        new = parser.parse_args([command, "r", "--num-anchors", "5", "--info-nce-weight", "0.5"])
+        assert (
+            (old.num_anchors, old.info_nce_weight)
+            == (new.num_anchors, new.info_nce_weight)
+            == (5, 0.5)
+        )
+    assert parser.parse_args(["fit", "r"]).num_anchors == 300  # the hidden alias sets no default
+    bridge = ["bridge", "--map", "m", "--model", "x", "--out", "o"]
+    assert parser.parse_args([*bridge, "--push-to-hub", "me/b"]).repo_id == "me/b"
+    assert parser.parse_args([*bridge, "--repo-id", "me/b"]).repo_id == "me/b"
+    with pytest.raises(SystemExit):
+        main(["bridge", "--help"])
+    assert "--repo-id" in capsys.readouterr().out
+
+
+def test_disable_tqdm_is_quiet():
+    """PARAM's old flag is --quiet under another name: every bar off, for the fit too."""
+    parser = build_parser()
+    for flag in ("--disable_tqdm", "--disable-tqdm"):
+        args = parser.parse_args(["fit", "r", flag])
+        assert args.quiet is True and method_args(args, "param").disable_tqdm is True
+    args = parser.parse_args(["fit", "r"])
+    assert args.quiet is False and method_args(args, "param").disable_tqdm is False
+    assert parser.parse_args(["--quiet", "fit", "r"]).quiet is True
+
+
+def test_every_positional_has_help(capsys):
+    for command in (
+        "embed",
+        "fit",
+        "onboard",
+        "evaluate",
+        "fit-migration",
+        "migrate",
+        "bridge",
+        "push",
+        "demo",
+    ):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        positional = capsys.readouterr().out.split("positional arguments:\n")[1].split("\n\n")[0]
+        for line in positional.splitlines():
+            if line.startswith("  ") and not line.startswith("   "):
+                assert len(line.split(None, 1)) == 2, f"{command}: {line.strip()} has no help"
+
+
+def test_translate_is_fit_migration_under_its_old_name(tmp_path, capsys):
+    argv = ["run", "--source", "a", "--target", "b"]
+    old, new = (build_parser().parse_args([name, *argv]) for name in ("translate", "fit-migration"))
+    assert old.func is new.func
+    assert main(["translate", str(tmp_path), "--source", "a", "--target", "b"]) == 2  # not a run
+    assert "relrep-hf translate is now relrep-hf fit-migration" in capsys.readouterr().err

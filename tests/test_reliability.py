@@ -79,6 +79,7 @@ from tests.fixtures import (
     killable_save,
     killable_train,
     migration_inputs,
+    quickstart_inputs,
     store_safety_inputs,
     trainer_inputs,
 )
@@ -857,6 +858,7 @@ BAD_INPUTS += [BadInput(*case) for case in bridge_inputs.CASES]  # issue #37
 BAD_INPUTS += [BadInput(*case) for case in artifact_inputs.CASES]  # issues #36, #37
 BAD_INPUTS += [BadInput(*case) for case in database_inputs.CASES]  # issue #37
 BAD_INPUTS += [BadInput(*case) for case in trainer_inputs.CASES]  # issue #47 item 4
+BAD_INPUTS += [BadInput(*case) for case in quickstart_inputs.CASES]  # issue #47
 
 
 def shared_linear(s: Setup, num_anchors: int, rows: int | None = None) -> AnchorSet:

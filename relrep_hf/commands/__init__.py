@@ -12,11 +12,11 @@ from relrep_hf.commands import (
     embed,
     evaluate,
     fit,
+    fit_migration,
     migrate,
     onboard,
     push,
     rollback,
-    translate,
 )
 
 COMMANDS = (
@@ -24,7 +24,7 @@ COMMANDS = (
     fit,
     onboard,
     evaluate,
-    translate,
+    fit_migration,
     migrate,
     rollback,
     cleanup,

@@ -8,6 +8,8 @@ Light to import: ``relrep-hf --help`` builds every command's parser without torc
 from __future__ import annotations
 
 import argparse
+import copy
+import dataclasses
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
@@ -50,9 +52,40 @@ def add_command(
     )
 
 
+RUN_DIR_HELP = "the run folder (`relrep-hf embed RUN_DIR` makes it)"
+
+
 def add_run_dir(parser: argparse.ArgumentParser, **kwargs: Any) -> None:
     """The positional run folder (``relrep-hf embed`` makes it, the others read it)."""
-    parser.add_argument("run_dir", type=Path, **kwargs)
+    parser.add_argument("run_dir", type=Path, **{"help": RUN_DIR_HELP, **kwargs})
+
+
+def add_hidden_alias(parser: argparse.ArgumentParser, action: argparse.Action, old: str) -> None:
+    """``old`` parses as ``action`` does (same destination) but is left out of help and usage:
+    an old spelling still accepted. A separate action, so a parser built on ``parser`` (as a
+    parent) keeps it."""
+    alias = copy.copy(action)
+    alias.option_strings, alias.help = [old], argparse.SUPPRESS
+    alias.default, alias.required = argparse.SUPPRESS, False
+    parser._add_action(alias)
+
+
+def kebab_case_flags(parser: argparse.ArgumentParser) -> None:
+    """Every ``--snake_case`` option shown as ``--kebab-case`` only; the snake_case spelling
+    still parses, hidden (`add_hidden_alias`)."""
+    for action in list(parser._actions):
+        old = [s for s in action.option_strings if s.startswith("--") and "_" in s]
+        if not old:
+            continue
+        for option in old:
+            del parser._option_string_actions[option]
+        action.option_strings = list(
+            dict.fromkeys(s.replace("_", "-") if s in old else s for s in action.option_strings)
+        )
+        for option in action.option_strings:
+            parser._option_string_actions[option] = action
+        for option in old:
+            add_hidden_alias(parser, action, option)
 
 
 def add_encoders_flag(parser: argparse.ArgumentParser, help: str) -> None:
@@ -73,6 +106,8 @@ def fitting_flags() -> argparse.ArgumentParser:
                 HfArgumentParser._parse_dataclass_field(parser, field)
 
     flags = TrainingFlags(ParamTrainingArguments, add_help=False)
+    _group_by_method(flags)
+    kebab_case_flags(flags)
     shrinkage = next(a for a in flags._actions if a.dest == "shrinkage")
     shrinkage.type, shrinkage.default = _shrinkage, None  # None: not given
     defaults = ", ".join(
@@ -84,6 +119,27 @@ def fitting_flags() -> argparse.ArgumentParser:
         f"'auto': chosen from the fit rows by cross-validation (default: the method's: {defaults})"
     )
     return flags
+
+
+def _group_by_method(flags: argparse.ArgumentParser) -> None:
+    """Two groups titled by what they fit: every method's arguments (`FitArguments`), then
+    PARAM's training. ``--disable-tqdm`` is ``--quiet`` under PARAM's old name (hidden)."""
+    (group,) = [
+        g for g in flags._action_groups if g.title == ParamTrainingArguments._argument_group_name
+    ]
+    common = {f.name for f in dataclasses.fields(FitArguments)}
+    group.title = "anchor set fitting (every --method; defaults: the method's own)"
+    param = flags.add_argument_group(
+        "PARAM training (--method param only; defaults: the paper's Table 5)"
+    )
+    param._group_actions[:] = [a for a in group._group_actions if a.dest not in common]
+    group._group_actions[:] = [a for a in group._group_actions if a.dest in common]
+    disable_tqdm = next(a for a in flags._actions if a.dest == "disable_tqdm")
+    disable_tqdm.dest, disable_tqdm.default, disable_tqdm.help = (
+        "quiet",
+        argparse.SUPPRESS,
+        argparse.SUPPRESS,
+    )
 
 
 def _shrinkage(value: str) -> float | str:
@@ -107,8 +163,8 @@ def method_args(
     args: argparse.Namespace, method: str, *, given: Collection[str] = ()
 ) -> FitArguments:
     """``method``'s arguments from the fitting flags, by its registry entry (which refuses a
-    ``given`` flag the method ignores); ``--quiet`` also turns PARAM's progress bar off."""
-    values = vars(args) | {"disable_tqdm": getattr(args, "disable_tqdm", False) or args.quiet}
+    ``given`` flag the method ignores); ``--quiet`` turns PARAM's progress bar off."""
+    values = vars(args) | {"disable_tqdm": args.quiet}
     return anchor_method(method).arguments_from(values, given=given)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from relrep_hf.commands.arguments import add_command
+from relrep_hf.commands.arguments import add_command, add_hidden_alias
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -57,7 +57,13 @@ def register(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="use --map although its own held-out report recommends re-embedding",
     )
-    parser.add_argument("--push-to-hub", metavar="REPO", default=None, help="also push it there")
+    repo_id = parser.add_argument(
+        "--repo-id",
+        metavar="REPO",
+        default=None,
+        help="also push the bridged model to this Hub repo",
+    )
+    add_hidden_alias(parser, repo_id, "--push-to-hub")  # its name before push's style
     parser.add_argument("--private", action="store_true", help="create a private repo")
     parser.add_argument("--revision", default=None, help="branch to push to")
     parser.add_argument("--token", default=None, help="Hub token (default: the logged-in one)")
@@ -93,17 +99,17 @@ def run(args: argparse.Namespace) -> None:
         f"({migration_map.in_features}-d -> {migration_map.out_features}-d, {chosen}) to "
         f"{args.out}; load it with SentenceTransformer({str(args.out)!r}, trust_remote_code=True)"
     )
-    if args.push_to_hub:
+    if args.repo_id:
         from relrep_hf.publishing.hub.push import push_folder
 
         commit = push_folder(
             lambda folder: model.save(str(folder)),
-            args.push_to_hub,
+            args.repo_id,
             private=args.private or None,
             token=args.token,
             revision=args.revision,
         )
-        print(f"{args.push_to_hub}: {commit}")
+        print(f"{args.repo_id}: {commit}")
 
 
 def _check_out(args: argparse.Namespace) -> None:

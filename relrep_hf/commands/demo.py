@@ -104,9 +104,11 @@ def run(args: argparse.Namespace) -> None:
     sizes = _sizes(args)  # checked before anything is embedded
     for name, value in sizes.items():
         setattr(args, name, value)
+    encoders = args.encoders or (MULTILINGUAL_ENCODERS if args.multilingual else DEFAULT_ENCODERS)
+    _banner(args, 1, f"Embedding {sizes['rows']:,} rows with {len(encoders)} encoders")
     pipeline.embed(
         args.run_dir,
-        args.encoders or (MULTILINGUAL_ENCODERS if args.multilingual else DEFAULT_ENCODERS),
+        encoders,
         dataset=PARALLEL_VERSES_ID if args.multilingual else BUNDLED_SENTENCES_ID,
         limit=sizes["rows"],
         test_size=sizes["test_size"],
@@ -117,7 +119,9 @@ def run(args: argparse.Namespace) -> None:
     # the benchmark's winner (every training row as support); the report puts the paper's
     # PARAM anchors (trained with the demo's sizes) and Random-Cos beside it
     fit_args = dataclasses.replace(method_args(args, DEFAULT_METHOD), support_size=None)
+    _banner(args, 2, f"Fitting the anchor set ({DEFAULT_METHOD}) and every encoder's projector")
     pipeline.fit(args.run_dir, method=DEFAULT_METHOD, args=fit_args)
+    _banner(args, 3, "Evaluating: retrieval and heads across encoders, beside PARAM and random")
     report = pipeline.evaluate(
         args.run_dir, head_epochs=sizes["head_epochs"], param_args=training_args(args)
     )
@@ -126,6 +130,12 @@ def run(args: argparse.Namespace) -> None:
         f"\nWrote {args.run_dir}/: anchor_set/, projectors/, heads/, report.json, report.md, "
         f"stitching_heatmap.png, relative_spaces.png ({time.perf_counter() - start:.0f} s)"
     )
+
+
+def _banner(args: argparse.Namespace, step: int, text: str) -> None:
+    """The step the main job is at (not under ``--quiet``), before its bars."""
+    if not args.quiet:
+        print(f"[{step}/3] {text} ...", flush=True)
 
 
 def _sizes(args: argparse.Namespace) -> dict[str, int]:

@@ -26,9 +26,16 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--held-out",
         action="append",
         metavar="NAME",
-        help="encoder kept out of PARAM training (repeatable; default: the last one)",
+        help="encoder kept out of the fit, to test zero-shot onboarding on (repeatable; "
+        "default: the last one)",
     )
     add_method_flag(parser)
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a fit already in the run: deletes its anchor set, projectors, heads and "
+        "report once the new anchor set is fitted (without it, a fitted run is refused)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -40,7 +47,11 @@ def run(args: argparse.Namespace) -> None:
     from relrep_hf.pipeline import steps as pipeline
 
     anchor_set = pipeline.fit(
-        args.run_dir, held_out=args.held_out, method=args.method, args=fit_args
+        args.run_dir,
+        held_out=args.held_out,
+        method=args.method,
+        args=fit_args,
+        overwrite=args.overwrite,
     )
     print(
         f"Anchor set ({anchor_set.num_anchors} anchors over {anchor_set.support_size} support "

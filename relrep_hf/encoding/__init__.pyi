@@ -3,9 +3,10 @@
 # first use.
 
 from relrep_hf.encoding.batches import (
-    PROGRESS_MIN_INPUTS as PROGRESS_MIN_INPUTS,
+    PROGRESS_DELAY_SECONDS as PROGRESS_DELAY_SECONDS,
     encode_in_order as encode_in_order,
     max_input_length as max_input_length,
+    progress_bar as progress_bar,
     tokenize as tokenize,
     warn_truncated as warn_truncated,
 )

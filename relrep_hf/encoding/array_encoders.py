@@ -26,9 +26,8 @@ from typing import Any
 
 import datasets
 import numpy as np
-from tqdm.auto import tqdm
 
-from relrep_hf.encoding.batches import PROGRESS_MIN_INPUTS
+from relrep_hf.encoding.batches import progress_bar
 from relrep_hf.encoding.encoders import BUNDLED_MINILM, MINILM_HUB_ID, ArraySpec, encoder_provenance
 from relrep_hf.encoding.extraction_writer import cache_root, check_column, write_embeddings
 from relrep_hf.utils.defaults import DEFAULT_EMBED_BATCH_SIZE
@@ -261,8 +260,7 @@ _SOURCES = {
 def _encode_batches(
     encode: TextEncoder, texts: list[str], spec: ArraySpec, batch_size: int, show: bool | None
 ) -> Any:
-    show = len(texts) >= PROGRESS_MIN_INPUTS if show is None else show
-    with tqdm(total=len(texts), desc=f"Embedding with {spec}", unit="row", disable=not show) as bar:
+    with progress_bar(len(texts), show, desc=f"Embedding with {spec}", unit="row") as bar:
         for start in range(0, len(texts), batch_size):
             batch = texts[start : start + batch_size]
             yield _checked(np.asarray(encode(batch)), f"Encoder {str(spec)!r}", rows=len(batch))

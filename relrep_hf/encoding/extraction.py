@@ -26,9 +26,8 @@ import datasets
 import numpy as np
 import torch
 from torch import Tensor, nn
-from tqdm.auto import tqdm
 
-from relrep_hf.encoding.batches import PROGRESS_MIN_INPUTS, max_input_length
+from relrep_hf.encoding.batches import max_input_length, progress_bar
 from relrep_hf.encoding.encoders import encoder_provenance
 from relrep_hf.encoding.extraction_writer import (
     ExtractionRun,
@@ -197,7 +196,8 @@ def extract_embedding_views(
         max_length: tokens to truncate at; default `encoding.max_input_length`.
         window_size: rows sorted and encoded together (default ``64 * batch_size``).
         show_progress: a progress bar (per batch, naming the encoder and the views) on the
-            main process; default for 1024 rows or more.
+            main process; default: once the work has taken a few seconds
+            (`batches.PROGRESS_DELAY_SECONDS`).
 
     Returns:
         Per view, ``dataset`` with an ``embedding`` column (float32, fixed length d) appended.
@@ -307,14 +307,14 @@ def _progress_bar(
     show_progress: bool | None,
 ) -> Any:
     """A bar on the main process naming the encoder and the views extracted."""
-    show = len(dataset) >= PROGRESS_MIN_INPUTS if show_progress is None else show_progress
     name = encoder_id or encoder_provenance(encoder)[0] or type(encoder).__name__
     shown = ", ".join(f"{pooling} L{layer}" for pooling, layer in run.views)
-    return tqdm(
-        total=len(dataset),
+    return progress_bar(
+        len(dataset),
+        show_progress,
+        main=run.is_main,
         desc=f"Embedding with {name} ({shown})",
         unit="row",
-        disable=not (show and run.is_main),
     )
 
 

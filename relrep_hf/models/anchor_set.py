@@ -148,6 +148,23 @@ class AnchorSet(ArtifactMixin):
         get_similarity(self.similarity)  # validates the name
         check_similarity_settings(self.shrinkage, self.eps)
 
+    def __repr__(self) -> str:
+        """A few lines, like a `datasets.Dataset`'s: not the mixture or the support inputs."""
+        names = [str(e.get("name") or e.get("encoder_id") or "?") for e in self.encoders]
+        names = names or [str(n) for n in self.training.get("fit_encoders", [])]
+        fields = {
+            "method": self.strategy,
+            "num_anchors": self.num_anchors,
+            "support_size": self.support_size,
+            "encoders": ", ".join(names) or "(unrecorded)",
+            "similarity": self.similarity,
+            "shrinkage": self.shrinkage,
+            "fingerprint": self.fingerprint,
+        }
+        if self.repo_id:
+            fields["repo_id"] = self.repo_id + (f"@{self.revision}" if self.revision else "")
+        return "AnchorSet({\n" + "".join(f"    {k}: {v}\n" for k, v in fields.items()) + "})"
+
     @property
     def similarity_settings(self) -> dict[str, Any]:
         """``{"similarity", "shrinkage", "eps"}``: what projectors of this anchor set use."""

@@ -135,7 +135,28 @@ def prepare_embed(
             "(overwrite=True) to delete the fit and start a new run there, or embed into "
             "another folder."
         )
-    for name in fitted:
+    remove_outputs(run_dir, fitted)
+
+
+def check_refit(run_dir: Path, run: dict[str, Any], *, overwrite: bool) -> list[str]:
+    """Before `fit` replaces a run's anchor set: what the old fit left (`FIT_OUTPUTS`: its
+    anchor set, projectors, and the heads and report built on them), refused unless
+    ``overwrite``; the caller removes them (`remove_outputs`) once the new fit succeeded, so a
+    failed fit leaves the old one whole."""
+    fitted = [name for name in FIT_OUTPUTS if (run_dir / name).exists()]
+    if (fitted or "support_rows" in run) and not overwrite:
+        raise RunError(
+            f"{run_dir} already holds a fit ({', '.join(fitted) or 'recorded in run.json'}): "
+            "fitting again would replace its anchor set and leave the heads and report built on "
+            "the old one stale. Pass --overwrite (overwrite=True) to replace the fit and delete "
+            "them (the embeddings are kept), or copy the run to another folder first."
+        )
+    return fitted
+
+
+def remove_outputs(run_dir: Path, names: list[str]) -> None:
+    """Delete these outputs of a run folder (files or folders; a link, not what it points to)."""
+    for name in names:
         target = run_dir / name
         if target.is_dir() and not target.is_symlink():
             shutil.rmtree(target)

@@ -40,11 +40,13 @@ from relrep_hf.pipeline.run_folder import (
     BUNDLED_DATASET,
     FULL_DEMO,
     RunError,
+    check_refit,
     demo_sizes,
     encoder_entry,
     load_dataset_for_run,
     prepare_embed,
     read_run,
+    remove_outputs,
     run_dataset,
     run_embeddings,
     user_embedding_cache,
@@ -217,6 +219,7 @@ def fit(
     held_out: Sequence[str] | None = None,
     method: str = DEFAULT_METHOD,
     args: FitArguments | None = None,
+    overwrite: bool = False,
 ) -> AnchorSet:
     """Fit an anchor set on the training rows of every encoder but the held-out ones, by one
     of the registered methods (`relrep_hf.training.anchor_methods`: the shared linear closed
@@ -224,7 +227,9 @@ def fit(
     (held-out ones onboarded, no training).
 
     ``args`` are the method's arguments (default: its own class's defaults, e.g. the shrinkage
-    chosen from the training rows for the shared linear map, the paper's 0.15 for PARAM)."""
+    chosen from the training rows for the shared linear map, the paper's 0.15 for PARAM). A run
+    fitted already is refused unless ``overwrite``: then the old fit's outputs (heads and report
+    included) are deleted once the new anchor set is fitted (`run_folder.check_refit`)."""
     try:
         anchor_method = get_anchor_method(method)
     except ValueError as error:
@@ -241,6 +246,7 @@ def fit(
         raise RunError(
             "Every encoder is held out: an anchor set needs one encoder to be fitted on."
         )
+    stale = check_refit(run_dir, run, overwrite=overwrite)
     args = replace(
         args or anchor_method.arguments("unused"), output_dir=str(run_dir / "anchor_set")
     )
@@ -265,6 +271,7 @@ def fit(
         encoders={name: {k: entries[name][k] for k in PROVENANCE_KEYS} for name in training_names},
     )
     anchor_set, support_indices = anchor_method.fit(args, fit_data)
+    remove_outputs(run_dir, stale)  # nothing of the old fit outlives it
     anchor_set.save_pretrained(run_dir / "anchor_set")
     support_rows = train_rows[support_indices]
     provenance = {name: _projector_provenance(entry) for name, entry in entries.items()}

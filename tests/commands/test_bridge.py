@@ -132,7 +132,7 @@ from relrep_hf.cli import main
 
 map_folder, model, out, texts_file = sys.argv[1:5]
 argv = ["--quiet", "bridge", "--map", map_folder, "--model", model, "--out", out]
-assert main([*argv, "--push-to-hub", "tester/new-bridged"]) == 0
+assert main([*argv, "--repo-id", "tester/new-bridged"]) == 0
 pulled = SentenceTransformer("tester/new-bridged", trust_remote_code=True, device="cpu")
 np.save(Path(out).parent / "pulled.npy", pulled.encode(Path(texts_file).read_text().splitlines()))
 print("pulled ok")

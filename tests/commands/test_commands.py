@@ -124,7 +124,7 @@ def test_every_command_is_a_module_that_registers_itself():
         "fit": ["run"],
         "onboard": ["run", "--encoder", "minilm"],
         "evaluate": ["run"],
-        "translate": ["run", "--source", "a", "--target", "b"],
+        "fit-migration": ["run", "--source", "a", "--target", "b"],
         "migrate": ["map", "--vectors", "v.npy", "--out", "o.npy"],
         "rollback": ["sqlite-vec:store.db#docs"],
         "cleanup": ["sqlite-vec:store.db#docs"],
@@ -132,11 +132,12 @@ def test_every_command_is_a_module_that_registers_itself():
         "push": ["run", "--repo-id", "user/anchors"],
         "demo": [],
     }
-    assert [module.__name__.rsplit(".", 1)[1] for module in COMMANDS] == list(argv)
+    modules = [name.replace("-", "_") for name in argv]
+    assert [module.__name__.rsplit(".", 1)[1] for module in COMMANDS] == modules
     parser = build_parser()
-    for name, rest in argv.items():
-        args = parser.parse_args([name, *rest])
-        assert args.command == name and args.func.__module__ == f"relrep_hf.commands.{name}"
+    for name, module in zip(argv, modules, strict=True):
+        args = parser.parse_args([name, *argv[name]])
+        assert args.command == name and args.func.__module__ == f"relrep_hf.commands.{module}"
 
 
 def test_a_step_takes_the_named_flags_as_given_and_its_progress_from_quiet():
@@ -145,3 +146,35 @@ def test_a_step_takes_the_named_flags_as_given_and_its_progress_from_quiet():
     expected = {"chunk_rows": 8, "dtype": None, "show_progress": False}
     assert step_keywords(quiet, "chunk_rows", "dtype") == expected
     assert step_keywords(build_parser().parse_args(argv)) == {"show_progress": None}
+
+
+@pytest.mark.slow
+def test_fit_again_refuses_without_overwrite_and_leaves_nothing_stale_with_it(run_dir, capsys):
+    """A second fit would replace the anchor set under the heads and report built on the old
+    one: refused (the old fit untouched); with --overwrite they are deleted with the old fit."""
+    assert main(["--quiet", "fit", str(run_dir), "--num-anchors", "6"]) == 0
+    assert main(["--quiet", "evaluate", str(run_dir), "--head-epochs", "1"]) == 0
+    old = AnchorSet.from_pretrained(run_dir / "anchor_set").fingerprint
+    assert (run_dir / "heads").is_dir() and (run_dir / "report.md").is_file()
+    capsys.readouterr()
+    assert main(["--quiet", "fit", str(run_dir), "--num-anchors", "5"]) == 2
+    error = " ".join(capsys.readouterr().err.split())
+    assert "already holds a fit (anchor_set, projectors, heads, report.json, report.md" in error
+    assert "Pass --overwrite" in error
+    assert AnchorSet.from_pretrained(run_dir / "anchor_set").fingerprint == old
+    assert (run_dir / "heads").is_dir() and (run_dir / "report.md").is_file()
+    assert main(["--quiet", "fit", str(run_dir), "--num-anchors", "5", "--overwrite"]) == 0
+    new = AnchorSet.from_pretrained(run_dir / "anchor_set")
+    assert new.num_anchors == 5 and new.fingerprint != old
+    assert not [name for name in ("heads", "report.json", "report.md") if (run_dir / name).exists()]
+    assert sorted(p.name for p in (run_dir / "projectors").iterdir()) == ["a", "b", "c"]
+
+
+def test_the_main_job_names_its_steps_unless_quiet(capsys):
+    import argparse
+
+    from relrep_hf.commands.demo import _banner
+
+    _banner(argparse.Namespace(quiet=False), 2, "Fitting")
+    _banner(argparse.Namespace(quiet=True), 3, "Evaluating")
+    assert capsys.readouterr().out == "[2/3] Fitting ...\n"

@@ -106,3 +106,26 @@ def test_prefetched_batches_are_made_in_a_thread_in_order_and_errors_reach_the_c
     serial = [(s, p) for s, p, _ in _prefetched(batch_of, order[:4], 2, threaded=False)]
     assert serial == [(0, [4, 2]), (2, [0, 3])]
     assert made[-1] == threading.current_thread().name
+
+
+def test_a_progress_bar_shows_once_the_work_is_slow_whatever_its_size(monkeypatch):
+    """show_progress=None: nothing for quick work, a bar once it has run PROGRESS_DELAY_SECONDS
+    (1,000 inputs through a small LM take minutes: a size threshold missed them)."""
+    import io
+    import time
+
+    from relrep_hf.encoding import batches
+
+    def drawn(total: int, show: bool | None, seconds: float = 0.0, **kwargs) -> str:
+        out = io.StringIO()
+        with batches.progress_bar(total, show, file=out, desc="Work", **kwargs) as bar:
+            time.sleep(seconds)
+            bar.update(total)
+        return out.getvalue()
+
+    assert batches.PROGRESS_DELAY_SECONDS <= 5
+    assert drawn(100_000, None) == ""  # quick, however many inputs
+    assert "Work: 100%" in drawn(10, True)
+    assert drawn(10, False, 0.2) == "" and drawn(10, True, main=False) == ""
+    monkeypatch.setattr(batches, "PROGRESS_DELAY_SECONDS", 0.05)
+    assert "Work: 100%" in drawn(10, None, 0.2)  # slow, however few inputs

@@ -66,7 +66,7 @@ def test_a_missing_folder_is_named(tmp_path, monkeypatch):
 def test_translate_save_map_refuses_a_folder_of_the_users_files(tmp_path, capsys):
     (tmp_path / "userdir").mkdir()
     (tmp_path / "userdir" / "thesis.pdf").write_bytes(b"%PDF")
-    argv = ["translate", str(tmp_path / "run"), "--source", "old", "--target", "new"]
+    argv = ["fit-migration", str(tmp_path / "run"), "--source", "old", "--target", "new"]
     assert main([*argv, "--save-map", str(tmp_path / "userdir")]) != 0
     assert "holds thesis.pdf, not a saved migration map" in capsys.readouterr().err
     assert [p.name for p in (tmp_path / "userdir").iterdir()] == ["thesis.pdf"]

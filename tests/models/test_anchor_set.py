@@ -175,3 +175,16 @@ def test_corrupted_and_incomplete_folders(anchor_set, tmp_path):
     (tmp_path / "support.jsonl").unlink()
     with pytest.raises(OSError, match=r"not an anchor set: it lacks support\.jsonl"):
         AnchorSet.from_pretrained(tmp_path)
+
+
+def test_repr_is_a_few_lines_not_the_support(anchor_set):
+    text = repr(anchor_set)
+    assert len(text.splitlines()) <= 10 and len(text) < 400
+    assert "method: param" in text and "num_anchors: 6" in text and "support_size: 40" in text
+    assert "encoders: a\n" in text and f"fingerprint: {anchor_set.fingerprint}" in text
+    assert "shrinkage: 0.15" in text and SUPPORT[0] not in text
+    fitted = AnchorSet.shared_linear(
+        SUPPORT, {"x": torch.randn(40, 4), "y": torch.randn(40, 3)}, 4, support_rows=range(40)
+    )
+    assert "method: shared_linear" in repr(fitted) and "encoders: x, y" in repr(fitted)
+    assert str(fitted) == repr(fitted)

@@ -45,11 +45,11 @@ def run_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def translated(run_dir, tmp_path_factory):
-    """``relrep-hf translate --json`` of the German queries, once for the module (each evaluation
+    """``relrep-hf fit-migration --json`` of the German queries, once for the module (each evaluation
     is two cross-validated selections, ~20 s here): the printed report (`evaluate_migration`'s)
     and the saved map."""
     folder = tmp_path_factory.mktemp("translated")
-    argv = ["translate", str(run_dir), "--source", OLD, "--target", NEW, "--queries", QUERIES]
+    argv = ["fit-migration", str(run_dir), "--source", OLD, "--target", NEW, "--queries", QUERIES]
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         assert main([*argv, "--json", "--save-map", str(folder / "map")]) == 0
@@ -88,7 +88,7 @@ def test_translate_migrates_a_vector_file(run_dir, translated, tmp_path, capsys)
     # path is one candidate; --map anchors gives it alone, as translate did before)
     old = run_embeddings(run_dir, read_run(run_dir))[OLD][:10].numpy()
     np.save(tmp_path / "old.npy", old)
-    argv = ["translate", str(run_dir), "--source", OLD, "--target", NEW]
+    argv = ["fit-migration", str(run_dir), "--source", OLD, "--target", NEW]
     vectors = ["--vectors", str(tmp_path / "old.npy")]
     saved = ["--save-map", str(tmp_path / "map")]
     # one run fits, reports, saves and streams, on the default queries (the target's own test

@@ -36,11 +36,12 @@ from relrep_hf.publishing.cards import (
 from relrep_hf.utils.defaults import SHRINKAGE_GRID
 
 TAGS = {"relrep_hf", "relative-representations", "zero-shot-stitching"}
-ENCODERS = [
-    {"name": "minilm", "id": "sentence-transformers/all-MiniLM-L6-v2", "revision": "c" * 40},
-    {"name": "bert", "id": "google-bert/bert-base-uncased", "revision": "d" * 40},
-    {"name": "mine", "id": "local:my-encoder", "revision": ""},
-]
+ENCODERS = [  # as anchor_set.json records them (the projector's keys)
+    {"name": "minilm", "encoder_id": "sentence-transformers/all-MiniLM-L6-v2",
+     "encoder_revision": "c" * 40},
+    {"name": "bert", "encoder_id": "google-bert/bert-base-uncased", "encoder_revision": "d" * 40},
+    {"name": "mine", "encoder_id": "local:my-encoder", "encoder_revision": ""},
+]  # fmt: skip
 RETRIEVAL = {
     f"{a}->{b}": {"recall@1": 0.1 * i + 0.0123, "recall@5": 0.1 * i + 0.2, "mrr": 0.1 * i + 0.05}
     for i, (a, b) in enumerate(
@@ -91,7 +92,7 @@ def test_anchor_set_card_metadata_tables_and_heatmap(anchor_set, tmp_path):
     assert data.library_name == "relrep_hf" and data.license == "unknown"
     assert TAGS | {"anchor-set", "param-anchors", "whitened-inner-product"} <= set(data.tags)
     # base models: the training encoders with Hub ids, not the local one
-    assert data.base_model == [ENCODERS[0]["id"], ENCODERS[1]["id"]]
+    assert data.base_model == [ENCODERS[0]["encoder_id"], ENCODERS[1]["encoder_id"]]
     assert data.datasets == ["org/parallel", "fancyzhx/ag_news"]
 
     # one model-index result per metric measured, equal to the stored number
@@ -207,6 +208,31 @@ def test_projector_card():
         local
     )
     assert "`local:my-bert` (a local folder, not on the Hub)" in str(local)
+
+
+def test_cards_read_the_provenance_recorded_and_invent_none(anchor_set):
+    """The anchor set's card reads the ids anchor_set.json writes (and the keys of older files);
+    a projector from the user's own embeddings records no pooling or layer, and says so."""
+    text = str(anchor_set_card(anchor_set))
+    assert f"[`{ENCODERS[1]['encoder_id']}`](https://huggingface.co/" in text
+    assert f"`{'d' * 40}`" in text and "(unrecorded)" not in text.split("## ")[1]
+    older = [{"name": "bert", "id": "google-bert/bert-base-uncased", "revision": "d" * 40}]
+    anchor_set.encoders = older
+    assert "[`google-bert/bert-base-uncased`](https://huggingface.co/" in str(
+        anchor_set_card(anchor_set)
+    )
+    x = torch.randn(100, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    mine = str(
+        projector_card(RelativeProjector.from_statistics(x[:4], Statistics.from_embeddings(x)))
+    )
+    assert "| hidden layer | `(unrecorded)` |" in mine and "| pooling | `(unrecorded)` |" in mine
+    assert "last" not in mine and "pooling unrecorded (hidden layer unrecorded)" in mine
+    last = str(
+        projector_card(
+            RelativeProjector.from_statistics(x[:4], Statistics.from_embeddings(x), pooling="cls")
+        )
+    )
+    assert "| hidden layer | `-1 (last)` |" in last and "(last hidden layer)" in last
 
 
 def make_head() -> RelativeHeadForClassification:

@@ -627,7 +627,17 @@ def test_push_artifact_validates_before_any_network(tmp_path):
         run / "projectors" / "p"
     )
     assert artifact_kind(run) == "run"
-    with pytest.raises(ValueError, match="has 3 anchors but the run's anchor set has 4"):
+    with pytest.raises(ValueError, match="another anchor set .3 anchors, the run's anchor set 4"):
+        push_artifact(run, "tester/x")
+    # as many anchors, but another anchor set's (a fit replaced under it): its fingerprint says so
+    other = AnchorSet.random([f"s{i}" for i in range(10)], num_anchors=4, seed=1)
+    assert other.fingerprint != anchor_set.fingerprint
+    RelativeProjector.from_anchor_set(other, x[:10], Statistics.from_embeddings(x)).save_pretrained(
+        run / "projectors" / "p"
+    )
+    with pytest.raises(
+        ValueError, match=rf"another anchor set .anchor set {other.fingerprint[:12]}"
+    ):
         push_artifact(run, "tester/x")
     (run / "anchor_set" / "anchor_set.json").rename(run / "anchor_set" / "moved.json")
     with pytest.raises(FileNotFoundError, match="lacks anchor_set.json"):

@@ -86,7 +86,9 @@ def anchor_set_card(
         ),
         *sections.eval_results(zero_shot, task, "Zero-shot stitching", zero_shot_dataset),
     ]
-    encoder_ids = [str(e.get("id") or "") for e in facts["encoders"] if isinstance(e, dict)]
+    encoder_ids = [
+        _recorded(e, "encoder_id", "id") for e in facts["encoders"] if isinstance(e, dict)
+    ]
     hub_encoders = [i for i in encoder_ids if sections.is_hub_id(i)]
     strategy = facts["strategy"]
     method = ANCHOR_METHODS.get(strategy)
@@ -170,13 +172,19 @@ def _training_rows(training: Mapping[str, Any]) -> dict[str, Any]:
     return rows
 
 
+def _recorded(encoder: Mapping[str, Any], key: str, old_key: str) -> str:
+    """An encoder's recorded field: ``anchor_set.json`` writes the projector's names
+    (``encoder_id``, ``encoder_revision``); files of older versions wrote ``id``, ``revision``."""
+    return str(encoder.get(key) or encoder.get(old_key) or "")
+
+
 def _encoders_table(encoders: Sequence[Any]) -> str:
     rows = []
     for encoder in encoders:
         if not isinstance(encoder, Mapping):
             continue
-        encoder_id = str(encoder.get("id") or "")
-        revision = str(encoder.get("revision") or "")
+        encoder_id = _recorded(encoder, "encoder_id", "id")
+        revision = _recorded(encoder, "encoder_revision", "revision")
         rows.append(
             [
                 f"`{encoder.get('name', '')}`",

@@ -51,8 +51,10 @@ def projector_card(
     )
     repo = repo_id or "path/to/this/projector"
     m, d = config.num_anchors, config.hidden_size
-    layer_text = "last hidden layer" if config.layer == -1 else f"hidden layer {config.layer}"
-    pooling_text = POOLING_DESCRIPTIONS.get(config.pooling, config.pooling or "pooled")
+    # a projector built from the user's own embeddings records neither (`layer` keeps its
+    # default): the card says so rather than claim the last layer
+    layer_text = _layer(config, "hidden layer unrecorded", "last hidden layer", "hidden layer {}")
+    pooling_text = POOLING_DESCRIPTIONS.get(config.pooling, config.pooling or "pooling unrecorded")
     fields = {
         "title": sections.card_title(
             repo_id, f"Relative projector of {encoder_id or 'an encoder'}"
@@ -98,7 +100,6 @@ def _wrapper_snippet(config: Any, repo: str) -> str:
 def _config_table(config: Any) -> str:
     """Every setting of the projector, the encoder's kind, source and GGUF file when known."""
     gguf_file = getattr(config, "encoder_gguf_file", "")
-    layer = "last" if config.layer == -1 else str(config.layer)
     return sections.key_value_table(
         {
             "encoder": config.encoder_id or "(unrecorded)",
@@ -120,7 +121,7 @@ def _config_table(config: Any) -> str:
                 else {}
             ),
             "pooling": config.pooling or "(unrecorded)",
-            "hidden layer": f"{config.layer} ({layer})",
+            "hidden layer": _layer(config, "(unrecorded)", "-1 (last)", "{0} ({0})"),
             "embedding size d": config.hidden_size,
             "anchors m": config.num_anchors,
             "similarity": config.similarity,
@@ -132,6 +133,13 @@ def _config_table(config: Any) -> str:
         },
         "",
     )
+
+
+def _layer(config: Any, unrecorded: str, last: str, other: str) -> str:
+    """The hidden layer in words: ``unrecorded`` when the pooling is (the layer then is too)."""
+    if not config.pooling:
+        return unrecorded
+    return last if config.layer == -1 else other.format(config.layer)
 
 
 def _encoder_argument(encoder_id: str) -> str:

@@ -124,13 +124,19 @@ def _run_parts(folder: Path, repo_id: str) -> list[tuple[str, Path, str]]:
                 f"{str(path)!r} should hold {_ARTICLE[kind]} but holds {_ARTICLE.get(found, found)}."
             )
         loaded.append(validate_artifact(path, kind))
-    num_anchors = loaded[0].num_anchors
+    num_anchors, fingerprint = loaded[0].num_anchors, loaded[0].fingerprint
     for (kind, path, _), artifact in zip(parts[1:], loaded[1:], strict=True):
-        if artifact.config.num_anchors != num_anchors:
+        recorded = getattr(artifact.config, "anchor_set_fingerprint", "")
+        if artifact.config.num_anchors != num_anchors or recorded not in ("", fingerprint):
+            found = (
+                f"anchor set {recorded[:12]}..., the run's is {fingerprint[:12]}..."
+                if artifact.config.num_anchors == num_anchors
+                else f"{artifact.config.num_anchors} anchors, the run's anchor set {num_anchors}"
+            )
             raise ValueError(
-                f"The {kind} in {str(path)!r} has {artifact.config.num_anchors} anchors but the "
-                f"run's anchor set has {num_anchors}: it belongs to another anchor set. Remove it "
-                "from the run folder or push it on its own."
+                f"The {kind} in {str(path)!r} was built on another anchor set ({found}): "
+                "pushed beside this one it would be stale. Fit the run again with --overwrite, "
+                "remove it from the run folder, or push it on its own."
             )
     return parts
 

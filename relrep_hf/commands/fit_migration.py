@@ -1,5 +1,9 @@
-"""``relrep-hf translate``: a run's migration map between two of its encoders, fitted, saved,
-measured or applied to stored vectors."""
+"""``relrep-hf fit-migration``: a run's migration map between two of its encoders, fitted, saved,
+measured or applied to stored vectors.
+
+Named for what it fits (`relrep_hf.fit_migration`); ``translate``, its old name, still runs it
+and says the new one (`relrep_hf.translate` is latent space translation, not this).
+"""
 
 from __future__ import annotations
 
@@ -14,12 +18,15 @@ from relrep_hf.commands.arguments import add_command, add_run_dir
 from relrep_hf.commands.migrate import add_store_flags, migrate_vectors
 from relrep_hf.pipeline.run_file import check_run_folder
 
+NAME, OLD_NAME = "fit-migration", "translate"
+
 
 def register(commands: argparse._SubParsersAction) -> None:
     parser = add_command(
         commands,
-        "translate",
-        help="migrate old-encoder vectors into a new encoder's space: the map chosen by "
+        NAME,
+        aliases=[OLD_NAME],
+        help="fit a migration map (old name: translate) and migrate old-encoder vectors into a new encoder's space: the map chosen by "
         "cross-validated recall on the run's training rows (the anchor path among the "
         "candidates), with the held-out report (every candidate, the chosen map and the bridge "
         "against re-embedding: Recall@1, retention@10) and a recommendation: migrate, bridge "
@@ -66,6 +73,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    if getattr(args, "command", NAME) == OLD_NAME:  # the command line names it; a caller may not
+        print(f"relrep-hf {OLD_NAME} is now relrep-hf {NAME}; running it.", file=sys.stderr)
     if args.save_map is not None:  # refused before the fit, as the save itself would refuse it
         from relrep_hf.utils.artifacts import check_save_folder
 
