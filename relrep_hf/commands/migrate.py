@@ -17,6 +17,18 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("map", metavar="MAP", help="a saved migration map: folder or Hub id")
     add_store_flags(parser, required=True)
+    parser.add_argument(
+        "--engine",
+        choices=["local", "ray"],
+        default="local",
+        help="local: this process; ray: one Ray task per shard of a folder of parquet shards or "
+        "a datasets folder (pip install 'relrep-hf[ray]'; RAY_ADDRESS names the cluster)",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="--engine ray: keep the verified shards of an earlier run that stopped",
+    )
     parser.set_defaults(func=run)
 
 
@@ -81,4 +93,17 @@ def migrate_vectors(args: argparse.Namespace, migration_map: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    if args.engine == "ray":
+        from relrep_hf.migration.ray_shards import migrate_shards
+
+        out = migrate_shards(
+            args.map,
+            args.vectors,
+            args.out,
+            **step_keywords(args, "column", "chunk_rows", "overwrite", "dtype", "resume"),
+        )
+        print(f"Migrated {args.vectors} into {out} on Ray")
+        return
+    if args.resume:
+        raise ValueError("--resume applies to --engine ray (a sharded store), not --engine local.")
     migrate_vectors(args, args.map)
