@@ -46,6 +46,27 @@ def ray_cluster():
     ray.shutdown()
 
 
+# A driver run as a child process (connected to the module's cluster by RAY_ADDRESS) whose map
+# makes each shard's task take a second: the test kills it once a shard is recorded.
+SLOW_DRIVER = """
+import operator, sys, time
+from relrep_hf.migration.map import MigrationMap
+from relrep_hf.migration.ray_shards import migrate_shards
+
+class Second:
+    def __reduce_ex__(self, protocol):  # unpickled on a worker: a second's sleep
+        return (time.sleep, (1.0,))
+
+class SlowMap(MigrationMap):
+    def __reduce_ex__(self, protocol):  # a plain map again, after the sleep
+        plain = MigrationMap(self.weight.detach(), self.bias.detach())
+        return (operator.itemgetter(1), ((Second(), plain),))
+
+saved = MigrationMap.from_pretrained(sys.argv[1])
+migrate_shards(SlowMap(saved.weight.detach(), saved.bias.detach()), sys.argv[2], sys.argv[3])
+"""
+
+
 @pytest.fixture(scope="module")
 def migration_map():
     rng = np.random.default_rng(0)
@@ -69,6 +90,15 @@ def _parquet_shards(folder: Path, sizes=SIZES, dim: int = D_OLD, seed: int = 1) 
         first, paths = first + size, [*paths, path]
     (folder / "README.txt").write_text("the user's note, carried over")
     return paths
+
+
+def _documented(error: Exception, folder: Path) -> None:
+    """The error's first sentence is the one docs/bad_inputs.md's Ray section gives."""
+    from tests.test_reliability import first_sentence
+
+    text = first_sentence(str(error)).replace(str(folder), "<folder>")
+    section = (REPO / "docs" / "bad_inputs.md").read_text("utf-8").split("## The Ray engine")[1]
+    assert f"{type(error).__name__}: {text}" in section, text
 
 
 def _hashes(folder: Path) -> dict[str, str]:
@@ -101,8 +131,9 @@ def test_a_shard_of_another_dimension_is_named_and_nothing_is_written(tmp_path, 
     paths = _parquet_shards(source, sizes=(5, 5))
     pq.write_table(_table(np.ones((4, D_OLD + 2), np.float32), 100), source / "part-009.parquet")
     before = _hashes(source)
-    with pytest.raises(VectorStoreError, match=r"part-009\.parquet.*this shard holds 10-d"):
+    with pytest.raises(VectorStoreError, match=r"part-009\.parquet.*this shard holds 10-d") as e:
         migrate_shards(migration_map, source, tmp_path / "out")
+    _documented(e.value, tmp_path)
     assert _hashes(source) == before and len(paths) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["shards"]
 
@@ -110,21 +141,26 @@ def test_a_shard_of_another_dimension_is_named_and_nothing_is_written(tmp_path, 
 def test_a_missing_column_is_named(tmp_path, migration_map):
     source = tmp_path / "shards"
     _parquet_shards(source, sizes=(5,))
-    with pytest.raises(VectorStoreError, match=r"part-000\.parquet' has no vector column 'vec'"):
+    with pytest.raises(
+        VectorStoreError, match=r"part-000\.parquet' has no vector column 'vec'"
+    ) as e:
         migrate_shards(migration_map, source, tmp_path / "out", column="vec")
+    _documented(e.value, tmp_path)
 
 
 def test_the_input_folder_is_never_the_output(tmp_path, migration_map):
     source = tmp_path / "shards"
     _parquet_shards(source, sizes=(5,))
-    with pytest.raises(VectorStoreError, match="is the input folder itself"):
+    with pytest.raises(VectorStoreError, match="is the input folder itself") as e:
         migrate_shards(migration_map, source, source, overwrite=True)
+    _documented(e.value, tmp_path)
 
 
 def test_a_folder_without_shards_is_refused(tmp_path, migration_map):
     (tmp_path / "empty").mkdir()
-    with pytest.raises(VectorStoreError, match=r"holds no \.parquet shards"):
+    with pytest.raises(VectorStoreError, match=r"holds no \.parquet shards") as e:
         migrate_shards(migration_map, tmp_path / "empty", tmp_path / "out")
+    _documented(e.value, tmp_path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,8 +217,9 @@ def test_a_stopped_run_resumes_from_its_verified_shards(tmp_path, ray_cluster, m
     vectors = np.array(good.column("embedding").to_pylist(), np.float32)
     vectors[3, 1] = np.nan
     pq.write_table(good.set_column(2, "embedding", _table(vectors, 40).column(2)), paths[2])
-    with pytest.raises(VectorStoreError, match=r"part-002\.parquet.*hold NaN"):
+    with pytest.raises(VectorStoreError, match=r"part-002\.parquet.*hold NaN") as e:
         migrate_shards(migration_map, source, tmp_path / "out")
+    _documented(e.value, tmp_path)
     work = tmp_path / ".out.ray-shards"
     assert not (tmp_path / "out").exists()
     assert {p.name for p in work.iterdir()} >= {"part-000.parquet", "part-001.parquet"}
@@ -190,8 +227,9 @@ def test_a_stopped_run_resumes_from_its_verified_shards(tmp_path, ray_cluster, m
     with open(work / "part-001.parquet", "ab") as file:  # damaged: redone, not trusted
         file.write(b"x")
     pq.write_table(good, paths[2])  # fixed
-    with pytest.raises(VectorStoreError, match="Pass resume=True"):
+    with pytest.raises(VectorStoreError, match="Pass resume=True") as e:
         migrate_shards(migration_map, source, tmp_path / "out")
+    _documented(e.value, tmp_path)
     before = _hashes(source)
     out = migrate_shards(migration_map, source, tmp_path / "out", resume=True)
     assert _hashes(source) == before
@@ -200,6 +238,41 @@ def test_a_stopped_run_resumes_from_its_verified_shards(tmp_path, ray_cluster, m
         local = migrate_store(migration_map, path, tmp_path / f"local-{i}.parquet")
         _same_table(pq.read_table(out / path.name), pq.read_table(local))
     assert not work.exists()
+
+
+@pytest.mark.slow
+def test_a_killed_driver_resumes_from_its_finished_shards(tmp_path, ray_cluster, migration_map):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    source = tmp_path / "shards"
+    paths = _parquet_shards(source, sizes=(10,) * 8)
+    migration_map.save_pretrained(tmp_path / "map")
+    work, out = tmp_path / ".out.ray-shards", tmp_path / "out"
+    address = ray_cluster.get_runtime_context().gcs_address
+    env = {**os.environ, "RAY_ADDRESS": address}
+    command = [sys.executable, "-c", SLOW_DRIVER, str(tmp_path / "map"), str(source), str(out)]
+    driver = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while not any((work / ".done").glob("*.json")) and driver.poll() is None:
+        assert time.monotonic() < deadline, "no shard was recorded in 4 minutes"
+        time.sleep(0.05)
+    driver.send_signal(signal.SIGKILL)
+    _, stderr = driver.communicate()
+    assert driver.returncode == -signal.SIGKILL, stderr[-2000:]
+    assert not out.exists()
+    finished = [p for p in paths if (work / ".done" / f"{p.name}.json").exists()]
+    assert 1 <= len(finished) < len(paths)
+    kept = {p.name: os.stat(work / p.name).st_ino for p in finished}
+    before = _hashes(source)
+    migrate_shards(migration_map, source, out, resume=True)
+    assert _hashes(source) == before
+    assert {name: os.stat(out / name).st_ino for name in kept} == kept  # not migrated again
+    for i, path in enumerate(paths):
+        local = migrate_store(migration_map, path, tmp_path / f"local-{i}.parquet")
+        _same_table(pq.read_table(out / path.name), pq.read_table(local))
 
 
 class DyingMap(MigrationMap):
@@ -216,8 +289,9 @@ def test_a_worker_that_dies_is_retried_then_named(tmp_path, ray_cluster, migrati
     _parquet_shards(source, sizes=(6,))
     before = _hashes(source)
     dying = DyingMap(migration_map.weight.detach().clone(), migration_map.bias.detach().clone())
-    with pytest.raises(VectorStoreError, match=r"part-000\.parquet.*died 2 time"):
+    with pytest.raises(VectorStoreError, match=r"part-000\.parquet.*died 2 time") as e:
         migrate_shards(dying, source, tmp_path / "out", max_retries=1)
+    _documented(e.value, tmp_path)
     assert _hashes(source) == before
     assert not (tmp_path / "out").exists()
 
@@ -236,19 +310,19 @@ def test_a_ray_dataset_is_migrated_and_its_statistics_merged(tmp_path, ray_clust
     ]
     _same_table(ours, pa.concat_tables([pq.read_table(p) for p in local]))
 
-    stats = statistics_from_dataset(ds.repartition(5))
-    rows = np.concatenate(
-        [np.array(pq.read_table(p).column("embedding").to_pylist()) for p in paths]
-    )
-    reference = Statistics.from_embeddings(torch.from_numpy(rows.astype(np.float32)))
+    stats = statistics_from_dataset(ds)  # a block per shard at least
+    rows = [pq.read_table(p).column("embedding").to_pylist() for p in paths]
+    rows = np.concatenate([np.array(r, np.float32).reshape(-1, D_OLD) for r in rows])
+    reference = Statistics.from_embeddings(torch.from_numpy(rows))
     assert stats.count == reference.count == sum(SIZES)
     for ours_part, want in ((stats.mean, reference.mean), (stats.scatter, reference.scatter)):
         scale = want.abs().max()
         assert float((ours_part - want).abs().max() / scale) < 1e-9
 
     wide = ray_cluster.data.from_arrow(_table(np.ones((3, D_OLD + 1), np.float32), 0))
-    with pytest.raises(VectorStoreError, match="holds 9-d vectors, the map takes 8-d"):
+    with pytest.raises(VectorStoreError, match="holds 9-d vectors, the map takes 8-d") as e:
         migrate_dataset(migration_map, wide)
+    _documented(e.value, tmp_path)
 
 
 def _tiny_bert(folder: Path) -> str:
@@ -277,7 +351,8 @@ def test_a_ray_dataset_is_reembedded_as_one_process_embeds_it(tmp_path, ray_clus
 
     spec = _tiny_bert(tmp_path / "bert")
     texts = [" ".join(["row", str(i)] + ["a b c d"[: 1 + i % 7]] * (i % 5)) for i in range(60)]
-    ds = ray_cluster.data.from_arrow(pa.table({"id": np.arange(60), "text": texts}))
+    table = pa.table({"id": np.arange(60), "text": texts})
+    ds = ray_cluster.data.from_arrow([table[:30], table[30:]])  # two blocks: two actors
     embedded = reembed_dataset(ds, spec, batch_size=16, concurrency=2).to_arrow_refs()
     ours = pa.concat_tables(ray_cluster.get(embedded)).sort_by("id")
     assert ours.column("text").to_pylist() == texts
@@ -288,5 +363,6 @@ def test_a_ray_dataset_is_reembedded_as_one_process_embeds_it(tmp_path, ray_clus
     got = np.array(ours.column("embedding").to_pylist(), dtype=np.float64)
     assert got.shape == want.shape == (60, 16)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
-    with pytest.raises(ValueError, match="no text column 'body'"):
+    with pytest.raises(ValueError, match="no text column 'body'") as e:
         reembed_dataset(ds, spec, text_column="body")
+    _documented(e.value, tmp_path)
