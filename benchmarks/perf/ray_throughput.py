@@ -162,7 +162,8 @@ def measure(args: argparse.Namespace) -> list[dict]:
         single_out = Path(tmp) / "single"
         single_out.mkdir()
         seconds = _median(lambda: _migrate_single(map_, paths, single_out), args.repeats)
-        texts = (load_sentences(args.texts)["text"] * (1 + args.texts // 1000))[: args.texts]
+        corpus = list(load_sentences()["text"])
+        texts = (corpus * (1 + args.texts // len(corpus)))[: args.texts]
         encode = load_text_encoder(args.encoder, batch_size=64)
         embed_seconds = _median(lambda: encode(texts), args.repeats)
         reference = encode(texts)
