@@ -70,15 +70,14 @@ def _loaded_map(migration_map: MigrationMap | str | os.PathLike) -> Any:
 
 
 def migrate_batch(
-    table: pa.Table,
-    *,
-    transform: Callable[[np.ndarray], np.ndarray],
-    column: str,
-    d_old: int,
-    dtype: np.dtype | None,
+    table: pa.Table, *, migration_map: Any, column: str, dtype: np.dtype | None
 ) -> pa.Table:
-    """``table`` with its vector ``column`` mapped by ``transform`` (``[n, d_old] -> [n,
-    d_new]``), checked finite as read and as written in the output's dtype."""
+    """``table`` with its vector ``column`` mapped by ``migration_map`` (`affine_chunks`, in
+    the vectors' dtype as `migrate_store` computes), checked finite as read and as written in
+    the output's dtype (``dtype``, default the column's)."""
+    from relrep_hf.migration.migrate import affine_chunks
+
+    d_old = int(migration_map.weight.shape[0])
     vectors = _matrix(table.column(column), DATASET, column)  # [n, d_old]
     if len(vectors) and vectors.shape[1] != d_old:
         raise VectorStoreError(
@@ -91,6 +90,7 @@ def migrate_batch(
             f"{DATASET}: column {column!r} holds NaN or infinite values. Re-embed or drop those "
             "rows first."
         )
+    transform = affine_chunks(migration_map, wanted)
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported below
         mapped = transform(vectors).astype(wanted, copy=False)  # [n, d_new]
     if not np.isfinite(mapped).all():
@@ -124,7 +124,7 @@ def migrate_dataset(
         >>> ds = ray.data.read_parquet("s3://bucket/vectors/")  # doctest: +SKIP
         >>> migrate_dataset("me/minilm-to-e5", ds).write_parquet("s3://bucket/new/")  # doctest: +SKIP
     """
-    from relrep_hf.migration.migrate import _dtype, affine_chunks
+    from relrep_hf.migration.migrate import _dtype
 
     require_ray()
     migration_map = _loaded_map(migration_map)
@@ -132,21 +132,15 @@ def migrate_dataset(
     column = _pick_column(names, column, DATASET)
     d_old = int(migration_map.weight.shape[0])
     wanted = None if dtype is None else _dtype(dtype)
-    value_dtype = None
     if schema is not None:
-        value_dtype, dim = _vector_type(schema.field(column), DATASET)
+        _, dim = _vector_type(schema.field(column), DATASET)
         if dim is not None and dim != d_old:
             raise VectorStoreError(
                 f"{DATASET}: column {column!r} holds {dim}-d vectors, the map takes {d_old}-d "
                 "vectors of the old encoder. Give the vectors of the map's source encoder."
             )
-    compute = wanted if wanted is not None else (value_dtype or np.dtype(np.float32))
     function = functools.partial(
-        migrate_batch,
-        transform=affine_chunks(migration_map, compute),
-        column=column,
-        d_old=d_old,
-        dtype=wanted,
+        migrate_batch, migration_map=migration_map, column=column, dtype=wanted
     )
     return ds.map_batches(function, batch_format="pyarrow", batch_size=batch_size)
 

@@ -163,6 +163,20 @@ def test_a_folder_without_shards_is_refused(tmp_path, migration_map):
     _documented(e.value, tmp_path)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_batch_is_migrated_as_migrate_store_migrates_its_file(tmp_path, migration_map, dtype):
+    from relrep_hf.migration.ray_engine import migrate_batch
+
+    table = _table(np.random.default_rng(3).standard_normal((12, D_OLD)).astype(dtype), 0)
+    pq.write_table(table, tmp_path / "old.parquet")
+    local = pq.read_table(
+        migrate_store(migration_map, tmp_path / "old.parquet", tmp_path / "n.parquet")
+    )
+    ours = migrate_batch(table, migration_map=migration_map, column="embedding", dtype=None)
+    assert ours.column("embedding").type.value_type == pa.from_numpy_dtype(dtype)
+    _same_table(ours, local)
+
+
 # ---------------------------------------------------------------------------------------------
 # On the local Ray cluster
 # ---------------------------------------------------------------------------------------------
