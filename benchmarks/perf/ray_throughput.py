@@ -7,7 +7,8 @@ Migrate: a folder of parquet shards of N x 384 float32 vectors (with int64 ids) 
 process. Re-embed: texts of the bundled corpus embedded by ``reembed_dataset`` (encoder actors,
 one per worker) against the same encoder (`load_text_encoder`) in this process. Each timing is
 the median of ``--repeats`` runs after one warm-up run (which starts the workers and loads the
-encoder); Ray's start is not timed. The outputs are checked against the single-process ones.
+encoder); Ray's start is not timed, and its workers run at this process's priority
+(``RAY_worker_niceness=0``; Ray's default, 15, would yield to every other process). The outputs are checked against the single-process ones.
 The projection divides 1M, 100M and 1B rows by the measured rows/s of that many workers (a
 cluster of W such workers: W times the per-worker rate, if storage keeps up).
 
@@ -81,6 +82,9 @@ def _median(function: Callable[[], object], repeats: int) -> float:
 def _start_ray(workers: int):
     import ray
 
+    # Ray starts its workers at niceness 15: on a shared machine they would yield to every other
+    # process while the single-process baseline does not. 0: the same priority as this one.
+    os.environ.setdefault("RAY_worker_niceness", "0")
     ray.init(
         num_cpus=workers,
         include_dashboard=False,
