@@ -8,9 +8,10 @@ process. Re-embed: texts of the bundled corpus embedded by ``reembed_dataset`` (
 one per worker) against the same encoder (`load_text_encoder`) in this process. Each timing is
 the median of ``--repeats`` runs after one warm-up run (which starts the workers and loads the
 encoder); Ray's start is not timed, and its workers run at this process's priority
-(``RAY_worker_niceness=0``; Ray's default, 15, would yield to every other process). The outputs are checked against the single-process ones.
-The projection divides 1M, 100M and 1B rows by the measured rows/s of that many workers (a
-cluster of W such workers: W times the per-worker rate, if storage keeps up).
+(``RAY_worker_niceness=0``; Ray's default, 15, would yield to every other process). The
+outputs are checked against the single-process ones. The projection divides 1M, 100M and 1B
+rows by the measured rows/s of that many workers (a cluster of W such workers: W times the
+per-worker rate, if storage keeps up).
 
     python -m benchmarks ray_throughput [--quick] [--rows N] [--shards S] [--texts T]
         [--encoder SPEC] [--workers 1 2]
