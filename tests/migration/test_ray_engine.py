@@ -34,16 +34,20 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def ray_cluster():
     ray = pytest.importorskip("ray")
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        object_store_memory=200 * 2**20,
-        log_to_driver=False,
-        configure_logging=False,
-    )
-    ray.data.DataContext.get_current().enable_progress_bars = False
-    yield ray
-    ray.shutdown()
+    # workers at this process's priority: Ray's default niceness (15) starves them on a busy
+    # machine shared with other test runs
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RAY_worker_niceness", "0")
+        ray.init(
+            num_cpus=2,
+            include_dashboard=False,
+            object_store_memory=200 * 2**20,
+            log_to_driver=False,
+            configure_logging=False,
+        )
+        ray.data.DataContext.get_current().enable_progress_bars = False
+        yield ray
+        ray.shutdown()
 
 
 # A driver run as a child process (connected to the module's cluster by RAY_ADDRESS) whose map
