@@ -116,8 +116,9 @@ def _migrate_ray(map_, folder: Path, out: Path) -> None:
 def _reembed_ray(ray, texts: list[str], spec: str, workers: int) -> np.ndarray:
     import pyarrow as pa
 
-    ds = ray.data.from_arrow(pa.table({"id": np.arange(len(texts)), "text": texts}))
-    ds = ds.repartition(max(workers * 4, 1))
+    table = pa.table({"id": np.arange(len(texts)), "text": texts})
+    step = -(-len(texts) // (workers * 4))  # blocks in the object store: no read tasks
+    ds = ray.data.from_arrow([table[start : start + step] for start in range(0, len(texts), step)])
     tables = ray.get(reembed_dataset(ds, spec, batch_size=64, concurrency=workers).to_arrow_refs())
     table = pa.concat_tables(tables).sort_by("id")
     column = table.column("embedding").combine_chunks()

@@ -224,14 +224,16 @@ class EncoderActor:
         return table.append_column(self.output_column, column)
 
 
-def _concurrency(num_gpus: float | None) -> int:
-    """Actors the cluster holds: one per ``num_gpus`` GPUs, else one per CPU."""
+def _concurrency(num_gpus: float | None) -> tuple[int, int]:
+    """``(1, the actors the cluster holds)``: one per ``num_gpus`` GPUs, else one per CPU. A
+    range, so Ray Data starts actors as CPUs are free: a fixed pool of every CPU would leave
+    none to the tasks that read the blocks."""
     import ray
 
     resources = ray.cluster_resources()
     if num_gpus:
-        return max(1, int(resources.get("GPU", 0) // num_gpus))
-    return max(1, int(resources.get("CPU", 1)))
+        return 1, max(1, int(resources.get("GPU", 0) // num_gpus))
+    return 1, max(1, int(resources.get("CPU", 1)))
 
 
 def reembed_dataset(
@@ -241,15 +243,15 @@ def reembed_dataset(
     text_column: str = "text",
     batch_size: int = 64,
     num_gpus: float | None = None,
-    concurrency: int | None = None,
+    concurrency: int | tuple[int, int] | None = None,
     output_column: str = "embedding",
 ) -> ray.data.Dataset:
     """``ds`` with ``output_column`` (float32 vectors) embedded from ``text_column`` by
     ``encoder_spec`` (any spec `parse_encoder` reads but precomputed), lazily (Ray Data).
 
     Encoder actors (`EncoderActor`) each load the encoder once; ``num_gpus``: GPUs per actor
-    (default: 1 where the cluster has GPUs, else none); ``concurrency``: actors (default: as
-    many as the cluster holds). Each row's embedding is the one the single-process embed step
+    (default: 1 where the cluster has GPUs, else none); ``concurrency``: actors, a number or a
+    ``(min, max)`` range (default: from 1 up to as many as the cluster holds). Each row's embedding is the one the single-process embed step
     gives for its text (to float32 round-off).
 
     Example:
