@@ -167,6 +167,16 @@ def test_a_folder_without_shards_is_refused(tmp_path, migration_map):
     _documented(e.value, tmp_path)
 
 
+def test_resume_is_refused_without_the_ray_engine(tmp_path, capsys):
+    np.save(tmp_path / "old.npy", np.ones((3, D_OLD), np.float32))
+    argv = ["migrate", "map", "--vectors", str(tmp_path / "old.npy"), "--out", "new.npy"]
+    assert main([*argv, "--resume"]) == 2
+    error = capsys.readouterr().err
+    assert "--resume applies to --engine ray" in error
+    _documented(ValueError(error.split("error: ", 1)[1].strip()), tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.npy"]
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_a_batch_is_migrated_as_migrate_store_migrates_its_file(tmp_path, migration_map, dtype):
     from relrep_hf.migration.ray_engine import migrate_batch
@@ -218,7 +228,7 @@ def test_a_datasets_folder_through_the_command(tmp_path, ray_cluster, migration_
     before = _hashes(source)
     out = tmp_path / "new_ds"
     args = ["migrate", str(map_folder), "--vectors", str(source), "--out", str(out)]
-    main([*args, "--engine", "ray", "--chunk-rows", "7"])
+    assert main([*args, "--engine", "ray", "--chunk-rows", "7"]) == 0
     assert _hashes(source) == before
     local = migrate_store(migration_map, source, tmp_path / "local_ds")
     ours, reference = datasets.load_from_disk(str(out)), datasets.load_from_disk(str(local))
