@@ -29,6 +29,18 @@ def register(commands: argparse._SubParsersAction) -> None:
         "keys of other tables, partitioning, ...), or the map's own held-out report recommends "
         "re-embedding",
     )
+    parser.add_argument(
+        "--engine",
+        choices=["local", "ray"],
+        default="local",
+        help="local: this process; ray: one Ray task per shard of a folder of parquet shards or "
+        "a datasets folder (pip install 'relrep-hf[ray]'; RAY_ADDRESS names the cluster)",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="--engine ray: keep the verified shards of an earlier run that stopped",
+    )
     parser.set_defaults(func=run)
 
 
@@ -100,4 +112,17 @@ def migrate_vectors(args: argparse.Namespace, migration_map: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    if args.engine == "ray":
+        from relrep_hf.migration.ray_shards import migrate_shards
+
+        out = migrate_shards(
+            args.map,
+            args.vectors,
+            args.out,
+            **step_keywords(args, "column", "chunk_rows", "overwrite", "dtype", "resume"),
+        )
+        print(f"Migrated {args.vectors} into {out} on Ray")
+        return
+    if args.resume:
+        raise ValueError("--resume applies to --engine ray (a sharded store), not --engine local.")
     migrate_vectors(args, args.map)

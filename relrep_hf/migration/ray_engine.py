@@ -1,0 +1,342 @@
+"""Store work on Ray Data, past one machine: a `ray.data.Dataset` migrated through a map
+(`migrate_dataset`), re-embedded from its text column by encoder actors (`reembed_dataset`), and
+its whitening statistics computed per block and merged in float64 (`statistics_from_dataset`).
+
+Each is the single-process path applied per batch with ``map_batches``: the same affine apply as
+`relrep_hf.migration.migrate_store` (`affine_chunks`: float32, float64 for float64 vectors),
+the same encoder loading and pooling as the pipeline's embed step, the same mergeable
+`Statistics`. Ray is an optional dependency (``pip install 'relrep-hf[ray]'``), imported when
+one of these runs. A sharded store on disk (a folder of parquet shards, a datasets folder) is
+rewritten shard by shard, resumably, by `relrep_hf.migration.ray_shards.migrate_shards`.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from relrep_hf.migration.stores import VectorStoreError
+from relrep_hf.migration.tables import _column, _matrix, _pick_column, _vector_type
+
+if TYPE_CHECKING:
+    import ray.data
+
+    from relrep_hf.functional.statistics import Statistics
+    from relrep_hf.migration.map import MigrationMap
+
+__all__ = [
+    "load_text_encoder",
+    "migrate_dataset",
+    "reembed_dataset",
+    "require_ray",
+    "statistics_from_dataset",
+]
+
+DATASET = "the Ray dataset"  # how errors name a `ray.data.Dataset` (it has no path)
+
+
+def require_ray() -> Any:
+    """The ``ray`` module, or an ImportError saying how to install it."""
+    try:
+        import ray
+        import ray.data
+    except ImportError as error:
+        raise ImportError(
+            "The Ray engine needs Ray Data: pip install 'relrep-hf[ray]' (or pip install "
+            f"'ray[data]'). ({error})"
+        ) from None
+    return ray
+
+
+def _names(ds: ray.data.Dataset) -> tuple[list[str], pa.Schema | None]:
+    schema = ds.schema()
+    base = getattr(schema, "base_schema", None)
+    return list(schema.names), base if isinstance(base, pa.Schema) else None
+
+
+def _loaded_map(migration_map: MigrationMap | str | os.PathLike) -> Any:
+    import torch
+
+    from relrep_hf.migration.map import MigrationMap
+
+    if isinstance(migration_map, torch.nn.Module):
+        return migration_map
+    return MigrationMap.from_pretrained(migration_map)
+
+
+def migrate_batch(
+    table: pa.Table, *, migration_map: Any, column: str, dtype: np.dtype | None
+) -> pa.Table:
+    """``table`` with its vector ``column`` mapped by ``migration_map`` (`affine_chunks`, in
+    the vectors' dtype as `migrate_store` computes), checked finite as read and as written in
+    the output's dtype (``dtype``, default the column's)."""
+    from relrep_hf.migration.migrate import affine_chunks
+
+    d_old = int(migration_map.weight.shape[0])
+    vectors = _matrix(table.column(column), DATASET, column)  # [n, d_old]
+    if len(vectors) and vectors.shape[1] != d_old:
+        raise VectorStoreError(
+            f"{DATASET}: column {column!r} holds {vectors.shape[1]}-d vectors, the map takes "
+            f"{d_old}-d vectors of the old encoder. Give the vectors of the map's source encoder."
+        )
+    wanted = vectors.dtype if dtype is None else dtype
+    if not np.isfinite(vectors).all():
+        raise VectorStoreError(
+            f"{DATASET}: column {column!r} holds NaN or infinite values. Re-embed or drop those "
+            "rows first."
+        )
+    transform = affine_chunks(migration_map, wanted)
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported below
+        mapped = transform(vectors).astype(wanted, copy=False)  # [n, d_new]
+    if not np.isfinite(mapped).all():
+        raise VectorStoreError(
+            f"{DATASET}: migrated values overflow {mapped.dtype} although the vectors read are "
+            "finite. Ask for a wider dtype (dtype='float32'), or check the map's weights."
+        )
+    index = table.schema.get_field_index(column)
+    like = table.schema.field(index).type
+    new = _column(mapped, like)
+    return table.set_column(index, pa.field(column, new.type), new)
+
+
+def migrate_dataset(
+    migration_map: MigrationMap | str | os.PathLike,
+    ds: ray.data.Dataset,
+    *,
+    column: str | None = None,
+    dtype: str | np.dtype | None = None,
+    batch_size: int | None = 4096,
+) -> ray.data.Dataset:
+    """``ds`` with its vector ``column`` moved into the new encoder's space, lazily (Ray Data).
+
+    The map is applied per batch with ``map_batches``, as `relrep_hf.migration.migrate_store`
+    applies it per chunk (one ``addmm`` in float32, float64 for float64 vectors), so the rows
+    and numbers are the single-process path's; every other column is carried over.
+    ``column``: the vector column (default ``embedding``, ``embeddings``, ``vector`` or
+    ``vectors``, whichever exists). ``dtype``: the new vectors' dtype (default the column's).
+
+    Example:
+        >>> ds = ray.data.read_parquet("s3://bucket/vectors/")  # doctest: +SKIP
+        >>> migrate_dataset("me/minilm-to-e5", ds).write_parquet("s3://bucket/new/")  # doctest: +SKIP
+    """
+    from relrep_hf.migration.migrate import _dtype
+
+    require_ray()
+    migration_map = _loaded_map(migration_map)
+    names, schema = _names(ds)
+    column = _pick_column(names, column, DATASET)
+    d_old = int(migration_map.weight.shape[0])
+    wanted = None if dtype is None else _dtype(dtype)
+    if schema is not None:
+        _, dim = _vector_type(schema.field(column), DATASET)
+        if dim is not None and dim != d_old:
+            raise VectorStoreError(
+                f"{DATASET}: column {column!r} holds {dim}-d vectors, the map takes {d_old}-d "
+                "vectors of the old encoder. Give the vectors of the map's source encoder."
+            )
+    function = functools.partial(
+        migrate_batch, migration_map=migration_map, column=column, dtype=wanted
+    )
+    return ds.map_batches(function, batch_format="pyarrow", batch_size=batch_size)
+
+
+def load_text_encoder(spec: str, *, batch_size: int = 64) -> Callable[[Sequence[str]], np.ndarray]:
+    """``texts -> [N, d]`` float32 NumPy for an encoder spec (`parse_encoder`): a transformers
+    or GGUF model loaded once (`load_encoder`, its pooling decided as the embed step decides
+    it, on the GPU when one is visible), a sentence-transformers model or a callable."""
+    from relrep_hf.encoding.encoder_kinds import parse_encoder
+
+    parsed, _ = parse_encoder(spec)
+    if parsed.kind in ("transformers", "gguf"):
+        return _model_encoder(parsed, batch_size)
+    if parsed.kind == "callable":
+        from relrep_hf.encoding.array_encoders import load_callable
+
+        function = load_callable(parsed.source)
+        return lambda texts: np.asarray(function(list(texts)), dtype=np.float32)
+    if parsed.kind == "sentence-transformers":
+        from relrep_hf.encoding.array_encoders import _sentence_transformer
+
+        model, _ = _sentence_transformer(parsed.source)
+        return lambda texts: model.encode(
+            list(texts), batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False
+        ).astype(np.float32, copy=False)
+    raise ValueError(
+        f"Encoder {spec!r} is of kind {parsed.kind!r}, which gives no embeddings of new texts: "
+        "re-embed with a model ('ID:POOLING'), 'st:FOLDER_OR_ID' or 'py:module:function'."
+    )
+
+
+def _model_encoder(spec: Any, batch_size: int) -> Callable[[Sequence[str]], np.ndarray]:
+    import torch
+
+    from relrep_hf.encoding.batches import encode_in_order
+    from relrep_hf.encoding.encoders import load_encoder, resolve_pooling
+    from relrep_hf.encoding.pooling import pool_model_outputs
+
+    model, tokenizer, _ = load_encoder(spec)
+    if torch.cuda.is_available():  # an actor with num_gpus sees its GPU(s) only
+        model = model.to("cuda")
+    spec = resolve_pooling(spec, model)
+    views = [(spec.pooling, spec.layer)]
+
+    def encode(texts: Sequence[str]) -> np.ndarray:
+        (pooled,), _ = encode_in_order(
+            model,
+            tokenizer,
+            list(texts),
+            lambda batch: pool_model_outputs(model, batch, views),
+            batch_size=batch_size,
+            output_device="cpu",
+            output_dtype=torch.float32,
+            show_progress=False,
+            warn=False,
+        )
+        return pooled.numpy()  # [n, d]
+
+    return encode
+
+
+class EncoderActor:
+    """A Ray Data actor: the encoder loaded once (`load_text_encoder`), each batch of texts
+    embedded into ``output_column`` (fixed-size lists of float32)."""
+
+    def __init__(self, spec: str, text_column: str, output_column: str, batch_size: int):
+        self.encode = load_text_encoder(spec, batch_size=batch_size)
+        self.text_column, self.output_column = text_column, output_column
+
+    def __call__(self, table: pa.Table) -> pa.Table:
+        texts = table.column(self.text_column).to_pylist()
+        vectors = np.ascontiguousarray(self.encode(texts), dtype=np.float32)  # [n, d]
+        if vectors.shape[0] != len(texts) or vectors.ndim != 2:
+            raise ValueError(
+                f"The encoder gave {vectors.shape} for {len(texts)} texts; expected [n, d]."
+            )
+        column = pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), vectors.shape[1])
+        if self.output_column in table.column_names:
+            index = table.column_names.index(self.output_column)
+            return table.set_column(index, self.output_column, column)
+        return table.append_column(self.output_column, column)
+
+
+def _concurrency(num_gpus: float | None) -> tuple[int, int]:
+    """``(1, the actors the cluster holds)``: one per ``num_gpus`` GPUs, else one per CPU. A
+    range, so Ray Data starts actors as CPUs are free: a fixed pool of every CPU would leave
+    none to the tasks that read the blocks."""
+    import ray
+
+    resources = ray.cluster_resources()
+    if num_gpus:
+        return 1, max(1, int(resources.get("GPU", 0) // num_gpus))
+    return 1, max(1, int(resources.get("CPU", 1)))
+
+
+def reembed_dataset(
+    ds: ray.data.Dataset,
+    encoder_spec: str,
+    *,
+    text_column: str = "text",
+    batch_size: int = 64,
+    num_gpus: float | None = None,
+    concurrency: int | tuple[int, int] | None = None,
+    output_column: str = "embedding",
+) -> ray.data.Dataset:
+    """``ds`` with ``output_column`` (float32 vectors) embedded from ``text_column`` by
+    ``encoder_spec`` (any spec `parse_encoder` reads but precomputed), lazily (Ray Data).
+
+    Encoder actors (`EncoderActor`) each load the encoder once; ``num_gpus``: GPUs per actor
+    (default: 1 where the cluster has GPUs, else none); ``concurrency``: actors, a number or a
+    ``(min, max)`` range (default: from 1 up to as many as the cluster holds). Each row's embedding is the one the single-process embed step
+    gives for its text (to float32 round-off).
+
+    Example:
+        >>> ds = ray.data.read_parquet("s3://bucket/docs/")  # doctest: +SKIP
+        >>> reembed_dataset(ds, "BAAI/bge-small-en-v1.5:cls").write_parquet("s3://bucket/new/")  # doctest: +SKIP
+    """
+    ray = require_ray()
+    names, _ = _names(ds)
+    if text_column not in names:
+        raise ValueError(
+            f"{DATASET} has no text column {text_column!r}; its columns are {names}. Name the "
+            "column holding the texts (text_column=..., --text-column)."
+        )
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}.")
+    from relrep_hf.encoding.encoder_kinds import parse_encoder
+
+    parse_encoder(encoder_spec)  # on the driver first: a bad spec fails at once
+    if num_gpus is None:
+        num_gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else None
+    return ds.map_batches(
+        EncoderActor,
+        fn_constructor_kwargs={
+            "spec": encoder_spec,
+            "text_column": text_column,
+            "output_column": output_column,
+            "batch_size": batch_size,
+        },
+        batch_format="pyarrow",
+        batch_size=batch_size,
+        num_gpus=num_gpus,
+        concurrency=concurrency or _concurrency(num_gpus),
+    )
+
+
+def partial_statistics(table: pa.Table, *, column: str) -> pa.Table:
+    """One row: the ``count``, ``mean`` and ``scatter`` (flattened, float64) of the block's
+    vectors (`Statistics.update`), for merging on the driver."""
+    import torch
+
+    from relrep_hf.functional.statistics import Statistics
+
+    vectors = _matrix(table.column(column), DATASET, column)  # [n, d]
+    stats = Statistics.empty(vectors.shape[1])
+    if len(vectors):
+        stats = stats.update(torch.from_numpy(np.array(vectors)))
+    return pa.table(
+        {
+            "count": [stats.count],
+            "dim": [stats.dim],
+            "mean": [stats.mean.numpy()],
+            "scatter": [stats.scatter.reshape(-1).numpy()],
+        }
+    )
+
+
+def statistics_from_dataset(ds: ray.data.Dataset, column: str | None = None) -> Statistics:
+    """The whitening `Statistics` (float64) of the vector ``column`` of ``ds``: each block's
+    count, mean and scatter computed on the cluster (`partial_statistics`), merged on the
+    driver with Chan's formula (`Statistics.merge`), so they equal
+    ``Statistics.from_embeddings`` of all rows to float64 round-off."""
+    import torch
+
+    from relrep_hf.functional.statistics import Statistics
+
+    require_ray()
+    names, _ = _names(ds)
+    column = _pick_column(names, column, DATASET)
+    function = functools.partial(partial_statistics, column=column)
+    merged: Statistics | None = None
+    for row in ds.map_batches(function, batch_format="pyarrow", batch_size=None).iter_rows():
+        dim = int(row["dim"])
+        if not row["count"]:
+            continue
+        part = Statistics(
+            int(row["count"]),
+            torch.as_tensor(np.asarray(row["mean"], dtype=np.float64)),
+            torch.as_tensor(np.asarray(row["scatter"], dtype=np.float64).reshape(dim, dim)),
+        )
+        if merged is not None and part.dim != merged.dim:
+            raise VectorStoreError(
+                f"{DATASET}: column {column!r} holds vectors of {merged.dim} and {part.dim} "
+                "dimensions: every row must hold one vector of the same length."
+            )
+        merged = part if merged is None else merged.merge(part)
+    if merged is None:
+        raise ValueError(f"{DATASET} has no rows: statistics need at least 2 embeddings.")
+    return merged

@@ -1,0 +1,396 @@
+"""Store work on a real local Ray cluster (2 CPUs, one start for the module): a sharded store
+(parquet shards, a datasets folder) migrated shard by shard and compared with the
+single-process `migrate_store` of the same shards, resumed after a run that stopped, a worker
+that dies, Ray datasets migrated and re-embedded (a tiny BERT saved to a folder) against the
+one-process paths, and whitening statistics merged from blocks against
+`Statistics.from_embeddings`. The input shards are hashed before and after every run."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import datasets
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from relrep_hf.cli import main
+from relrep_hf.functional.statistics import Statistics
+from relrep_hf.migration import migrate_store
+from relrep_hf.migration.map import MigrationMap
+from relrep_hf.migration.ray_shards import SHARDS_FILE, migrate_shards
+from relrep_hf.migration.stores import VectorStoreError
+
+D_OLD, D_NEW = 8, 5
+SIZES = (70, 45, 0, 33)  # uneven shards, one of them empty
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    ray = pytest.importorskip("ray")
+    # workers at this process's priority: Ray's default niceness (15) starves them on a busy
+    # machine shared with other test runs
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RAY_worker_niceness", "0")
+        ray.init(
+            num_cpus=2,
+            include_dashboard=False,
+            object_store_memory=200 * 2**20,
+            log_to_driver=False,
+            configure_logging=False,
+        )
+        ray.data.DataContext.get_current().enable_progress_bars = False
+        yield ray
+        ray.shutdown()
+
+
+# A driver run as a child process (connected to the module's cluster by RAY_ADDRESS) whose map
+# makes each shard's task take a second: the test kills it once a shard is recorded.
+SLOW_DRIVER = """
+import operator, sys, time
+from relrep_hf.migration.map import MigrationMap
+from relrep_hf.migration.ray_shards import migrate_shards
+
+class Second:
+    def __reduce_ex__(self, protocol):  # unpickled on a worker: a second's sleep
+        return (time.sleep, (1.0,))
+
+class SlowMap(MigrationMap):
+    def __reduce_ex__(self, protocol):  # a plain map again, after the sleep
+        plain = MigrationMap(self.weight.detach(), self.bias.detach())
+        return (operator.itemgetter(1), ((Second(), plain),))
+
+saved = MigrationMap.from_pretrained(sys.argv[1])
+migrate_shards(SlowMap(saved.weight.detach(), saved.bias.detach()), sys.argv[2], sys.argv[3])
+"""
+
+
+@pytest.fixture(scope="module")
+def migration_map():
+    rng = np.random.default_rng(0)
+    weight, bias = rng.standard_normal((D_OLD, D_NEW)), rng.standard_normal(D_NEW)
+    return MigrationMap(torch.from_numpy(weight).float(), torch.from_numpy(bias).float())
+
+
+def _table(vectors: np.ndarray, first_id: int) -> pa.Table:
+    ids = np.arange(first_id, first_id + len(vectors))
+    column = pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), vectors.shape[1])
+    text = pa.array([f"row {i}" for i in ids], pa.string())
+    return pa.table({"id": ids, "text": text, "embedding": column})
+
+
+def _parquet_shards(folder: Path, sizes=SIZES, dim: int = D_OLD, seed: int = 1) -> list[Path]:
+    folder.mkdir()
+    rng, first, paths = np.random.default_rng(seed), 0, []
+    for i, size in enumerate(sizes):
+        path = folder / f"part-{i:03d}.parquet"
+        pq.write_table(_table(rng.standard_normal((size, dim)).astype(np.float32), first), path)
+        first, paths = first + size, [*paths, path]
+    (folder / "README.txt").write_text("the user's note, carried over")
+    return paths
+
+
+def _documented(error: Exception, folder: Path) -> None:
+    """The error's first sentence is the one docs/bad_inputs.md's Ray section gives."""
+    from tests.test_reliability import first_sentence
+
+    text = first_sentence(str(error)).replace(str(folder), "<folder>")
+    section = (REPO / "docs" / "bad_inputs.md").read_text("utf-8").split("## The Ray engine")[1]
+    assert f"{type(error).__name__}: {text}" in section, text
+
+
+def _hashes(folder: Path) -> dict[str, str]:
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.iterdir())
+        if p.is_file()
+    }
+
+
+def _same_table(ours: pa.Table, reference: pa.Table) -> None:
+    assert ours.schema.equals(reference.schema, check_metadata=False)
+    for name in reference.column_names:
+        if name == "embedding":
+            got = np.array(ours.column(name).to_pylist(), dtype=np.float64)
+            want = np.array(reference.column(name).to_pylist(), dtype=np.float64)
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+        else:
+            assert ours.column(name).equals(reference.column(name)), name
+
+
+# ---------------------------------------------------------------------------------------------
+# Refused before Ray starts: every shard is opened and checked on the driver first
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_shard_of_another_dimension_is_named_and_nothing_is_written(tmp_path, migration_map):
+    source = tmp_path / "shards"
+    paths = _parquet_shards(source, sizes=(5, 5))
+    pq.write_table(_table(np.ones((4, D_OLD + 2), np.float32), 100), source / "part-009.parquet")
+    before = _hashes(source)
+    with pytest.raises(VectorStoreError, match=r"part-009\.parquet.*this shard holds 10-d") as e:
+        migrate_shards(migration_map, source, tmp_path / "out")
+    _documented(e.value, tmp_path)
+    assert _hashes(source) == before and len(paths) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shards"]
+
+
+def test_a_missing_column_is_named(tmp_path, migration_map):
+    source = tmp_path / "shards"
+    _parquet_shards(source, sizes=(5,))
+    with pytest.raises(
+        VectorStoreError, match=r"part-000\.parquet' has no vector column 'vec'"
+    ) as e:
+        migrate_shards(migration_map, source, tmp_path / "out", column="vec")
+    _documented(e.value, tmp_path)
+
+
+def test_the_input_folder_is_never_the_output(tmp_path, migration_map):
+    source = tmp_path / "shards"
+    _parquet_shards(source, sizes=(5,))
+    with pytest.raises(VectorStoreError, match="is the input folder itself") as e:
+        migrate_shards(migration_map, source, source, overwrite=True)
+    _documented(e.value, tmp_path)
+
+
+def test_a_folder_without_shards_is_refused(tmp_path, migration_map):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(VectorStoreError, match=r"holds no \.parquet shards") as e:
+        migrate_shards(migration_map, tmp_path / "empty", tmp_path / "out")
+    _documented(e.value, tmp_path)
+
+
+def test_resume_is_refused_without_the_ray_engine(tmp_path, capsys):
+    np.save(tmp_path / "old.npy", np.ones((3, D_OLD), np.float32))
+    argv = ["migrate", "map", "--vectors", str(tmp_path / "old.npy"), "--out", "new.npy"]
+    assert main([*argv, "--resume"]) == 2
+    error = capsys.readouterr().err
+    assert "--resume applies to --engine ray" in error
+    _documented(ValueError(error.split("error: ", 1)[1].strip()), tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.npy"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_batch_is_migrated_as_migrate_store_migrates_its_file(tmp_path, migration_map, dtype):
+    from relrep_hf.migration.ray_engine import migrate_batch
+
+    table = _table(np.random.default_rng(3).standard_normal((12, D_OLD)).astype(dtype), 0)
+    pq.write_table(table, tmp_path / "old.parquet")
+    local = pq.read_table(
+        migrate_store(migration_map, tmp_path / "old.parquet", tmp_path / "n.parquet")
+    )
+    ours = migrate_batch(table, migration_map=migration_map, column="embedding", dtype=None)
+    assert ours.column("embedding").type.value_type == pa.from_numpy_dtype(dtype)
+    _same_table(ours, local)
+
+
+# ---------------------------------------------------------------------------------------------
+# On the local Ray cluster
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_parquet_shards_match_the_single_process_path(tmp_path, ray_cluster, migration_map):
+    source = tmp_path / "shards"
+    paths = _parquet_shards(source)
+    before = _hashes(source)
+    out = migrate_shards(migration_map, source, tmp_path / "out", chunk_rows=16)
+    assert _hashes(source) == before  # the input shards were only read
+    for i, path in enumerate(paths):
+        local = migrate_store(migration_map, path, tmp_path / f"local-{i}.parquet")
+        _same_table(pq.read_table(out / path.name), pq.read_table(local))
+    assert (out / "README.txt").read_text() == "the user's note, carried over"
+    listing = json.loads((out / SHARDS_FILE).read_text())
+    assert [r["shard"] for r in listing["shards"]] == [p.name for p in paths]
+    assert [r["rows"] for r in listing["shards"]] == list(SIZES)
+    for record in listing["shards"]:
+        assert hashlib.sha256((out / record["shard"]).read_bytes()).hexdigest() == record["sha256"]
+    assert not (tmp_path / ".out.ray-shards").exists()  # the work folder is gone
+    with pytest.raises(VectorStoreError, match="exists already"):
+        migrate_shards(migration_map, source, out)
+
+
+@pytest.mark.slow
+def test_a_datasets_folder_through_the_command(tmp_path, ray_cluster, migration_map):
+    rng = np.random.default_rng(2)
+    vectors = rng.standard_normal((90, D_OLD)).astype(np.float32)
+    source = tmp_path / "old_ds"
+    datasets.Dataset(_table(vectors, 0)).save_to_disk(str(source), num_shards=3)
+    map_folder = tmp_path / "map"
+    migration_map.save_pretrained(map_folder)
+    before = _hashes(source)
+    out = tmp_path / "new_ds"
+    args = ["migrate", str(map_folder), "--vectors", str(source), "--out", str(out)]
+    assert main([*args, "--engine", "ray", "--chunk-rows", "7"]) == 0
+    assert _hashes(source) == before
+    local = migrate_store(migration_map, source, tmp_path / "local_ds")
+    ours, reference = datasets.load_from_disk(str(out)), datasets.load_from_disk(str(local))
+    assert ours.features == reference.features
+    assert len(ours.cache_files) == 3  # one new shard per input shard
+    _same_table(ours.data.table, reference.data.table)
+
+
+@pytest.mark.slow
+def test_a_stopped_run_resumes_from_its_verified_shards(tmp_path, ray_cluster, migration_map):
+    source = tmp_path / "shards"
+    paths = _parquet_shards(source, sizes=(20, 20, 20))
+    good = pq.read_table(paths[2])
+    vectors = np.array(good.column("embedding").to_pylist(), np.float32)
+    vectors[3, 1] = np.nan
+    pq.write_table(good.set_column(2, "embedding", _table(vectors, 40).column(2)), paths[2])
+    with pytest.raises(VectorStoreError, match=r"part-002\.parquet.*hold NaN") as e:
+        migrate_shards(migration_map, source, tmp_path / "out")
+    _documented(e.value, tmp_path)
+    work = tmp_path / ".out.ray-shards"
+    assert not (tmp_path / "out").exists()
+    assert {p.name for p in work.iterdir()} >= {"part-000.parquet", "part-001.parquet"}
+    kept = os.stat(work / "part-000.parquet").st_ino
+    with open(work / "part-001.parquet", "ab") as file:  # damaged: redone, not trusted
+        file.write(b"x")
+    pq.write_table(good, paths[2])  # fixed
+    with pytest.raises(VectorStoreError, match="Pass resume=True") as e:
+        migrate_shards(migration_map, source, tmp_path / "out")
+    _documented(e.value, tmp_path)
+    before = _hashes(source)
+    out = migrate_shards(migration_map, source, tmp_path / "out", resume=True)
+    assert _hashes(source) == before
+    assert os.stat(out / "part-000.parquet").st_ino == kept  # not migrated again
+    for i, path in enumerate(paths):
+        local = migrate_store(migration_map, path, tmp_path / f"local-{i}.parquet")
+        _same_table(pq.read_table(out / path.name), pq.read_table(local))
+    assert not work.exists()
+
+
+@pytest.mark.slow
+def test_a_killed_driver_resumes_from_its_finished_shards(tmp_path, ray_cluster, migration_map):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    source = tmp_path / "shards"
+    paths = _parquet_shards(source, sizes=(10,) * 8)
+    migration_map.save_pretrained(tmp_path / "map")
+    work, out = tmp_path / ".out.ray-shards", tmp_path / "out"
+    address = ray_cluster.get_runtime_context().gcs_address
+    env = {**os.environ, "RAY_ADDRESS": address}
+    command = [sys.executable, "-c", SLOW_DRIVER, str(tmp_path / "map"), str(source), str(out)]
+    driver = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while not any((work / ".done").glob("*.json")) and driver.poll() is None:
+        assert time.monotonic() < deadline, "no shard was recorded in 4 minutes"
+        time.sleep(0.05)
+    driver.send_signal(signal.SIGKILL)
+    _, stderr = driver.communicate()
+    assert driver.returncode == -signal.SIGKILL, stderr[-2000:]
+    assert not out.exists()
+    finished = [p for p in paths if (work / ".done" / f"{p.name}.json").exists()]
+    assert 1 <= len(finished) < len(paths)
+    kept = {p.name: os.stat(work / p.name).st_ino for p in finished}
+    before = _hashes(source)
+    migrate_shards(migration_map, source, out, resume=True)
+    assert _hashes(source) == before
+    assert {name: os.stat(out / name).st_ino for name in kept} == kept  # not migrated again
+    for i, path in enumerate(paths):
+        local = migrate_store(migration_map, path, tmp_path / f"local-{i}.parquet")
+        _same_table(pq.read_table(out / path.name), pq.read_table(local))
+
+
+class DyingMap(MigrationMap):
+    """A real map on the driver; a Ray worker that unpickles it exits at once (as one killed by
+    the out-of-memory killer would)."""
+
+    def __reduce_ex__(self, protocol):
+        return (os._exit, (1,))
+
+
+@pytest.mark.slow
+def test_a_worker_that_dies_is_retried_then_named(tmp_path, ray_cluster, migration_map):
+    source = tmp_path / "shards"
+    _parquet_shards(source, sizes=(6,))
+    before = _hashes(source)
+    dying = DyingMap(migration_map.weight.detach().clone(), migration_map.bias.detach().clone())
+    with pytest.raises(VectorStoreError, match=r"part-000\.parquet.*died 2 time") as e:
+        migrate_shards(dying, source, tmp_path / "out", max_retries=1)
+    _documented(e.value, tmp_path)
+    assert _hashes(source) == before
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_a_ray_dataset_is_migrated_and_its_statistics_merged(tmp_path, ray_cluster, migration_map):
+    from relrep_hf.migration.ray_engine import migrate_dataset, statistics_from_dataset
+
+    source = tmp_path / "shards"
+    paths = _parquet_shards(source)
+    ds = ray_cluster.data.read_parquet([str(p) for p in paths])
+    migrated = migrate_dataset(migration_map, ds).to_arrow_refs()
+    ours = pa.concat_tables(ray_cluster.get(migrated)).sort_by("id")
+    local = [
+        migrate_store(migration_map, p, tmp_path / f"l{i}.parquet") for i, p in enumerate(paths)
+    ]
+    _same_table(ours, pa.concat_tables([pq.read_table(p) for p in local]))
+
+    stats = statistics_from_dataset(ds)  # a block per shard at least
+    rows = [pq.read_table(p).column("embedding").to_pylist() for p in paths]
+    rows = np.concatenate([np.array(r, np.float32).reshape(-1, D_OLD) for r in rows])
+    reference = Statistics.from_embeddings(torch.from_numpy(rows))
+    assert stats.count == reference.count == sum(SIZES)
+    for ours_part, want in ((stats.mean, reference.mean), (stats.scatter, reference.scatter)):
+        scale = want.abs().max()
+        assert float((ours_part - want).abs().max() / scale) < 1e-9
+
+    wide = ray_cluster.data.from_arrow(_table(np.ones((3, D_OLD + 1), np.float32), 0))
+    with pytest.raises(VectorStoreError, match="holds 9-d vectors, the map takes 8-d") as e:
+        migrate_dataset(migration_map, wide)
+    _documented(e.value, tmp_path)
+
+
+def _tiny_bert(folder: Path) -> str:
+    from tokenizers import Tokenizer, pre_tokenizers
+    from tokenizers.models import WordLevel
+    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+
+    words = ["[PAD]", "[UNK]", "row", "a", "b", "c", "d", *[str(i) for i in range(100)]]
+    backend = Tokenizer(WordLevel(vocab={w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]"
+    )
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(words), hidden_size=16, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=32, max_position_embeddings=32)  # fmt: skip
+    BertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return f"{folder}:mean"
+
+
+@pytest.mark.slow
+def test_a_ray_dataset_is_reembedded_as_one_process_embeds_it(tmp_path, ray_cluster):
+    from relrep_hf.encoding.encoder_kinds import EmbedRequest, embed_encoders, parse_encoder
+    from relrep_hf.migration.ray_engine import reembed_dataset
+
+    spec = _tiny_bert(tmp_path / "bert")
+    texts = [" ".join(["row", str(i)] + ["a b c d"[: 1 + i % 7]] * (i % 5)) for i in range(60)]
+    table = pa.table({"id": np.arange(60), "text": texts})
+    ds = ray_cluster.data.from_arrow([table[:30], table[30:]])  # two blocks: two actors
+    embedded = reembed_dataset(ds, spec, batch_size=16, concurrency=2).to_arrow_refs()
+    ours = pa.concat_tables(ray_cluster.get(embedded)).sort_by("id")
+    assert ours.column("text").to_pylist() == texts
+    parsed, _ = parse_encoder(spec)
+    request = EmbedRequest(datasets.Dataset.from_dict({"text": texts}), tmp_path / "cache")
+    (reference,) = embed_encoders([parsed], ["text"], request)
+    want = np.array(reference.dataset["embedding"], dtype=np.float64)
+    got = np.array(ours.column("embedding").to_pylist(), dtype=np.float64)
+    assert got.shape == want.shape == (60, 16)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+    with pytest.raises(ValueError, match="no text column 'body'") as e:
+        reembed_dataset(ds, spec, text_column="body")
+    _documented(e.value, tmp_path)
