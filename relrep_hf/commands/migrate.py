@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> None:
             args.map,
             args.vectors,
             args.out,
-            **step_keywords(args, "column", "chunk_rows", "overwrite", "dtype", "resume"),
+            **step_keywords(args, "column", "chunk_rows", "overwrite", "dtype", "resume", "force"),
         )
         print(f"Migrated {args.vectors} into {out} on Ray")
         return

@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from relrep_hf.migration.files import _is_datasets
+from relrep_hf.migration.report import check_recommendation
 from relrep_hf.migration.stores import (
     DEFAULT_CHUNK_ROWS,
     Transform,
@@ -340,6 +341,7 @@ def migrate_shards(
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     overwrite: bool = False,
     resume: bool = False,
+    force: bool = False,
     max_retries: int = 2,
     show_progress: bool | None = None,
 ) -> Path:
@@ -349,7 +351,8 @@ def migrate_shards(
     ``migration_map``: a `MigrationMap` (or any module with ``weight [d_old, d_new]`` and
     ``bias``) or a saved one's folder or Hub id. ``column``, ``dtype``, ``chunk_rows``,
     ``overwrite``: as `relrep_hf.migration.migrate_store`. ``resume``: keep the verified shards
-    of an earlier run that stopped. ``max_retries``: Ray's retries of a shard whose worker died. ``show_progress``: a bar over
+    of an earlier run that stopped. ``force``: use a map whose own held-out report recommends
+    re-embedding (refused otherwise, as by `migrate_store`). ``max_retries``: Ray's retries of a shard whose worker died. ``show_progress``: a bar over
     shards (None: only on a terminal).
     Ray is started here (``ray.init()``: ``RAY_ADDRESS`` or a local cluster) unless the caller
     started it (``ray.init(address=...)``). Every shard is checked (its column, its dimension)
@@ -358,6 +361,7 @@ def migrate_shards(
     from relrep_hf.migration.ray_engine import _loaded_map
 
     migration_map = _loaded_map(migration_map)
+    check_recommendation(getattr(migration_map, "info", {}), "the migration", force=force)
     if not isinstance(chunk_rows, int) or isinstance(chunk_rows, bool) or chunk_rows < 1:
         raise ValueError(f"chunk_rows must be a positive int, got {chunk_rows!r}.")
     source, out = Path(vectors), Path(os.path.abspath(out))

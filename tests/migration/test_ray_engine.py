@@ -167,6 +167,19 @@ def test_a_folder_without_shards_is_refused(tmp_path, migration_map):
     _documented(e.value, tmp_path)
 
 
+def test_a_map_whose_report_says_re_embed_is_refused_before_ray_starts(tmp_path, migration_map):
+    from relrep_hf.migration.report import MigrationQualityError
+
+    source = tmp_path / "shards"
+    _parquet_shards(source, sizes=(5,))
+    refused = MigrationMap(migration_map.weight.detach(), migration_map.bias.detach())
+    refused.info = {"recommendation": {"action": "re-embed", "reason": "retention@10 0.2"}}
+    with pytest.raises(MigrationQualityError, match="recommends re-embedding"):
+        migrate_shards(refused, source, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shards"]
+
+
 def test_resume_is_refused_without_the_ray_engine(tmp_path, capsys):
     np.save(tmp_path / "old.npy", np.ones((3, D_OLD), np.float32))
     argv = ["migrate", "map", "--vectors", str(tmp_path / "old.npy"), "--out", "new.npy"]
