@@ -23,7 +23,9 @@ FENCED = re.compile(r"^```.*?^```", re.S | re.M)
 FRAGMENTS = {
     "docs/distributed.md § Launching",
     "docs/distributed.md § Statistics in your own loop",
+    "docs/distributed.md § The cluster recipe",
     "docs/heads.md § The documented path",
+    "docs/heads.md § In transformers.pipeline #2",
     "docs/migration.md § Fit the map",
     "docs/migration.md § Move the stored vectors",
     "docs/migration.md § Database stores",
