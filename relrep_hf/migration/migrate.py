@@ -16,6 +16,7 @@ from torch import Tensor
 
 from relrep_hf.migration.files import open_store
 from relrep_hf.migration.map import MigrationMap
+from relrep_hf.migration.space import check_map_source, map_space
 from relrep_hf.migration.stores import DEFAULT_CHUNK_ROWS, VectorStoreError, rewrite_store
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from relrep_hf.translation.translator import translation_map
@@ -101,6 +102,11 @@ def migrate_store(
     the store's), e.g. ``"float32"`` for a float16 store whose migrated values exceed float16. A
     database store's ``out`` names a collection/table of the same database; the result is then
     a `MigratedLocation` whose ``backup`` names the replaced collection/table, kept.
+
+    The new store records its space (`relrep_hf.migration.space`: the map's fingerprint, source
+    and target) where its kind keeps a record; a store whose record says its vectors are not in
+    the map's source space (another encoder's, the map's target already, or migrated by this
+    very map) is refused with a `StoreSpaceError`, nothing written.
     """
     if not isinstance(migration_map, torch.nn.Module):
         migration_map = MigrationMap.from_pretrained(migration_map)
@@ -111,6 +117,7 @@ def migrate_store(
             f"{store.describe()}: the map takes {d_old}-d vectors of the old encoder, the store "
             f"holds {store.dim}-d ones. Give the vectors of the map's source encoder."
         )
+    check_map_source(store.read_space(), migration_map, store.describe())
     # computed in float64 for a float64 output, float32 otherwise
     transform = affine_chunks(migration_map, store.dtype if dtype is None else _dtype(dtype))
     return rewrite_store(
@@ -122,4 +129,5 @@ def migrate_store(
         overwrite=overwrite,
         show_progress=show_progress,
         dtype=dtype,
+        space=map_space(migration_map),
     )

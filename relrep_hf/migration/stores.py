@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from relrep_hf.migration.space import StoreSpace
 from relrep_hf.utils.io import _process_exists, atomic_directory, fsync_directory, fsync_file
 from relrep_hf.utils.locking import folder_lock
 from relrep_hf.utils.registry import Registry
@@ -89,6 +90,14 @@ class VectorStore:
     dtype: np.dtype
     # the dtypes this kind can write (``dtype=`` of `rewrite_store`); FAISS: float32 only
     output_dtypes: tuple[np.dtype, ...] = FLOAT_DTYPES
+    # whether the kind records the space of its vectors (`read_space`; its ``write`` and
+    # ``rewrite_into`` then take ``space=``, a `relrep_hf.migration.space.StoreSpace`)
+    records_space: bool = False
+
+    def read_space(self) -> StoreSpace | None:
+        """The space the store records its vectors are in; ``None``: unrecorded (a kind that
+        keeps no record, or a store written before records were kept)."""
+        return None
 
     def chunks(self, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[np.ndarray]:
         """The vectors, ``[<= chunk_rows, dim]`` at a time, in order."""
@@ -117,14 +126,22 @@ class VectorStore:
         *,
         overwrite: bool = False,
         dtype: np.dtype | None = None,
+        space: StoreSpace | None = None,
     ) -> Path | str:
         """Write the transformed store aside and swap it in at ``out`` in one step, so a reader
         never sees half of it and a killed run leaves ``out`` as it was. Files and folders are
         written beside ``out`` and renamed (`write`); a database store overrides this with its
         own way (a new collection or table, then an alias switch or a renaming transaction).
-        ``dtype``: the new vectors' dtype (passed only when it differs from the store's)."""
+        ``dtype``: the new vectors' dtype (passed only when it differs from the store's).
+        ``space``: the new vectors' space (given only to kinds that `records_space`)."""
         dtype = self.dtype if dtype is None else np.dtype(dtype)
-        return rewrite_file_or_folder(self, Path(out), transform, dim, chunk_rows, overwrite, dtype)
+        return rewrite_file_or_folder(
+            self, Path(out), transform, dim, chunk_rows, overwrite, dtype, space
+        )
+
+    def record_beside(self, staging: Path, out: Path, space: StoreSpace | None) -> None:
+        """Record ``space`` for the file ``staging`` that becomes ``out``, where the format has
+        no metadata slot of its own (a .npy file: a sidecar); called before the swap."""
 
     def read_all(self) -> np.ndarray:
         """Every vector, ``[rows, dim]`` (small stores: evaluation, tests)."""
@@ -239,6 +256,7 @@ def rewrite_store(
     overwrite: bool = False,
     show_progress: bool | None = None,
     dtype: object = None,
+    space: StoreSpace | None = None,
 ) -> Path | str:
     """Stream ``store`` through ``transform`` into a new store of the same kind at ``out``.
 
@@ -247,7 +265,8 @@ def rewrite_store(
     (which may be the input itself, with ``overwrite``) is left as it was. Every chunk is
     checked for NaN and infinite values as read and as written. ``dtype``: the new vectors'
     dtype (default: the store's; one of ``store.output_dtypes``). ``show_progress``: a tqdm
-    bar over rows (None: only on a terminal).
+    bar over rows (None: only on a terminal). ``space``: the space of the new vectors, recorded
+    in the new store where its kind `records_space` (any old record is dropped either way).
     """
     from tqdm.auto import tqdm
 
@@ -255,6 +274,8 @@ def rewrite_store(
         raise ValueError(f"chunk_rows must be a positive int, got {chunk_rows!r}.")
     wanted = store.dtype if dtype is None else _check_dtype(store, dtype)
     extra = {} if wanted == store.dtype else {"dtype": wanted}  # kinds without dtype= still work
+    if store.records_space:
+        extra["space"] = space
     disable = None if show_progress is None else not show_progress
     with tqdm(
         total=store.rows, unit="rows", desc=f"migrating {store.path.name}", disable=disable
@@ -311,15 +332,21 @@ def rewrite_file_or_folder(
     chunk_rows: int,
     overwrite: bool,
     dtype: np.dtype,
+    space: StoreSpace | None = None,
 ) -> Path:
     """A file or folder store's `VectorStore.rewrite_into`: written beside ``out`` (a file, or
-    a staging folder) and renamed into place, one run at a time (the lock beside ``out``)."""
+    a staging folder) and renamed into place, one run at a time (the lock beside ``out``);
+    ``space`` recorded in it (`VectorStore.records_space`)."""
     given, out = out, Path(os.path.abspath(out))
     _check_output(store, out, overwrite)
     extra = {} if dtype == store.dtype else {"dtype": dtype}
+    if store.records_space:
+        extra["space"] = space
 
     def write(path: Path) -> None:
         store.write(path, apply, dim, chunk_rows, **extra)
+        if store.records_space:
+            store.record_beside(path, out, space)
 
     if store.path.is_dir():
         with atomic_directory(out) as staging:  # holds the lock; removes dead runs' staging
