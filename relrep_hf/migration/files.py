@@ -129,7 +129,7 @@ def _sidecar_records(sidecar: Path) -> list[dict]:
 
 class NpyStore(_RawStore):
     """A .npy file; its space is recorded in a sidecar, ``<name>.space.json``, which names the
-    version of the file it describes (so a file replaced by other means reads unrecorded)."""
+    version of the file it describes (so a file replaced otherwise reads unrecorded)."""
 
     kind = "npy"
     records_space = True
@@ -179,17 +179,16 @@ class NpyStore(_RawStore):
                 return StoreSpace.from_json(json.dumps(record.get("space")), where=str(sidecar))
         return None
 
-    def record_beside(self, staging: Path, out: Path, space: StoreSpace | None) -> None:
-        """The sidecar of ``out`` gains the record of ``staging`` (the version about to be
-        swapped in) and keeps only that of the version it replaces, so a run killed before the
-        swap leaves the old version's record in force."""
-        if space is None:
-            return
+    def record_beside(self, out: Path, space: StoreSpace | None) -> None:
+        """The sidecar of ``out`` records ``space`` for the version just swapped in (by its
+        identity: a run killed before this leaves the new version unrecorded, never described
+        by the old version's record)."""
         sidecar = space_sidecar(out)
-        current = _identity(out) if out.exists() else None
-        kept = [r for r in _sidecar_records(sidecar) if r.get("file") == current]
-        new = {"file": _identity(staging), "space": json.loads(space.to_json())}
-        atomic_write_bytes(sidecar, json.dumps({"records": [*kept, new]}, indent=1).encode())
+        if space is None:
+            sidecar.unlink(missing_ok=True)
+            return
+        record = {"file": _identity(out), "space": json.loads(space.to_json())}
+        atomic_write_bytes(sidecar, json.dumps({"records": [record]}, indent=1).encode())
 
 
 class SafetensorsStore(_RawStore):

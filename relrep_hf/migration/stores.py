@@ -139,9 +139,9 @@ class VectorStore:
             self, Path(out), transform, dim, chunk_rows, overwrite, dtype, space
         )
 
-    def record_beside(self, staging: Path, out: Path, space: StoreSpace | None) -> None:
-        """Record ``space`` for the file ``staging`` that becomes ``out``, where the format has
-        no metadata slot of its own (a .npy file: a sidecar); called before the swap."""
+    def record_beside(self, out: Path, space: StoreSpace | None) -> None:
+        """Record ``space`` for the file just swapped in at ``out``, where the format has no
+        metadata slot of its own (a .npy file: a sidecar)."""
 
     def read_all(self) -> np.ndarray:
         """Every vector, ``[rows, dim]`` (small stores: evaluation, tests)."""
@@ -345,8 +345,6 @@ def rewrite_file_or_folder(
 
     def write(path: Path) -> None:
         store.write(path, apply, dim, chunk_rows, **extra)
-        if store.records_space:
-            store.record_beside(path, out, space)
 
     if store.path.is_dir():
         with atomic_directory(out) as staging:  # holds the lock; removes dead runs' staging
@@ -358,6 +356,8 @@ def rewrite_file_or_folder(
         _remove_stale_partials(out)
         _check_output(store, out, overwrite)
         _write_file_aside(out, write, overwrite)
+        if store.records_space:
+            store.record_beside(out, space)
     return given
 
 
