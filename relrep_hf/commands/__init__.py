@@ -5,8 +5,19 @@ builds the parser from `COMMANDS`, in this order; `arguments` holds the pieces t
 Light to import: a command imports the pipeline only when it runs.
 """
 
-from relrep_hf.commands import bridge, demo, embed, evaluate, fit, migrate, onboard, push, translate
+from relrep_hf.commands import (
+    bridge,
+    demo,
+    embed,
+    evaluate,
+    fit,
+    migrate,
+    onboard,
+    push,
+    reembed,
+    translate,
+)
 
-COMMANDS = (embed, fit, onboard, evaluate, translate, migrate, bridge, push, demo)
+COMMANDS = (embed, fit, onboard, evaluate, translate, migrate, reembed, bridge, push, demo)
 
 __all__ = ["COMMANDS"]

@@ -38,15 +38,14 @@ from relrep_hf.migration.stores import (
     VectorStoreError,
     _check_dtype,
     check_finite_output,
+    records_space,
 )
-from relrep_hf.utils.defaults import DEFAULT_EMBED_BATCH_SIZE
+from relrep_hf.utils.defaults import DEFAULT_EMBED_BATCH_SIZE, DEFAULT_REEMBED_CHUNK_ROWS
 from relrep_hf.utils.io import atomic_write_bytes, fsync_directory
 from relrep_hf.utils.locking import folder_lock
 
 __all__ = ["DEFAULT_REEMBED_CHUNK_ROWS", "MissingTextError", "ReembedEstimate", "reembed_store"]
 
-# rows per committed chunk: what a killed run may lose, and one encoder load each
-DEFAULT_REEMBED_CHUNK_ROWS = 8192
 STAGING_PREFIX = ".reembed-"
 PROGRESS_FILE = "progress.json"
 PROGRESS_FORMAT = 1
@@ -412,7 +411,7 @@ def _write_store(
         return out
 
     extra: dict[str, Any] = {} if dtype == store.dtype else {"dtype": dtype}
-    if store.records_space:
+    if records_space(store):
         space = dict(progress["space"])
         space.pop("format")
         extra["space"] = StoreSpace(**{**space, "aliases": tuple(space["aliases"])})
@@ -492,6 +491,7 @@ def reembed_store(
         "batch_size": batch_size,
         "dtype": str(wanted),
     }
+    options["out"] = str(Path(os.path.abspath(target)))
     key = _run_key(opened, options, texts)
     staging = Path(os.path.abspath(target)).parent / f"{STAGING_PREFIX}{key}"
     options |= {"dtype": wanted, "overwrite": overwrite or out is None}

@@ -42,6 +42,7 @@ __all__ = [
     "VectorStore",
     "VectorStoreError",
     "check_finite",
+    "records_space",
     "register_store_kind",
     "rewrite_store",
     "store_kind",
@@ -91,7 +92,8 @@ class VectorStore:
     # the dtypes this kind can write (``dtype=`` of `rewrite_store`); FAISS: float32 only
     output_dtypes: tuple[np.dtype, ...] = FLOAT_DTYPES
     # whether the kind records the space of its vectors (`read_space`; its ``write`` and
-    # ``rewrite_into`` then take ``space=``, a `relrep_hf.migration.space.StoreSpace`)
+    # ``rewrite_into`` then take ``space=``, a `relrep_hf.migration.space.StoreSpace`); set by
+    # the class that defines ``write`` (`records_space`: a subclass writing otherwise does not)
     records_space: bool = False
 
     def read_space(self) -> StoreSpace | None:
@@ -150,6 +152,16 @@ class VectorStore:
 
     def describe(self) -> str:
         return f"{self.kind} store {str(self.path)!r} ({self.rows} x {self.dim} {self.dtype})"
+
+
+def records_space(store: VectorStore) -> bool:
+    """Whether ``store``'s writer records the new vectors' space: the class that defines its
+    ``write`` (or ``rewrite_into``) says so itself, so a registered kind that subclasses one of
+    the package's and writes its own way is not handed a ``space`` it does not take."""
+    for klass in type(store).__mro__:
+        if "write" in vars(klass) or "rewrite_into" in vars(klass):
+            return bool(vars(klass).get("records_space", False))
+    return False
 
 
 def store_kind(location: str | os.PathLike) -> str:
@@ -274,7 +286,7 @@ def rewrite_store(
         raise ValueError(f"chunk_rows must be a positive int, got {chunk_rows!r}.")
     wanted = store.dtype if dtype is None else _check_dtype(store, dtype)
     extra = {} if wanted == store.dtype else {"dtype": wanted}  # kinds without dtype= still work
-    if store.records_space:
+    if records_space(store):
         extra["space"] = space
     disable = None if show_progress is None else not show_progress
     with tqdm(
@@ -336,11 +348,11 @@ def rewrite_file_or_folder(
 ) -> Path:
     """A file or folder store's `VectorStore.rewrite_into`: written beside ``out`` (a file, or
     a staging folder) and renamed into place, one run at a time (the lock beside ``out``);
-    ``space`` recorded in it (`VectorStore.records_space`)."""
+    ``space`` recorded in it (`records_space`)."""
     given, out = out, Path(os.path.abspath(out))
     _check_output(store, out, overwrite)
     extra = {} if dtype == store.dtype else {"dtype": dtype}
-    if store.records_space:
+    if records_space(store):
         extra["space"] = space
 
     def write(path: Path) -> None:
@@ -356,7 +368,7 @@ def rewrite_file_or_folder(
         _remove_stale_partials(out)
         _check_output(store, out, overwrite)
         _write_file_aside(out, write, overwrite)
-        if store.records_space:
+        if records_space(store):
             store.record_beside(out, space)
     return given
 
