@@ -42,7 +42,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
 }
 MAX_TOP_LEVEL_MODULES = 8
 # a layer's folder a reader can take in at a glance (the old paths re-exported count too)
-MAX_FOLDER_MODULES = {"training": 10, "evaluation": 10, "commands": 10}
+# commands: one module per command (issue #46 adds `reembed`)
+MAX_FOLDER_MODULES = {"training": 10, "evaluation": 10, "commands": 11}
 MAX_LINES = 600  # a file that holds one idea (issue #36); functions stay short
 MAX_FUNCTION_LINES = 80
 

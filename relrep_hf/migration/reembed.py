@@ -481,7 +481,6 @@ def reembed_store(
             raise ValueError(f"max_rows must be a positive int, got {max_rows!r}.")
         return _dry_run(spec, source, max_rows, batch_size, opened.rows)
     wanted = opened.dtype if dtype is None else _check_dtype(opened, dtype)
-    target = Path(opened.path) if out is None else out
     options = {
         "encoder": str(spec),
         "text_column": text_column,
@@ -491,16 +490,35 @@ def reembed_store(
         "batch_size": batch_size,
         "dtype": str(wanted),
     }
+    run = {"resume": resume, "overwrite": overwrite or out is None, "show_progress": show_progress}
+    return _run(spec, source, out, options, texts, **run)
+
+
+def _run(
+    spec: Any,
+    source: _Texts,
+    out: str | os.PathLike | None,
+    options: dict[str, Any],
+    texts: str | os.PathLike | None,
+    *,
+    resume: bool,
+    overwrite: bool,
+    show_progress: bool | None,
+) -> Path | str:
+    """Embed the chunks not yet committed in the staging folder of this run (its key: the
+    store's and texts' versions, ``out`` and ``options``), then swap the new store in."""
+    opened = source.store
+    target = Path(opened.path) if out is None else out
     options["out"] = str(Path(os.path.abspath(target)))
     key = _run_key(opened, options, texts)
-    staging = Path(os.path.abspath(target)).parent / f"{STAGING_PREFIX}{key}"
-    options |= {"dtype": wanted, "overwrite": overwrite or out is None}
+    staging = Path(options["out"]).parent / f"{STAGING_PREFIX}{key}"
+    options |= {"dtype": np.dtype(options["dtype"]), "overwrite": overwrite}
     with folder_lock(staging):  # one run per staging folder: a second fails at once
         if staging.exists() and not resume:
             done = _read_progress(staging, key)["chunks"]
             raise VectorStoreError(
                 f"A killed re-embed of {opened.describe()} with these settings left {done} "
-                f"committed chunk(s) of {chunk_rows} rows at {str(staging)!r}. Pass resume=True "
+                f"committed chunk(s) of {options['chunk_rows']} rows at {str(staging)!r}. Pass resume=True "
                 "(--resume) to go on from them, or remove that folder to start over; nothing "
                 "was written."
             )
