@@ -518,9 +518,9 @@ def _run(
             done = _read_progress(staging, key)["chunks"]
             raise VectorStoreError(
                 f"A killed re-embed of {opened.describe()} with these settings left {done} "
-                f"committed chunk(s) of {options['chunk_rows']} rows at {str(staging)!r}. Pass resume=True "
-                "(--resume) to go on from them, or remove that folder to start over; nothing "
-                "was written."
+                f"committed chunk(s) of {options['chunk_rows']} rows. Pass resume=True "
+                "(--resume) to go on from them, or remove their folder to start over: "
+                f"{str(staging)!r}. Nothing was written."
             )
         staging.mkdir(exist_ok=True)
         progress = _read_progress(staging, key)

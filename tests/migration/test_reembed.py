@@ -204,3 +204,19 @@ def test_the_real_minilm_reembeds_a_parquet_store(tmp_path):
     space = open_store(out).read_space()
     assert space.encoder["id"] == "sentence-transformers/all-MiniLM-L6-v2"
     assert (space.encoder["pooling"], space.dim) == ("mean", 384)
+
+
+@pytest.mark.slow  # LanceDB's import and table writes: 34 s on the shared 2 cores
+def test_a_lancedb_table_is_reembedded_and_reads_unrecorded(tmp_path):
+    import lancedb
+
+    rows = texts(7)
+    old = np.zeros((7, D_OLD), np.float32)
+    column = pa.FixedSizeListArray.from_arrays(pa.array(old.reshape(-1)), D_OLD)
+    data = pa.table({"id": list(range(7)), "text": rows, "vector": column})
+    lancedb.connect(str(tmp_path / "db")).create_table("docs", data)
+    out = reembed_store(tmp_path / "db", SPEC, tmp_path / "db2", table="docs", chunk_rows=3,
+                        show_progress=False)  # fmt: skip
+    store = open_store(out, table="docs")
+    np.testing.assert_array_equal(store.read_all(), letters(rows))
+    assert store.read_space() is None  # LanceDB keeps no record yet
