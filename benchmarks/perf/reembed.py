@@ -7,8 +7,8 @@ arm): the baseline loads ``SentenceTransformer``, encodes the store's texts and 
 with the new vectors by ``pq.write_table``; ``reembed_store`` with ``st:MODEL`` (the same model
 through the library's loop: texts checked, chunks committed to the staging folder, written
 aside, swapped in, space recorded) and with ``minilm:mean`` (the transformers kind, mean
-pooling). Same batch size, one untimed warm-up round, runs interleaved, medians; the ``st:`` arm's vectors are checked
-against the baseline's.
+pooling). Same batch size, one untimed warm-up round, runs interleaved, medians; the ``st:``
+arm's vectors are checked against the baseline's.
 
     python -m benchmarks reembed [--rows 2000] [--repeats 3]
 """

@@ -44,6 +44,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--column", default=None, help="the vector column (default: embedding/vector)"
     )
+    parser.add_argument("--table", default=None, help="the LanceDB table (default: the only one)")
     parser.add_argument(
         "--chunk-rows",
         type=int,
@@ -78,7 +79,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> None:
     from relrep_hf.migration import reembed_store
 
-    names = ("text_column", "texts", "id_column", "column", "chunk_rows", "batch_size")
+    names = ("text_column", "texts", "id_column", "column", "table", "chunk_rows", "batch_size")
     result = reembed_store(
         args.store,
         args.encoder,

@@ -513,6 +513,7 @@ def _run(
     key = _run_key(opened, options, texts)
     staging = Path(options["out"]).parent / f"{STAGING_PREFIX}{key}"
     options |= {"dtype": np.dtype(options["dtype"]), "overwrite": overwrite}
+    staging.parent.mkdir(parents=True, exist_ok=True)
     with folder_lock(staging):  # one run per staging folder: a second fails at once
         if staging.exists() and not resume:
             done = _read_progress(staging, key)["chunks"]
