@@ -58,6 +58,11 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--overwrite", action="store_true", help="replace --out (a store of the same kind only)"
     )
     parser.add_argument(
+        "--skip-missing",
+        action="store_true",
+        help="leave rows without text out of the new store (they are named) instead of refusing",
+    )
+    parser.add_argument(
         "--resume", action="store_true", help="go on from the committed chunks of a killed run"
     )
     parser.add_argument(
@@ -84,7 +89,7 @@ def run(args: argparse.Namespace) -> None:
         args.store,
         args.encoder,
         args.out,
-        **step_keywords(args, *names, "overwrite", "resume", "max_rows", "dtype"),
+        **step_keywords(args, *names, "overwrite", "resume", "max_rows", "dtype", "skip_missing"),
     )
     if args.max_rows is not None:
         print(result)

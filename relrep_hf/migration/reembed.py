@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -44,7 +45,9 @@ from relrep_hf.utils.defaults import DEFAULT_EMBED_BATCH_SIZE, DEFAULT_REEMBED_C
 from relrep_hf.utils.io import atomic_write_bytes, fsync_directory
 from relrep_hf.utils.locking import folder_lock
 
-__all__ = ["DEFAULT_REEMBED_CHUNK_ROWS", "MissingTextError", "ReembedEstimate", "reembed_store"]
+logger = logging.getLogger(__name__)
+
+__all__ = ["MissingTextError", "ReembedEstimate", "reembed_store"]
 
 STAGING_PREFIX = ".reembed-"
 PROGRESS_FILE = "progress.json"
@@ -188,30 +191,66 @@ def _texts_of(
     return _Texts(store, text_column, id_column, _texts_by_id(Path(texts), id_column, text_column))
 
 
-def _check_texts(source: _Texts, chunk_rows: int) -> None:
-    """Refuse, naming their ids, the rows whose text is missing, empty or blank."""
-    missing: list[Any] = []
-    count = 0
-    for texts, ids in zip(source.batches(chunk_rows), source.ids(chunk_rows), strict=True):
-        for text, row_id in zip(texts, ids, strict=True):
+def _missing_rows(source: _Texts, chunk_rows: int) -> tuple[list[int], list[Any]]:
+    """The positions of the rows whose text is missing, empty or blank, and their ids."""
+    positions: list[int] = []
+    ids: list[Any] = []
+    start = 0
+    for texts, batch_ids in zip(source.batches(chunk_rows), source.ids(chunk_rows), strict=True):
+        for offset, (text, row_id) in enumerate(zip(texts, batch_ids, strict=True)):
             if not isinstance(text, str) or not text.strip():
-                count += 1
-                if len(missing) < SHOWN_IDS:
-                    missing.append(row_id)
-    if count:
-        where = (
-            f"no text in {source.text_column!r}"
-            if source.by_id is None
-            else "no text in the file of texts"
-        )
-        more = ", ..." if count > len(missing) else ""
+                positions.append(start + offset)
+                ids.append(row_id)
+        start += len(texts)
+    return positions, ids
+
+
+def _missing_message(source: _Texts, ids: list[Any]) -> str:
+    where = (
+        f"no text in {source.text_column!r}"
+        if source.by_id is None
+        else "no text in the file of texts"
+    )
+    shown = ", ".join(map(repr, ids[:SHOWN_IDS])) + (", ..." if len(ids) > SHOWN_IDS else "")
+    return f"{len(ids)} row(s) have {where} (missing, empty or blank), ids {shown}"
+
+
+def _check_texts(source: _Texts, ids: list[Any]) -> None:
+    """Refuse, naming their ids, the rows whose text is missing, empty or blank."""
+    if ids:
         raise MissingTextError(
-            f"{source.store.describe()}: {count} row(s) have {where} (missing, empty or blank), "
-            f"ids {', '.join(map(repr, missing))}{more}. Nothing was embedded or written: give "
-            "those rows a text, or drop them from the store first (no vector is written as "
-            "zeros).",
-            missing,
+            f"{source.store.describe()}: {_missing_message(source, ids)}. Nothing was embedded "
+            "or written: give those rows a text, drop them from the store first, or leave them "
+            "out of the new store (skip_missing=True, --skip-missing); no vector is written as "
+            "zeros.",
+            ids[:SHOWN_IDS],
         )
+
+
+def _without_rows(store: VectorStore, positions: list[int], staging: Path) -> VectorStore:
+    """A copy of ``store`` without the rows at ``positions``, in ``staging`` (made once: a
+    resumed run reads the same copy), every other column and the metadata kept."""
+    kept = staging / f"kept-rows{Path(store.path).suffix}"
+    if not kept.exists():
+        partial = staging / f"kept-rows.partial{Path(store.path).suffix}"
+        if partial.is_dir():  # a killed run's
+            shutil.rmtree(partial)
+        partial.unlink(missing_ok=True)
+        keep = np.ones(store.rows, dtype=bool)
+        keep[positions] = False
+        if store.kind == "parquet":
+            import pyarrow.parquet as pq
+
+            pq.write_table(pq.read_table(store.path).filter(keep), partial)
+        elif store.kind == "datasets":
+            store.dataset.select(np.flatnonzero(keep)).save_to_disk(str(partial))
+        else:
+            raise VectorStoreError(
+                f"{store.describe()}: rows without text are left out of parquet and datasets "
+                "stores only; give those rows a text, or drop them from the store first."
+            )
+        os.replace(partial, kept)
+    return open_store(kept, column=getattr(store, "column", None))
 
 
 def _rechunked(batches: Iterable[list[Any]], size: int) -> Iterator[list[Any]]:
@@ -265,7 +304,10 @@ def _is_unit(vectors: np.ndarray) -> bool:
 def _dry_run(
     spec: Any, source: _Texts, max_rows: int, batch_size: int, total: int
 ) -> ReembedEstimate:
-    texts = next(_rechunked(source.batches(max_rows), max_rows), [])
+    valid = (
+        [t for t in batch if isinstance(t, str) and t.strip()] for batch in source.batches(max_rows)
+    )
+    texts = next(_rechunked(valid, max_rows), [])
     with tempfile.TemporaryDirectory(prefix="relrep-reembed-dry-") as cache:
         start = time.perf_counter()
         if texts:
@@ -436,6 +478,7 @@ def reembed_store(
     resume: bool = False,
     max_rows: int | None = None,
     dtype: str | np.dtype | None = None,
+    skip_missing: bool = False,
     show_progress: bool | None = None,
 ) -> Path | str | ReembedEstimate:
     """Re-embed every row of ``store`` from its text with ``encoder`` into ``out``.
@@ -456,12 +499,15 @@ def reembed_store(
         max_rows: a dry run: embed the first ``max_rows`` rows, write nothing, and return a
             `ReembedEstimate` of the whole store's time.
         dtype: the new vectors' dtype (default: the store's).
+        skip_missing: leave the rows without text out of the new store (parquet, datasets;
+            a warning names them) instead of refusing them.
 
     Returns:
         ``out`` (the store's path when replaced in place), or the `ReembedEstimate`.
 
     Raises:
-        MissingTextError: rows without text, named by id (nothing embedded or written).
+        MissingTextError: rows without text, named by id (nothing embedded or written),
+            unless ``skip_missing``.
         VectorStoreError: a store with no text, a staging folder of a killed run without
             ``resume``, an output that cannot be written.
 
@@ -475,7 +521,9 @@ def reembed_store(
     )
     spec = _parse(encoder)
     source = _texts_of(opened, text_column, texts, id_column)
-    _check_texts(source, chunk_rows)
+    positions, missing = _missing_rows(source, chunk_rows)
+    if not skip_missing:
+        _check_texts(source, missing)
     if max_rows is not None:
         if not isinstance(max_rows, int) or max_rows < 1:
             raise ValueError(f"max_rows must be a positive int, got {max_rows!r}.")
@@ -489,8 +537,10 @@ def reembed_store(
         "chunk_rows": chunk_rows,
         "batch_size": batch_size,
         "dtype": str(wanted),
+        "skip_missing": bool(skip_missing and positions),
     }
     run = {"resume": resume, "overwrite": overwrite or out is None, "show_progress": show_progress}
+    run["drop"] = positions if skip_missing else []
     return _run(spec, source, out, options, texts, **run)
 
 
@@ -504,6 +554,7 @@ def _run(
     resume: bool,
     overwrite: bool,
     show_progress: bool | None,
+    drop: list[int],
 ) -> Path | str:
     """Embed the chunks not yet committed in the staging folder of this run (its key: the
     store's and texts' versions, ``out`` and ``options``), then swap the new store in."""
@@ -524,6 +575,15 @@ def _run(
                 f"{str(staging)!r}. Nothing was written."
             )
         staging.mkdir(exist_ok=True)
+        if drop:  # skip_missing: the new store is written from a copy without those rows
+            logger.warning(
+                "%s: %s; they are left out of the new store.",
+                opened.describe(),
+                _missing_message(source, _missing_rows(source, options["chunk_rows"])[1]),
+            )
+            kept = _without_rows(opened, drop, staging)
+            source = _Texts(kept, source.text_column, source.id_column, source.by_id)
+            opened = kept
         progress = _read_progress(staging, key)
         progress = _embed_chunks(spec, source, staging, progress, options, show_progress)
         if "dim" not in progress:

@@ -107,6 +107,21 @@ def test_rows_without_text_are_refused_by_id_and_nothing_is_written(missing, tmp
     assert [p.name for p in tmp_path.iterdir()] == ["docs.parquet"]
 
 
+@pytest.mark.parametrize("kind", list(NAMES))
+def test_skip_missing_leaves_the_rows_without_text_out_and_names_them(kind, tmp_path, caplog):
+    rows = texts()
+    rows[2] = rows[9] = None
+    old = write(kind, tmp_path / NAMES[kind], rows)
+    out = tmp_path / ("new_" + NAMES[kind])
+    reembed_store(old, SPEC, out, chunk_rows=4, skip_missing=True, show_progress=False)
+    kept = [i for i in range(ROWS) if i not in (2, 9)]
+    np.testing.assert_array_equal(open_store(out).read_all(), letters([rows[i] for i in kept]))
+    new_ids = [i for batch in open_store(out).values("id") for i in batch]
+    assert new_ids == [3 * i for i in kept]
+    assert "2 row(s) have no text in 'text' (missing, empty or blank), ids 6, 27" in caplog.text
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([old.name, out.name])
+
+
 def test_an_id_without_a_text_in_the_file_is_refused_by_id(tmp_path):
     old = write("parquet", tmp_path / "docs.parquet", [None] * 3)
     (tmp_path / "texts.jsonl").write_text('{"id": 0, "text": "zero"}\n{"id": 6, "text": "six"}\n')
