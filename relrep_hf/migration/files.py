@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from relrep_hf.migration.space import SPACE_KEY, StoreSpace
+from relrep_hf.migration.space import SPACE_KEY, StoreSpace, StoreSpaceError
 from relrep_hf.migration.stores import (
     DEFAULT_CHUNK_ROWS,
     STORE_KINDS,
@@ -115,12 +115,10 @@ def _sidecar_records(sidecar: Path) -> list[dict]:
         return []
     try:
         records = json.loads(sidecar.read_text())["records"]
-        if not isinstance(records, list):
-            raise TypeError("records is not a list")
+        if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+            raise TypeError("records is not a list of records")
         return records
     except (ValueError, KeyError, TypeError) as error:
-        from relrep_hf.migration.space import StoreSpaceError
-
         raise StoreSpaceError(
             f"{str(sidecar)!r}: not a readable record of a store's space ({error}). Remove it "
             "(the store then reads as unrecorded)."
