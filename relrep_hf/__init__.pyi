@@ -24,6 +24,8 @@ from relrep_hf.functional.statistics import (
 from relrep_hf.migration.fit import fit_migration as fit_migration
 from relrep_hf.migration.map import MigrationMap as MigrationMap
 from relrep_hf.migration.migrate import migrate_store as migrate_store
+from relrep_hf.migration.reembed import reembed_store as reembed_store
+from relrep_hf.migration.space import StoreSpace as StoreSpace
 from relrep_hf.migration.stores import (
     StoreKind as StoreKind,
     register_store_kind as register_store_kind,

@@ -6,6 +6,7 @@
     relrep-hf evaluate OUT
     relrep-hf fit-migration OUT --source OLD --target NEW --vectors old.npy --out new.npy
     relrep-hf migrate MAP --vectors old.parquet --out new.parquet
+    relrep-hf reembed docs.parquet --encoder minilm:mean --out new.parquet [--resume]
     relrep-hf push OUT --repo-id user/my-anchors
     relrep-hf demo [OUT]          # all of the above on the embedded default, offline
 

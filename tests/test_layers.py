@@ -42,8 +42,9 @@ LAYERS: dict[str, tuple[str, ...]] = {
 }
 MAX_TOP_LEVEL_MODULES = 8
 # a layer's folder a reader can take in at a glance (the old paths re-exported count too)
-# (commands: one module per command, as transformers' commands/; rollback and cleanup made 12)
-MAX_FOLDER_MODULES = {"training": 10, "evaluation": 10, "commands": 12}
+# (commands: one module per command, as transformers' commands/; rollback, cleanup and reembed
+# (issue #46) made 13)
+MAX_FOLDER_MODULES = {"training": 10, "evaluation": 10, "commands": 13}
 MAX_LINES = 600  # a file that holds one idea (issue #36); functions stay short
 MAX_FUNCTION_LINES = 80
 

@@ -80,6 +80,7 @@ from tests.fixtures import (
     killable_train,
     migration_inputs,
     quickstart_inputs,
+    reembed_inputs,
     store_safety_inputs,
     trainer_inputs,
 )
@@ -859,6 +860,7 @@ BAD_INPUTS += [BadInput(*case) for case in artifact_inputs.CASES]  # issues #36,
 BAD_INPUTS += [BadInput(*case) for case in database_inputs.CASES]  # issue #37
 BAD_INPUTS += [BadInput(*case) for case in trainer_inputs.CASES]  # issue #47 item 4
 BAD_INPUTS += [BadInput(*case) for case in quickstart_inputs.CASES]  # issue #47
+BAD_INPUTS += [BadInput(*case) for case in reembed_inputs.CASES]  # issue #46 items 1, 2
 
 
 def shared_linear(s: Setup, num_anchors: int, rows: int | None = None) -> AnchorSet:

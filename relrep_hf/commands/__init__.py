@@ -16,6 +16,7 @@ from relrep_hf.commands import (
     migrate,
     onboard,
     push,
+    reembed,
     rollback,
 )
 
@@ -26,6 +27,7 @@ COMMANDS = (
     evaluate,
     fit_migration,
     migrate,
+    reembed,
     rollback,
     cleanup,
     bridge,

@@ -14,7 +14,10 @@ re-embedding the corpus. One package, as a PEFT method is one folder of ``tuners
   database stores (Qdrant, Chroma, pgvector, sqlite-vec), written aside and swapped in by the
   database's own means;
 - `migrate`: `migrate_store`, a store streamed through a map in chunks, and `migrate`, the
-  anchor path alone.
+  anchor path alone;
+- `space`: `StoreSpace`, the record of the space a store's vectors are in, and the checks of a
+  map against it;
+- `reembed`: `reembed_store`, a store re-embedded from its text, resumable.
 """
 
 from relrep_hf.migration.candidates import (
@@ -28,6 +31,7 @@ from relrep_hf.migration.files import open_store
 from relrep_hf.migration.fit import anchor_path_maps, fit_migration
 from relrep_hf.migration.map import MigrationMap
 from relrep_hf.migration.migrate import migrate, migrate_store
+from relrep_hf.migration.reembed import MissingTextError, ReembedEstimate, reembed_store
 from relrep_hf.migration.report import migration_report
 from relrep_hf.migration.selection import (
     BLEND,
@@ -35,6 +39,7 @@ from relrep_hf.migration.selection import (
     MigrationSelection,
     select_migration_map,
 )
+from relrep_hf.migration.space import StoreSpace, StoreSpaceError
 from relrep_hf.migration.stores import (
     STORE_KINDS,
     StoreKind,
@@ -53,7 +58,11 @@ __all__ = [
     "MigrationCandidate",
     "MigrationMap",
     "MigrationSelection",
+    "MissingTextError",
+    "ReembedEstimate",
     "StoreKind",
+    "StoreSpace",
+    "StoreSpaceError",
     "VectorStore",
     "VectorStoreError",
     "anchor_path_maps",
@@ -62,6 +71,7 @@ __all__ = [
     "migrate_store",
     "migration_report",
     "open_store",
+    "reembed_store",
     "register_migration_candidate",
     "register_store_kind",
     "select_migration_map",

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from relrep_hf.migration.space import SPACE_KEY, StoreSpace, StoreSpaceError
 from relrep_hf.migration.stores import (
     DEFAULT_CHUNK_ROWS,
     STORE_KINDS,
@@ -26,6 +27,7 @@ from relrep_hf.migration.stores import (
     store_kind,
 )
 from relrep_hf.utils.file_checks import ArtifactFileError, safetensors_shapes
+from relrep_hf.utils.io import atomic_write_bytes
 
 __all__ = ["NpyStore", "SafetensorsStore", "open_store"]
 
@@ -96,8 +98,39 @@ class _RawStore(VectorStore):
         del out
 
 
+def space_sidecar(path: Path) -> Path:
+    """The file beside a .npy store that records its space: ``<name>.space.json``."""
+    return path.with_name(f"{path.name}.space.json")
+
+
+def _identity(path: Path) -> list[int]:
+    """What tells one version of a file from another: inode, size, modification time (kept by
+    the rename that swaps a new version in)."""
+    stat = path.stat()
+    return [stat.st_ino, stat.st_size, stat.st_mtime_ns]
+
+
+def _sidecar_records(sidecar: Path) -> list[dict]:
+    if not sidecar.is_file():
+        return []
+    try:
+        records = json.loads(sidecar.read_text())["records"]
+        if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+            raise TypeError("records is not a list of records")
+        return records
+    except (ValueError, KeyError, TypeError) as error:
+        raise StoreSpaceError(
+            f"{str(sidecar)!r}: not a readable record of a store's space ({error}). Remove it "
+            "(the store then reads as unrecorded)."
+        ) from None
+
+
 class NpyStore(_RawStore):
+    """A .npy file; its space is recorded in a sidecar, ``<name>.space.json``, which names the
+    version of the file it describes (so a file replaced otherwise reads unrecorded)."""
+
     kind = "npy"
+    records_space = True
 
     def __init__(self, path: Path, **_: object):
         self.path = path
@@ -118,7 +151,14 @@ class NpyStore(_RawStore):
         self.rows, self.dim, self.dtype = shape[0], shape[1], dtype
 
     def write(
-        self, staging: Path, transform: Transform, dim: int, chunk_rows: int, *, dtype=None
+        self,
+        staging: Path,
+        transform: Transform,
+        dim: int,
+        chunk_rows: int,
+        *,
+        dtype=None,
+        space: StoreSpace | None = None,  # recorded by `record_beside`: .npy has no slot
     ) -> None:
         dtype = self.dtype if dtype is None else np.dtype(dtype)
         header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False}
@@ -129,12 +169,32 @@ class NpyStore(_RawStore):
             file.truncate(offset + self.rows * dim * dtype.itemsize)
         self._stream(staging, offset, transform, dim, chunk_rows, dtype)
 
+    def read_space(self) -> StoreSpace | None:
+        sidecar = space_sidecar(self.path)
+        identity = _identity(self.path)
+        for record in _sidecar_records(sidecar):
+            if record.get("file") == identity:
+                return StoreSpace.from_json(json.dumps(record.get("space")), where=str(sidecar))
+        return None
+
+    def record_beside(self, out: Path, space: StoreSpace | None) -> None:
+        """The sidecar of ``out`` records ``space`` for the version just swapped in (by its
+        identity: a run killed before this leaves the new version unrecorded, never described
+        by the old version's record)."""
+        sidecar = space_sidecar(out)
+        if space is None:
+            sidecar.unlink(missing_ok=True)
+            return
+        record = {"file": _identity(out), "space": json.loads(space.to_json())}
+        atomic_write_bytes(sidecar, json.dumps({"records": [record]}, indent=1).encode())
+
 
 class SafetensorsStore(_RawStore):
     """The vectors are the file's one 2-D tensor, or the one named ``column`` (or ``embedding``,
     ``embeddings``, ...); the other tensors and the metadata are carried over."""
 
     kind = "safetensors"
+    records_space = True
 
     def __init__(self, path: Path, *, column: str | None = None, **_: object):
         self.path = path
@@ -164,15 +224,32 @@ class SafetensorsStore(_RawStore):
         self.rows, self.dim = shapes[name][1]
         self.offset = self.data_start + self.header[name]["data_offsets"][0]
 
+    def read_space(self) -> StoreSpace | None:
+        record = (self.header.get("__metadata__") or {}).get(SPACE_KEY)
+        return None if record is None else StoreSpace.from_json(record, where=str(self.path))
+
     def write(
-        self, staging: Path, transform: Transform, dim: int, chunk_rows: int, *, dtype=None
+        self,
+        staging: Path,
+        transform: Transform,
+        dim: int,
+        chunk_rows: int,
+        *,
+        dtype=None,
+        space: StoreSpace | None = None,
     ) -> None:
+        """The file again with the new vectors; its metadata carried, the space's record
+        replaced by ``space`` (or dropped)."""
         dtype = self.dtype if dtype is None else np.dtype(dtype)
         entries = {k: v for k, v in self.header.items() if k != "__metadata__"}
         order = sorted(entries, key=lambda k: entries[k]["data_offsets"][0])
         header, position = {}, 0
-        if "__metadata__" in self.header:
-            header["__metadata__"] = self.header["__metadata__"]
+        metadata = {k: v for k, v in (self.header.get("__metadata__") or {}).items()}
+        metadata.pop(SPACE_KEY, None)
+        if space is not None:
+            metadata[SPACE_KEY] = space.to_json()
+        if metadata or "__metadata__" in self.header:
+            header["__metadata__"] = metadata
         for name in order:
             entry = dict(entries[name])
             if name == self.name:

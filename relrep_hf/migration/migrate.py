@@ -18,6 +18,7 @@ from relrep_hf.migration.files import open_store
 from relrep_hf.migration.map import MigrationMap
 from relrep_hf.migration.plan import StorePlan
 from relrep_hf.migration.report import check_recommendation
+from relrep_hf.migration.space import check_map_source, map_space
 from relrep_hf.migration.stores import DEFAULT_CHUNK_ROWS, VectorStoreError, rewrite_store
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from relrep_hf.translation.translator import translation_map
@@ -106,9 +107,15 @@ def migrate_store(
     a `MigratedLocation` whose ``backup`` names the replaced collection/table, kept. What the
     rewrite cannot carry (`plan_migration`), and a map whose own held-out report recommends
     re-embedding, are refused unless ``force``.
+
+    The new store records its space (`relrep_hf.migration.space`: the map's fingerprint, source
+    and target) where its kind keeps a record; a store whose record says its vectors are not in
+    the map's source space (another encoder's, the map's target already, or migrated by this
+    very map) is refused with a `StoreSpaceError`, nothing written.
     """
     migration_map, store, d_new = _opened(migration_map, vectors, column, table)
     check_recommendation(getattr(migration_map, "info", {}), "the migration", force=force)
+    check_map_source(store.read_space(), migration_map, store.describe())
     # computed in float64 for a float64 output, float32 otherwise
     transform = affine_chunks(migration_map, store.dtype if dtype is None else _dtype(dtype))
     return rewrite_store(
@@ -121,6 +128,7 @@ def migrate_store(
         show_progress=show_progress,
         dtype=dtype,
         force=force,
+        space=map_space(migration_map),
     )
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from relrep_hf.migration.plan import StorePlan
+from relrep_hf.migration.space import StoreSpace
 from relrep_hf.utils.io import _process_exists, atomic_directory, fsync_directory, fsync_file
 from relrep_hf.utils.locking import folder_lock
 from relrep_hf.utils.registry import Registry
@@ -43,6 +44,7 @@ __all__ = [
     "VectorStore",
     "VectorStoreError",
     "check_finite",
+    "records_space",
     "register_store_kind",
     "rewrite_store",
     "store_kind",
@@ -91,6 +93,15 @@ class VectorStore:
     dtype: np.dtype
     # the dtypes this kind can write (``dtype=`` of `rewrite_store`); FAISS: float32 only
     output_dtypes: tuple[np.dtype, ...] = FLOAT_DTYPES
+    # whether the kind records the space of its vectors (`read_space`; its ``write`` and
+    # ``rewrite_into`` then take ``space=``, a `relrep_hf.migration.space.StoreSpace`); set by
+    # the class that defines ``write`` (`records_space`: a subclass writing otherwise does not)
+    records_space: bool = False
+
+    def read_space(self) -> StoreSpace | None:
+        """The space the store records its vectors are in; ``None``: unrecorded (a kind that
+        keeps no record, or a store written before records were kept)."""
+        return None
 
     def chunks(self, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[np.ndarray]:
         """The vectors, ``[<= chunk_rows, dim]`` at a time, in order."""
@@ -119,14 +130,22 @@ class VectorStore:
         *,
         overwrite: bool = False,
         dtype: np.dtype | None = None,
+        space: StoreSpace | None = None,
     ) -> Path | str:
         """Write the transformed store aside and swap it in at ``out`` in one step, so a reader
         never sees half of it and a killed run leaves ``out`` as it was. Files and folders are
         written beside ``out`` and renamed (`write`); a database store overrides this with its
         own way (a new collection or table, then an alias switch or a renaming transaction).
-        ``dtype``: the new vectors' dtype (passed only when it differs from the store's)."""
+        ``dtype``: the new vectors' dtype (passed only when it differs from the store's).
+        ``space``: the new vectors' space (given only to kinds that `records_space`)."""
         dtype = self.dtype if dtype is None else np.dtype(dtype)
-        return rewrite_file_or_folder(self, Path(out), transform, dim, chunk_rows, overwrite, dtype)
+        return rewrite_file_or_folder(
+            self, Path(out), transform, dim, chunk_rows, overwrite, dtype, space
+        )
+
+    def record_beside(self, out: Path, space: StoreSpace | None) -> None:
+        """Record ``space`` for the file just swapped in at ``out``, where the format has no
+        metadata slot of its own (a .npy file: a sidecar)."""
 
     def plan(self, out: str | os.PathLike, dim: int) -> StorePlan:
         """What rewriting this store into ``out`` with ``dim``-d vectors carries, and what it
@@ -141,6 +160,16 @@ class VectorStore:
 
     def describe(self) -> str:
         return f"{self.kind} store {str(self.path)!r} ({self.rows} x {self.dim} {self.dtype})"
+
+
+def records_space(store: VectorStore) -> bool:
+    """Whether ``store``'s writer records the new vectors' space: the class that defines its
+    ``write`` (or ``rewrite_into``) says so itself, so a registered kind that subclasses one of
+    the package's and writes its own way is not handed a ``space`` it does not take."""
+    for klass in type(store).__mro__:
+        if "write" in vars(klass) or "rewrite_into" in vars(klass):
+            return bool(vars(klass).get("records_space", False))
+    return False
 
 
 def store_kind(location: str | os.PathLike) -> str:
@@ -248,6 +277,7 @@ def rewrite_store(
     show_progress: bool | None = None,
     dtype: object = None,
     force: bool = False,
+    space: StoreSpace | None = None,
 ) -> Path | str:
     """Stream ``store`` through ``transform`` into a new store of the same kind at ``out``.
 
@@ -257,7 +287,9 @@ def rewrite_store(
     checked for NaN and infinite values as read and as written. ``dtype``: the new vectors'
     dtype (default: the store's; one of ``store.output_dtypes``). ``show_progress``: a tqdm
     bar over rows (None: only on a terminal). What the rewrite cannot carry (`store.plan
-    <VectorStore.plan>`) is refused first, unless ``force``.
+    <VectorStore.plan>`) is refused first, unless ``force``. ``space``: the space of the new
+    vectors, recorded in the new store where its kind `records_space` (any old record is
+    dropped either way).
     """
     from tqdm.auto import tqdm
 
@@ -266,6 +298,8 @@ def rewrite_store(
     wanted = store.dtype if dtype is None else _check_dtype(store, dtype)
     store.plan(out, dim).check(force=force)
     extra = {} if wanted == store.dtype else {"dtype": wanted}  # kinds without dtype= still work
+    if records_space(store):
+        extra["space"] = space
     disable = None if show_progress is None else not show_progress
     with tqdm(
         total=store.rows, unit="rows", desc=f"migrating {store.path.name}", disable=disable
@@ -322,12 +356,16 @@ def rewrite_file_or_folder(
     chunk_rows: int,
     overwrite: bool,
     dtype: np.dtype,
+    space: StoreSpace | None = None,
 ) -> Path:
     """A file or folder store's `VectorStore.rewrite_into`: written beside ``out`` (a file, or
-    a staging folder) and renamed into place, one run at a time (the lock beside ``out``)."""
+    a staging folder) and renamed into place, one run at a time (the lock beside ``out``);
+    ``space`` recorded in it (`records_space`)."""
     given, out = out, Path(os.path.abspath(out))
     _check_output(store, out, overwrite)
     extra = {} if dtype == store.dtype else {"dtype": dtype}
+    if records_space(store):
+        extra["space"] = space
 
     def write(path: Path) -> None:
         store.write(path, apply, dim, chunk_rows, **extra)
@@ -343,6 +381,8 @@ def rewrite_file_or_folder(
         _check_output(store, out, overwrite)
         in_place = out.exists() and os.path.samefile(out, store.path)
         _write_file_aside(out, write, overwrite, keep=in_place)
+        if records_space(store):
+            store.record_beside(out, space)
     return given
 
 

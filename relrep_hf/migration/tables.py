@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from relrep_hf.migration.space import SPACE_KEY, StoreSpace
 from relrep_hf.migration.stores import (
     DEFAULT_CHUNK_ROWS,
     Transform,
@@ -23,6 +24,15 @@ from relrep_hf.migration.stores import (
 __all__ = ["DatasetsStore", "FaissStore", "ParquetStore"]
 
 VECTOR_COLUMNS = ("embedding", "embeddings", "vector", "vectors")
+DATASETS_SPACE_FILE = "store_space.json"  # a datasets folder's record of its space
+
+
+def _with_space(schema: pa.Schema, space: StoreSpace | None) -> pa.Schema:
+    """``schema`` with its record of the space replaced by ``space`` (or dropped)."""
+    metadata = {k: v for k, v in (schema.metadata or {}).items() if k != SPACE_KEY.encode()}
+    if space is not None:
+        metadata[SPACE_KEY.encode()] = space.to_json().encode()
+    return schema.with_metadata(metadata)
 
 
 def _pick_column(names: list[str], column: str | None, path: Path) -> str:
@@ -140,6 +150,15 @@ class _ArrowStore(VectorStore):
     def batches(self, chunk_rows: int) -> Iterator[pa.RecordBatch]:
         raise NotImplementedError
 
+    def values(self, name: str, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[list]:
+        """The values of column ``name`` (texts, ids) as Python lists, a batch at a time."""
+        if name not in self.schema.names:
+            raise VectorStoreError(
+                f"{self.describe()} has no column {name!r}; its columns are {self.schema.names}."
+            )
+        for batch in self.batches(chunk_rows):
+            yield batch.column(name).to_pylist()
+
     def chunks(self, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[np.ndarray]:
         start = 0
         for batch in self.batches(chunk_rows):
@@ -191,7 +210,10 @@ class _ArrowStore(VectorStore):
 
 
 class ParquetStore(_ArrowStore):
+    """A parquet file; its space is recorded in the file's schema metadata (``relrep_hf.space``)."""
+
     kind = "parquet"
+    records_space = True
 
     def __init__(self, path: Path, *, column: str | None = None, **_: object):
         import pyarrow.parquet as pq
@@ -210,21 +232,35 @@ class ParquetStore(_ArrowStore):
     def batches(self, chunk_rows: int) -> Iterator[pa.RecordBatch]:
         return self.file.iter_batches(batch_size=chunk_rows)
 
+    def read_space(self) -> StoreSpace | None:
+        record = (self.schema.metadata or {}).get(SPACE_KEY.encode())
+        return None if record is None else StoreSpace.from_json(record, where=str(self.path))
+
     def write(
-        self, staging: Path, transform: Transform, dim: int, chunk_rows: int, *, dtype=None
+        self,
+        staging: Path,
+        transform: Transform,
+        dim: int,
+        chunk_rows: int,
+        *,
+        dtype=None,
+        space: StoreSpace | None = None,
     ) -> None:
         import pyarrow.parquet as pq
 
-        with pq.ParquetWriter(staging, self.new_schema(dim, dtype)) as writer:
+        schema = _with_space(self.new_schema(dim, dtype), space)
+        with pq.ParquetWriter(staging, schema) as writer:
             for batch in self.transformed(transform, dim, chunk_rows, dtype):
                 writer.write_batch(batch)
 
 
 class DatasetsStore(_ArrowStore):
     """A ``save_to_disk`` folder of one `datasets.Dataset`; its features, format (``torch``,
-    ``numpy``...) and other columns are kept."""
+    ``numpy``...) and other columns are kept. Its space is recorded in a file of the folder,
+    ``store_space.json``."""
 
     kind = "datasets"
+    records_space = True
 
     def __init__(self, path: Path, *, column: str | None = None, **_: object):
         self.path = path
@@ -238,8 +274,21 @@ class DatasetsStore(_ArrowStore):
             table = self.dataset.with_format("arrow")[start : start + chunk_rows]
             yield from table.combine_chunks().to_batches() or []
 
+    def read_space(self) -> StoreSpace | None:
+        record = self.path / DATASETS_SPACE_FILE
+        if not record.is_file():
+            return None
+        return StoreSpace.from_json(record.read_bytes(), where=str(record))
+
     def write(
-        self, staging: Path, transform: Transform, dim: int, chunk_rows: int, *, dtype=None
+        self,
+        staging: Path,
+        transform: Transform,
+        dim: int,
+        chunk_rows: int,
+        *,
+        dtype=None,
+        space: StoreSpace | None = None,
     ) -> None:
         import datasets
 
@@ -262,6 +311,8 @@ class DatasetsStore(_ArrowStore):
                 **kept["format_kwargs"],
             )
             rows.save_to_disk(str(staging))
+            if space is not None:  # inside the folder: swapped in with it
+                (staging / DATASETS_SPACE_FILE).write_text(space.to_json())
         finally:
             shutil.rmtree(cache, ignore_errors=True)
 

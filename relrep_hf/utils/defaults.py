@@ -62,6 +62,9 @@ MULTILINGUAL_DEMO_ROWS = 2000  # verses of the multilingual main job (--quick: 1
 # the winner of benchmarks/studies/quality.py
 DEFAULT_METHOD = "shared_linear"
 DEFAULT_EMBED_BATCH_SIZE = 64  # inputs per encoder forward when a run or dataset is embedded
+# rows per committed chunk of a re-embed (`relrep_hf.migration.reembed`): what a killed run
+# may lose, and one encoder load each
+DEFAULT_REEMBED_CHUNK_ROWS = 8192
 DEFAULT_ENCODE_BATCH_SIZE = 32  # inputs per forward of `encode` (sentence-transformers' default)
 DEFAULT_STATISTICS_BATCH_SIZE = 16384  # rows per chunk when whitening statistics are streamed
 DEFAULT_TEST_SIZE = 1000  # held-out evaluation rows

@@ -126,6 +126,7 @@ def test_every_command_is_a_module_that_registers_itself():
         "evaluate": ["run"],
         "fit-migration": ["run", "--source", "a", "--target", "b"],
         "migrate": ["map", "--vectors", "v.npy", "--out", "o.npy"],
+        "reembed": ["docs.parquet", "--encoder", "minilm"],
         "rollback": ["sqlite-vec:store.db#docs"],
         "cleanup": ["sqlite-vec:store.db#docs"],
         "bridge": ["run", "--source", "a", "--target", "b", "--model", "m", "--out", "o"],

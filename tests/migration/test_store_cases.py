@@ -342,7 +342,12 @@ def test_two_runs_at_once_on_one_new_out_give_one_store_and_one_error(tmp_path):
     codes = sorted(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children)
     assert codes == [0, 2]
     np.testing.assert_allclose(np.load(tmp_path / "new.npy"), _expected(rows), rtol=1e-5, atol=1e-5)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.npy", "old.npy"]
+    # the winner's record of the new vectors' space (a .npy file's sidecar) beside them
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "new.npy",
+        "new.npy.space.json",
+        "old.npy",
+    ]
 
 
 def test_the_command_writes_the_dtype_asked_for(tmp_path):

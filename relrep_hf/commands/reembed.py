@@ -1,0 +1,97 @@
+"""``relrep-hf reembed``: a store re-embedded from its own text by any encoder the library
+loads, written aside and swapped in as ``migrate`` does, resumable (``--resume``), with a dry
+run (``--max-rows``) that projects the whole store's time."""
+
+from __future__ import annotations
+
+import argparse
+
+from relrep_hf.commands.arguments import add_command, step_keywords
+from relrep_hf.utils.defaults import DEFAULT_EMBED_BATCH_SIZE, DEFAULT_REEMBED_CHUNK_ROWS
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = add_command(
+        commands,
+        "reembed",
+        help="re-embed every row of a store from its text (a column, or a file of id,text) with "
+        "any encoder spec, written aside and swapped in; resumable",
+    )
+    parser.add_argument(
+        "store",
+        metavar="STORE",
+        help="a store with a text column: a .parquet file, a datasets folder",
+    )
+    parser.add_argument(
+        "--encoder",
+        required=True,
+        metavar="SPEC",
+        help="the new encoder: ID[@REV][:POOLING][:LAYER] (e.g. 'minilm:mean'), st:FOLDER_OR_ID, "
+        "a GGUF file, py:module:function",
+    )
+    parser.add_argument(
+        "--out", default=None, help="the new store (same kind; default: STORE itself, in place)"
+    )
+    parser.add_argument("--text-column", default="text", help="the column of texts")
+    parser.add_argument(
+        "--texts",
+        default=None,
+        metavar="FILE",
+        help="instead of the store's text column: a .jsonl or .parquet file of --id-column and "
+        "--text-column, joined on the store's --id-column",
+    )
+    parser.add_argument("--id-column", default="id", help="the column of ids (with --texts)")
+    parser.add_argument(
+        "--column", default=None, help="the vector column (default: embedding/vector)"
+    )
+    parser.add_argument("--table", default=None, help="the LanceDB table (default: the only one)")
+    parser.add_argument(
+        "--chunk-rows",
+        type=int,
+        default=DEFAULT_REEMBED_CHUNK_ROWS,
+        help="rows per committed chunk (what --resume keeps)",
+    )
+    parser.add_argument(
+        "--batch-size", type=int, default=DEFAULT_EMBED_BATCH_SIZE, help="texts per encoder call"
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace --out (a store of the same kind only)"
+    )
+    parser.add_argument(
+        "--skip-missing",
+        action="store_true",
+        help="leave rows without text out of the new store (they are named) instead of refusing",
+    )
+    parser.add_argument(
+        "--resume", action="store_true", help="go on from the committed chunks of a killed run"
+    )
+    parser.add_argument(
+        "--max-rows",
+        type=int,
+        default=None,
+        metavar="N",
+        help="dry run: embed the first N rows, write nothing, print rows/s and the projected time",
+    )
+    parser.add_argument(
+        "--dtype",
+        choices=["float16", "float32", "float64"],
+        default=None,
+        help="the new vectors' dtype (default: the store's)",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> None:
+    from relrep_hf.migration import reembed_store
+
+    names = ("text_column", "texts", "id_column", "column", "table", "chunk_rows", "batch_size")
+    result = reembed_store(
+        args.store,
+        args.encoder,
+        args.out,
+        **step_keywords(args, *names, "overwrite", "resume", "max_rows", "dtype", "skip_missing"),
+    )
+    if args.max_rows is not None:
+        print(result)
+        return
+    print(f"Re-embedded {args.store} with {args.encoder} into {result}")

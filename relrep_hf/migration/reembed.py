@@ -1,0 +1,593 @@
+"""Re-embedding a store from its own text: ``reembed_store``, the way out when a map keeps too
+little (the migration report says "re-embed").
+
+Every row's text (a column of the store, or a file of ``id, text`` joined on the store's ids)
+is embedded by any encoder the library loads (`relrep_hf.encoding.encoder_kinds`: its one
+embedding loop, chunk by chunk), and the store is rewritten with the new vectors as ``migrate``
+rewrites it: aside, then swapped in whole (`VectorStore.rewrite_into`), with the new space
+recorded (`relrep_hf.migration.space`). Rows whose text is missing or empty are refused by id
+before anything is embedded; they are never written as zeros.
+
+Resumable: each chunk's vectors are committed to a staging folder beside the output,
+``.reembed-<key>`` (a ``.npy`` shard per chunk, then ``progress.json``), the key a hash of the
+store's version and every setting that changes the vectors. A run killed anywhere is resumed
+(``resume=True``, ``--resume``) from its last committed chunk; chunks are embedded with the same
+boundaries and batches, so the result equals an uninterrupted run's. The folder goes once the
+new store is in place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from relrep_hf.migration.files import open_store
+from relrep_hf.migration.space import StoreSpace, encoder_space
+from relrep_hf.migration.stores import (
+    VectorStore,
+    VectorStoreError,
+    _check_dtype,
+    check_finite_output,
+    records_space,
+)
+from relrep_hf.utils.defaults import DEFAULT_EMBED_BATCH_SIZE, DEFAULT_REEMBED_CHUNK_ROWS
+from relrep_hf.utils.io import atomic_write_bytes, fsync_directory
+from relrep_hf.utils.locking import folder_lock
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["MissingTextError", "ReembedEstimate", "reembed_store"]
+
+STAGING_PREFIX = ".reembed-"
+PROGRESS_FILE = "progress.json"
+PROGRESS_FORMAT = 1
+SHOWN_IDS = 10
+UNIT_TOLERANCE = 1e-3  # |norm - 1| under which a vector counts as unit-length
+
+
+class MissingTextError(VectorStoreError):
+    """Rows with no text (null, empty or blank; or no text for their id): ``ids`` names them."""
+
+    def __init__(self, message: str, ids: list[Any]):
+        super().__init__(message)
+        self.ids = ids
+
+
+@dataclass(frozen=True)
+class ReembedEstimate:
+    """A dry run (``max_rows``): ``rows`` embedded in ``seconds`` (one encoder load included),
+    and the whole store's ``total_rows`` projected at that rate."""
+
+    rows: int
+    seconds: float
+    total_rows: int
+
+    @property
+    def rows_per_second(self) -> float:
+        return self.rows / self.seconds if self.seconds > 0 else float("inf")
+
+    @property
+    def projected_seconds(self) -> float:
+        return self.total_rows / self.rows_per_second
+
+    def __str__(self) -> str:
+        return (
+            f"Embedded {self.rows} rows in {self.seconds:.1f} s ({self.rows_per_second:.1f} "
+            f"rows/s, one encoder load included); the whole store ({self.total_rows} rows) "
+            f"would take about {_duration(self.projected_seconds)}. Nothing was written."
+        )
+
+
+def _duration(seconds: float) -> str:
+    minutes, rest = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min {rest:02d} s"
+
+
+# ---------------------------------------------------------------------------------------------
+# The texts of the rows
+# ---------------------------------------------------------------------------------------------
+
+
+def _texts_by_id(path: Path, id_column: str, text_column: str) -> dict[Any, Any]:
+    """``{id: text}`` of a JSON Lines (``.jsonl``/``.json``) or parquet file of ids and texts."""
+    import pyarrow as pa
+
+    try:
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(path)
+        elif path.suffix in (".jsonl", ".json"):
+            import pyarrow.json as pj
+
+            table = pj.read_json(path)
+        else:
+            raise VectorStoreError(
+                f"{str(path)!r}: texts by id are read from a .jsonl or .parquet file of "
+                f"{id_column!r} and {text_column!r}; give one of those."
+            )
+    except (pa.ArrowException, OSError) as error:
+        raise VectorStoreError(f"{str(path)!r}: not a readable file of texts ({error}).") from None
+    missing = [c for c in (id_column, text_column) if c not in table.column_names]
+    if missing:
+        raise VectorStoreError(
+            f"{str(path)!r} has no column {missing[0]!r}; its columns are {table.column_names}. "
+            "Name the id and text columns (id_column=, text_column=; --id-column, --text-column)."
+        )
+    ids, texts = table.column(id_column).to_pylist(), table.column(text_column).to_pylist()
+    found = dict(zip(ids, texts, strict=True))
+    if len(found) != len(ids):
+        seen: set = set()
+        twice = [i for i in ids if i in seen or seen.add(i)][:SHOWN_IDS]
+        raise VectorStoreError(
+            f"{str(path)!r} gives several texts for ids {twice}: each id needs one text."
+        )
+    return found
+
+
+@dataclass
+class _Texts:
+    """Where the texts of a store's rows come from: its column ``text_column``, or ``by_id``
+    (``{id: text}``) joined on its column ``id_column``."""
+
+    store: VectorStore
+    text_column: str
+    id_column: str
+    by_id: dict[Any, Any] | None
+
+    def batches(self, chunk_rows: int) -> Iterator[list[Any]]:
+        """Each row's text (``None`` where there is none), in the store's order."""
+        if self.by_id is None:
+            yield from self.store.values(self.text_column, chunk_rows)
+            return
+        for ids in self.store.values(self.id_column, chunk_rows):
+            yield [self.by_id.get(i) for i in ids]
+
+    def ids(self, chunk_rows: int) -> Iterator[list[Any]]:
+        """The rows' ids (their numbers, where the store has no ``id_column``)."""
+        if self.id_column in self.store.schema.names:
+            yield from self.store.values(self.id_column, chunk_rows)
+            return
+        start = 0
+        for texts in self.batches(chunk_rows):
+            yield list(range(start, start + len(texts)))
+            start += len(texts)
+
+
+def _texts_of(
+    store: VectorStore, text_column: str, texts: str | os.PathLike | None, id_column: str
+) -> _Texts:
+    if not hasattr(store, "values"):
+        raise VectorStoreError(
+            f"{store.describe()} holds vectors only, no text to embed: re-embed a store with a "
+            "text column (parquet, datasets, LanceDB), or write the vectors with their ids and "
+            "texts into one."
+        )
+    if texts is None:
+        if text_column not in store.schema.names:
+            raise VectorStoreError(
+                f"{store.describe()} has no text column {text_column!r}; its columns are "
+                f"{store.schema.names}. Name it (text_column=, --text-column), or give a file "
+                "of ids and texts (texts=, --texts)."
+            )
+        return _Texts(store, text_column, id_column, None)
+    if id_column not in store.schema.names:
+        raise VectorStoreError(
+            f"{store.describe()} has no id column {id_column!r} to join the texts of "
+            f"{str(texts)!r} on; its columns are {store.schema.names} (id_column=, --id-column)."
+        )
+    return _Texts(store, text_column, id_column, _texts_by_id(Path(texts), id_column, text_column))
+
+
+def _missing_rows(source: _Texts, chunk_rows: int) -> tuple[list[int], list[Any]]:
+    """The positions of the rows whose text is missing, empty or blank, and their ids."""
+    positions: list[int] = []
+    ids: list[Any] = []
+    start = 0
+    for texts, batch_ids in zip(source.batches(chunk_rows), source.ids(chunk_rows), strict=True):
+        for offset, (text, row_id) in enumerate(zip(texts, batch_ids, strict=True)):
+            if not isinstance(text, str) or not text.strip():
+                positions.append(start + offset)
+                ids.append(row_id)
+        start += len(texts)
+    return positions, ids
+
+
+def _missing_message(source: _Texts, ids: list[Any]) -> str:
+    where = (
+        f"no text in {source.text_column!r}"
+        if source.by_id is None
+        else "no text in the file of texts"
+    )
+    shown = ", ".join(map(repr, ids[:SHOWN_IDS])) + (", ..." if len(ids) > SHOWN_IDS else "")
+    return f"{len(ids)} row(s) have {where} (missing, empty or blank), ids {shown}"
+
+
+def _check_texts(source: _Texts, ids: list[Any]) -> None:
+    """Refuse, naming their ids, the rows whose text is missing, empty or blank."""
+    if ids:
+        raise MissingTextError(
+            f"{source.store.describe()}: {_missing_message(source, ids)}. Nothing was embedded "
+            "or written: give those rows a text, drop them from the store first, or leave them "
+            "out of the new store (skip_missing=True, --skip-missing); no vector is written as "
+            "zeros.",
+            ids[:SHOWN_IDS],
+        )
+
+
+def _without_rows(store: VectorStore, positions: list[int], staging: Path) -> VectorStore:
+    """A copy of ``store`` without the rows at ``positions``, in ``staging`` (made once: a
+    resumed run reads the same copy), every other column and the metadata kept."""
+    kept = staging / f"kept-rows{Path(store.path).suffix}"
+    if not kept.exists():
+        partial = staging / f"kept-rows.partial{Path(store.path).suffix}"
+        if partial.is_dir():  # a killed run's
+            shutil.rmtree(partial)
+        partial.unlink(missing_ok=True)
+        keep = np.ones(store.rows, dtype=bool)
+        keep[positions] = False
+        if store.kind == "parquet":
+            import pyarrow.parquet as pq
+
+            pq.write_table(pq.read_table(store.path).filter(keep), partial)
+        elif store.kind == "datasets":
+            store.dataset.select(np.flatnonzero(keep)).save_to_disk(str(partial))
+        else:
+            raise VectorStoreError(
+                f"{store.describe()}: rows without text are left out of parquet and datasets "
+                "stores only; give those rows a text, or drop them from the store first."
+            )
+        os.replace(partial, kept)
+    return open_store(kept, column=getattr(store, "column", None))
+
+
+def _rechunked(batches: Iterable[list[Any]], size: int) -> Iterator[list[Any]]:
+    """The items of ``batches`` in lists of exactly ``size`` (the last may be shorter)."""
+    pending: list[Any] = []
+    for batch in batches:
+        pending.extend(batch)
+        while len(pending) >= size:
+            yield pending[:size]
+            pending = pending[size:]
+    if pending:
+        yield pending
+
+
+# ---------------------------------------------------------------------------------------------
+# Embedding, a chunk at a time
+# ---------------------------------------------------------------------------------------------
+
+
+def _parse(encoder: str) -> Any:
+    from relrep_hf.encoding.encoder_kinds import parse_encoder
+
+    spec, column = parse_encoder(encoder)
+    if column is not None:
+        raise ValueError(
+            f"Encoder spec {encoder!r} names a column ('#{column}'): the text column of a "
+            "re-embed is text_column= (--text-column)."
+        )
+    return spec
+
+
+def _embed(spec: Any, texts: list[str], cache: Path, batch_size: int) -> tuple[np.ndarray, Any]:
+    """``texts`` embedded by ``spec`` through the library's loop (`embed_encoders`, its cache
+    in ``cache``): ``[n, d]`` float vectors and the `Embedded` (spec decided, provenance)."""
+    import datasets
+
+    from relrep_hf.encoding.encoder_kinds import EmbedRequest, embed_encoders
+
+    data = datasets.Dataset.from_dict({"text": texts})
+    request = EmbedRequest(data, cache, batch_size, show_progress=False)
+    (embedded,) = embed_encoders([spec], ["text"], request)
+    vectors = np.asarray(embedded.dataset.with_format("numpy")["embedding"])
+    return vectors.reshape(len(texts), -1), embedded
+
+
+def _is_unit(vectors: np.ndarray) -> bool:
+    norms = np.linalg.norm(vectors.astype(np.float64), axis=1)
+    return bool(np.all(np.abs(norms - 1.0) < UNIT_TOLERANCE))
+
+
+def _dry_run(
+    spec: Any, source: _Texts, max_rows: int, batch_size: int, total: int
+) -> ReembedEstimate:
+    valid = (
+        [t for t in batch if isinstance(t, str) and t.strip()] for batch in source.batches(max_rows)
+    )
+    texts = next(_rechunked(valid, max_rows), [])
+    with tempfile.TemporaryDirectory(prefix="relrep-reembed-dry-") as cache:
+        start = time.perf_counter()
+        if texts:
+            _embed(spec, texts, Path(cache), batch_size)
+        seconds = time.perf_counter() - start
+    return ReembedEstimate(len(texts), seconds, total)
+
+
+# ---------------------------------------------------------------------------------------------
+# The staging folder: committed chunks and the progress record
+# ---------------------------------------------------------------------------------------------
+
+
+def _version(path: Path) -> list:
+    """What tells one version of a store (file or folder) from another: sizes, mtimes."""
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    return [
+        [str(p.relative_to(path.parent)), p.stat().st_size, p.stat().st_mtime_ns] for p in files
+    ]
+
+
+def _run_key(store: VectorStore, settings: dict[str, Any], texts: Any) -> str:
+    """A hash of the store's version, the text source's and every setting of the run."""
+    parts = {
+        "store": [str(Path(store.path).absolute()), _version(Path(store.path))],
+        "texts": None if texts is None else [str(Path(texts).absolute()), _version(Path(texts))],
+        **settings,
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _shard(staging: Path, index: int) -> Path:
+    return staging / f"chunk-{index:06d}.npy"
+
+
+def _read_progress(staging: Path, key: str) -> dict[str, Any]:
+    path = staging / PROGRESS_FILE
+    if not path.is_file():
+        return {"format": PROGRESS_FORMAT, "key": key, "chunks": 0, "normalized": True}
+    progress = json.loads(path.read_text())
+    if progress.get("key") != key or progress.get("format") != PROGRESS_FORMAT:
+        raise VectorStoreError(
+            f"{str(staging)!r} holds the progress of another re-embed; remove it to start over."
+        )
+    return progress
+
+
+def _commit_chunk(staging: Path, index: int, vectors: np.ndarray, progress: dict) -> None:
+    """The chunk's shard made durable, then the progress record that counts it."""
+    shard = _shard(staging, index)
+    partial = shard.with_suffix(".partial.npy")
+    with open(partial, "wb") as file:
+        np.save(file, vectors)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(partial, shard)
+    fsync_directory(staging)
+    atomic_write_bytes(staging / PROGRESS_FILE, json.dumps(progress, sort_keys=True).encode())
+
+
+class _Shards:
+    """The committed chunks read back in order, ``take(n)`` rows at a time."""
+
+    def __init__(self, staging: Path, count: int):
+        self.files = iter(_shard(staging, i) for i in range(count))
+        self.pending = np.empty((0, 0), np.float32)
+
+    def take(self, rows: int) -> np.ndarray:
+        parts, needed = [], rows
+        while needed:
+            if not len(self.pending):
+                self.pending = np.load(next(self.files))
+            parts.append(self.pending[:needed])
+            self.pending = self.pending[len(parts[-1]) :]
+            needed -= len(parts[-1])
+        return np.concatenate(parts) if len(parts) > 1 else parts[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# The run
+# ---------------------------------------------------------------------------------------------
+
+
+def _embed_chunks(
+    spec: Any, source: _Texts, staging: Path, progress: dict, options: dict, show: bool | None
+) -> dict:
+    """Embed and commit every chunk after the last committed one; ``progress`` completed with
+    the vectors' ``dim`` and ``space``."""
+    from tqdm.auto import tqdm
+
+    chunk_rows, total = options["chunk_rows"], source.store.rows
+    done = progress["chunks"]
+    disable = None if show is None else not show
+    with tqdm(
+        total=total,
+        initial=min(done * chunk_rows, total),
+        unit="rows",
+        desc=f"re-embedding {source.store.path.name}",
+        disable=disable,
+    ) as bar:
+        for index, texts in enumerate(_rechunked(source.batches(chunk_rows), chunk_rows)):
+            if index < done:
+                continue
+            cache = staging / f"cache-{index:06d}"
+            shutil.rmtree(cache, ignore_errors=True)  # a killed run's
+            vectors, embedded = _embed(spec, texts, cache, options["batch_size"])
+            shutil.rmtree(cache, ignore_errors=True)
+            if "dim" in progress and vectors.shape[1] != progress["dim"]:
+                raise VectorStoreError(
+                    f"The encoder gave {vectors.shape[1]}-d vectors for chunk {index}, "
+                    f"{progress['dim']}-d before: it must give one dimension."
+                )
+            progress["normalized"] = progress["normalized"] and _is_unit(vectors)
+            progress["dim"] = int(vectors.shape[1])
+            progress["space"] = json.loads(
+                encoder_space(
+                    embedded.spec, embedded.provenance, vectors.shape[1], progress["normalized"]
+                ).to_json()
+            )
+            progress["chunks"] = index + 1
+            _commit_chunk(staging, index, vectors, progress)
+            bar.update(len(texts))
+    return progress
+
+
+def _write_store(
+    store: VectorStore, out: Any, staging: Path, progress: dict, options: dict
+) -> Path | str:
+    """The committed vectors swapped into ``out`` (aside, then in whole), their space recorded."""
+    dtype, dim = options["dtype"], progress["dim"]
+    shards = _Shards(staging, progress["chunks"])
+    position = 0
+
+    def apply(chunk: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        nonlocal position
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below
+            vectors = shards.take(len(chunk)).astype(dtype, copy=False)
+        check_finite_output(vectors, position, store)
+        position += len(chunk)
+        if out is None:
+            return vectors
+        out[...] = vectors
+        return out
+
+    extra: dict[str, Any] = {} if dtype == store.dtype else {"dtype": dtype}
+    if records_space(store):
+        space = dict(progress["space"])
+        space.pop("format")
+        extra["space"] = StoreSpace(**{**space, "aliases": tuple(space["aliases"])})
+    return store.rewrite_into(
+        out, apply, dim, options["chunk_rows"], overwrite=options["overwrite"], **extra
+    )
+
+
+def reembed_store(
+    store: str | os.PathLike | VectorStore,
+    encoder: str,
+    out: str | os.PathLike | None = None,
+    *,
+    text_column: str = "text",
+    texts: str | os.PathLike | None = None,
+    id_column: str = "id",
+    column: str | None = None,
+    table: str | None = None,
+    chunk_rows: int = DEFAULT_REEMBED_CHUNK_ROWS,
+    batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
+    overwrite: bool = False,
+    resume: bool = False,
+    max_rows: int | None = None,
+    dtype: str | np.dtype | None = None,
+    skip_missing: bool = False,
+    show_progress: bool | None = None,
+) -> Path | str | ReembedEstimate:
+    """Re-embed every row of ``store`` from its text with ``encoder`` into ``out``.
+
+    Args:
+        store: a store with a text column (parquet, datasets; `open_store`'s ``column`` and
+            ``table`` pick its vector column and table), or an opened `VectorStore`.
+        encoder: any encoder spec the library loads (`relrep_hf.encoding.encoder_kinds`):
+            ``ID[@REV][:POOLING][:LAYER]``, ``st:FOLDER_OR_ID``, a GGUF file, ``py:mod:fn``.
+        out: the new store (same kind); ``None``: the store itself, replaced in place.
+        text_column: the column of texts (of the store, or of ``texts``).
+        texts: instead, a .jsonl or .parquet file of ``id_column`` and ``text_column``, joined
+            on the store's ``id_column``.
+        chunk_rows: rows per committed chunk (and per encoder load).
+        overwrite: replace an existing ``out`` (a store of the same kind).
+        resume: go on from the committed chunks of a killed run with the same store, texts and
+            settings (without it, such a run's staging folder is refused, never discarded).
+        max_rows: a dry run: embed the first ``max_rows`` rows, write nothing, and return a
+            `ReembedEstimate` of the whole store's time.
+        dtype: the new vectors' dtype (default: the store's).
+        skip_missing: leave the rows without text out of the new store (parquet, datasets;
+            a warning names them) instead of refusing them.
+
+    Returns:
+        ``out`` (the store's path when replaced in place), or the `ReembedEstimate`.
+
+    Raises:
+        MissingTextError: rows without text, named by id (nothing embedded or written),
+            unless ``skip_missing``.
+        VectorStoreError: a store with no text, a staging folder of a killed run without
+            ``resume``, an output that cannot be written.
+
+    Example:
+        >>> reembed_store("docs.parquet", "minilm:mean", "docs-minilm.parquet")  # doctest: +SKIP
+    """
+    if not isinstance(chunk_rows, int) or chunk_rows < 1:
+        raise ValueError(f"chunk_rows must be a positive int, got {chunk_rows!r}.")
+    opened = (
+        store if isinstance(store, VectorStore) else open_store(store, column=column, table=table)
+    )
+    spec = _parse(encoder)
+    source = _texts_of(opened, text_column, texts, id_column)
+    positions, missing = _missing_rows(source, chunk_rows)
+    if not skip_missing:
+        _check_texts(source, missing)
+    if max_rows is not None:
+        if not isinstance(max_rows, int) or max_rows < 1:
+            raise ValueError(f"max_rows must be a positive int, got {max_rows!r}.")
+        return _dry_run(spec, source, max_rows, batch_size, opened.rows)
+    wanted = opened.dtype if dtype is None else _check_dtype(opened, dtype)
+    options = {
+        "encoder": str(spec),
+        "text_column": text_column,
+        "id_column": id_column if texts is not None else None,
+        "vector_column": getattr(opened, "column", None),
+        "chunk_rows": chunk_rows,
+        "batch_size": batch_size,
+        "dtype": str(wanted),
+        "skip_missing": bool(skip_missing and positions),
+    }
+    run = {"resume": resume, "overwrite": overwrite or out is None, "show_progress": show_progress}
+    run["drop"] = positions if skip_missing else []
+    return _run(spec, source, out, options, texts, **run)
+
+
+def _run(
+    spec: Any,
+    source: _Texts,
+    out: str | os.PathLike | None,
+    options: dict[str, Any],
+    texts: str | os.PathLike | None,
+    *,
+    resume: bool,
+    overwrite: bool,
+    show_progress: bool | None,
+    drop: list[int],
+) -> Path | str:
+    """Embed the chunks not yet committed in the staging folder of this run (its key: the
+    store's and texts' versions, ``out`` and ``options``), then swap the new store in."""
+    opened = source.store
+    target = Path(opened.path) if out is None else out
+    options["out"] = str(Path(os.path.abspath(target)))
+    key = _run_key(opened, options, texts)
+    staging = Path(options["out"]).parent / f"{STAGING_PREFIX}{key}"
+    options |= {"dtype": np.dtype(options["dtype"]), "overwrite": overwrite}
+    staging.parent.mkdir(parents=True, exist_ok=True)
+    with folder_lock(staging):  # one run per staging folder: a second fails at once
+        if staging.exists() and not resume:
+            done = _read_progress(staging, key)["chunks"]
+            raise VectorStoreError(
+                f"A killed re-embed of {opened.describe()} with these settings left {done} "
+                f"committed chunk(s) of {options['chunk_rows']} rows. Pass resume=True "
+                "(--resume) to go on from them, or remove their folder to start over: "
+                f"{str(staging)!r}. Nothing was written."
+            )
+        staging.mkdir(exist_ok=True)
+        if drop:  # skip_missing: the new store is written from a copy without those rows
+            logger.warning(
+                "%s: %s; they are left out of the new store.",
+                opened.describe(),
+                _missing_message(source, _missing_rows(source, options["chunk_rows"])[1]),
+            )
+            kept = _without_rows(opened, drop, staging)
+            source = _Texts(kept, source.text_column, source.id_column, source.by_id)
+            opened = kept
+        progress = _read_progress(staging, key)
+        progress = _embed_chunks(spec, source, staging, progress, options, show_progress)
+        if "dim" not in progress:
+            raise VectorStoreError(f"{opened.describe()} has no rows to re-embed.")
+        result = _write_store(opened, target, staging, progress, options)
+        shutil.rmtree(staging, ignore_errors=True)
+    return result
