@@ -25,9 +25,10 @@ from accelerate import Accelerator
 from accelerate.state import AcceleratorState
 
 from benchmarks.common import row
-from benchmarks.perf.param import direct_epoch, loss_deviation, random_spaces
+from benchmarks.perf.param import loss_deviation
 from relrep_hf import ParamTrainer, ParamTrainingArguments, embeddings_tensor, extract_embeddings
 from relrep_hf.encoding import load_sentences
+from tests.fixtures.param_reference import direct_epoch, random_spaces
 
 EPOCHS = 3
 DEVICE = "cuda"

@@ -171,7 +171,7 @@ def test_real_minilm_spaces_zero_shot(tmp_path):
     1,200 sentences (300 held out), 300 anchors mixing every training sentence (measured:
     PARAM-WIP 0.99, Random-Cos 0.24; 45 s against 400 s at full size). The full size (4,192
     sentences, 2,000 support points) is benchmarks/studies/zero_shot.py."""
-    from benchmarks.studies.zero_shot import held_out_recall
+    from tests.fixtures.held_out import held_out_recall
     from tests.fixtures.minilm import minilm_spaces
 
     settings = [(6, "mean"), (4, "mean"), (2, "mean"), (6, "cls")]

@@ -18,11 +18,10 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks.perf import store_writers
 from relrep_hf.migration import MigrationMap, migrate_store, open_store
 from relrep_hf.migration.databases import StoreBusyError, parse_location
 from relrep_hf.migration.stores import VectorStoreError
-from tests.fixtures import database_stores
+from tests.fixtures import database_stores, store_writers
 from tests.fixtures.database_stores import KINDS, build, contents, nearest, row_id
 from tests.fixtures.killable_migration import migrate_and_hang
 

@@ -95,7 +95,7 @@ def test_single_encoder_trains_without_info_nce(spaces, tmp_path):
 def test_every_step_follows_autograd_of_the_direct_formulas(tmp_path):
     """Whitening rows once, the shared cross products and the hand-written backward passes
     change no loss: a whole epoch against the benchmark's direct, autograd-only version."""
-    from benchmarks.perf.param import direct_epoch, random_spaces
+    from tests.fixtures.param_reference import direct_epoch, random_spaces
 
     spaces = random_spaces(700, 24, 3)
     args = ParamTrainingArguments(
@@ -114,7 +114,7 @@ def test_every_step_follows_autograd_of_the_direct_formulas(tmp_path):
 
 def test_bf16_runs_the_support_products_in_bfloat16_close_to_float32(tmp_path):
     """bf16=True changes the anchors' GEMM only: the losses move, by a bfloat16 rounding."""
-    from benchmarks.perf.param import random_spaces
+    from tests.fixtures.param_reference import random_spaces
 
     spaces = random_spaces(700, 24, 3)
     runs = {}
