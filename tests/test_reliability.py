@@ -890,30 +890,60 @@ def first_sentence(message: str) -> str:
     return message if match is None else message[: match.end()]
 
 
+TABLE_HEAD = ["| input | where | error |", "| --- | --- | --- |"]
+
+
+def bad_input_row(case: BadInput, setup: Setup) -> str:
+    """Run one case; the markdown table row of what it raises."""
+    try:
+        case.call(setup)
+    except Exception as error:  # recording whatever each case raises
+        text = first_sentence(str(error)).replace(str(setup.folder), "<folder>").replace("|", r"\|")
+        return f"| {case.input} | {case.where} | {type(error).__name__}: {text} |"
+    return f"| {case.input} | {case.where} | (no error) |"
+
+
 def bad_input_table(folder: Path) -> list[str]:
-    """Run every case; the markdown table rows of what each raises."""
+    """Run every case on one setup, in order; the markdown table of what each raises."""
     setup = Setup(folder)
-    lines = ["| input | where | error |", "| --- | --- | --- |"]
-    for case in BAD_INPUTS:
-        try:
-            case.call(setup)
-        except Exception as error:  # recording whatever each case raises
-            text = first_sentence(str(error)).replace(str(folder), "<folder>").replace("|", r"\|")
-            lines.append(f"| {case.input} | {case.where} | {type(error).__name__}: {text} |")
-        else:
-            lines.append(f"| {case.input} | {case.where} | (no error) |")
-    return lines
+    return [*TABLE_HEAD, *(bad_input_row(case, setup) for case in BAD_INPUTS)]
 
 
 def documented_table() -> list[str]:
     return [line for line in BAD_INPUTS_DOC.read_text().splitlines() if line.startswith("|")]
 
 
-def test_bad_input_table_is_current(tmp_path):
-    table = bad_input_table(tmp_path)
-    silent = [line for line in table if line.endswith("(no error) |")]
-    assert silent == [], "these bad inputs raise nothing"
-    assert documented_table() == table, (
+@pytest.fixture(scope="module")
+def bad_input_setup(tmp_path_factory) -> Setup:
+    """One setup for every case, run in the table's order (as `bad_input_table` runs them)."""
+    return Setup(tmp_path_factory.mktemp("bad-inputs"))
+
+
+@pytest.mark.parametrize(
+    "case", BAD_INPUTS, ids=[f"row{n:03d}: {case.input}" for n, case in enumerate(BAD_INPUTS, 1)]
+)
+def test_bad_input_raises_what_its_row_says(case, bad_input_setup):
+    """Each row of docs/bad_inputs.md is one case: a failure names its row."""
+    row = bad_input_row(case, bad_input_setup)
+    assert not row.endswith("(no error) |"), "this bad input raises nothing"
+    assert row in documented_table(), (
+        f"docs/bad_inputs.md does not have this row: regenerate it with python -m "
+        f"tests.test_reliability\n{row}"
+    )
+
+
+def test_bad_input_table_has_one_row_per_case_in_order():
+    """No row without its case, none missing, in the cases' order (each case's whole row is
+    checked by `test_bad_input_raises_what_its_row_says`)."""
+    table = documented_table()
+    assert table[:2] == TABLE_HEAD
+    cases = [f"| {case.input} | {case.where} | " for case in BAD_INPUTS]
+    rows = table[2:]
+    assert len(rows) == len(cases), (
+        "docs/bad_inputs.md is stale: regenerate it with python -m tests.test_reliability"
+    )
+    stale = [(row, case) for row, case in zip(rows, cases, strict=True) if not row.startswith(case)]
+    assert stale == [], (
         "docs/bad_inputs.md is stale: regenerate it with python -m tests.test_reliability"
     )
 
