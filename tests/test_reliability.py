@@ -10,6 +10,7 @@ Regenerate the table of bad inputs with ``python -m tests.test_reliability``.
 
 from __future__ import annotations
 
+import copy
 import json
 import multiprocessing
 import os
@@ -559,7 +560,8 @@ BAD_INPUTS = [
     BadInput("NaN in the anchors", "`RelativeProjector.from_statistics`",
              lambda s: s.projector_of(with_nan(s.data[:4], 0))),
     BadInput("finite embeddings too large for a float16 projector", "`RelativeProjector.forward`",
-             lambda s: s.projector.half()(torch.full((2, 8), 6e4, dtype=torch.float16))),
+             lambda s: copy.deepcopy(s.projector).half()(torch.full((2, 8), 6e4,
+                                                                     dtype=torch.float16))),
     BadInput("integer embeddings", "`Statistics.from_embeddings`",
              lambda s: Statistics.from_embeddings(torch.ones(5, 3, dtype=torch.int64))),
     # dimensions

@@ -198,6 +198,11 @@ def _extraction_rows(quick: bool) -> list[dict]:
     ]
 
 
+def needs(quick: bool) -> dict[str, tuple[str, ...]]:
+    """The optional packages this benchmark reads: none (it needs a CUDA GPU, which `run` checks)."""
+    return {}
+
+
 def run(quick: bool = False, repeats: int = 3) -> list[dict]:
     if not torch.cuda.is_available():
         raise SystemExit("device needs a CUDA GPU; run it where torch.cuda.is_available().")

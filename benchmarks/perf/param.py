@@ -100,6 +100,11 @@ def loss_deviation(history: list[dict], reference: list[dict]) -> float:
 EPOCHS = 3
 
 
+def needs(quick: bool) -> dict[str, tuple[str, ...]]:
+    """The optional packages this benchmark reads: none (the core install runs it)."""
+    return {}
+
+
 def run(quick: bool = False, repeats: int = 3) -> list[dict]:
     n, d, k, m, encoders = (4000, 256, 1000, 100, 3) if quick else (20000, 768, 5000, 300, 3)
     spaces = random_spaces(n, d, encoders)

@@ -31,6 +31,11 @@ def _repeated(function, calls: int):
     return many
 
 
+def needs(quick: bool) -> dict[str, tuple[str, ...]]:
+    """The optional packages this benchmark reads: none (the core install runs it)."""
+    return {}
+
+
 def run(quick: bool = False) -> list[dict]:
     n, d, m = (8192, 768, 300) if quick else (65536, 768, 300)
     return _rows(n, d, m, 1) + _rows(8, d, m, CALLS // 10 if quick else CALLS)
