@@ -341,3 +341,44 @@ def test_the_test_placement_rule_can_fail(tmp_path):
         "tests/fixtures/test_server.py is in no folder of relrep_hf/",
         "tests/utils/test_io.py imports benchmarks/",
     ]
+
+
+def _fast_tests(path: Path) -> list[str]:
+    """The test functions of a test module that ``-m "not slow"`` keeps (read, not imported)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    module_marks = [
+        ast.unparse(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and any(getattr(t, "id", "") == "pytestmark" for t in node.targets)
+    ]
+    if any("mark.slow" in mark for mark in module_marks):
+        return []
+    return [
+        node.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef)
+        and node.name.startswith("test_")
+        and not any("mark.slow" in ast.unparse(d) for d in node.decorator_list)
+    ]
+
+
+def test_the_fast_loop_covers_every_folder():
+    """``python -m pytest -m "not slow"`` (README) runs tests of every folder of relrep_hf/."""
+    tests = PACKAGE.parent / "tests"
+    folders = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file())
+    uncovered = [
+        f for f in folders if not any(_fast_tests(path) for path in (tests / f).glob("test_*.py"))
+    ]
+    assert uncovered == [], f"only slow tests for these folders of relrep_hf/: {uncovered}"
+
+
+def test_the_fast_loop_rule_can_fail(tmp_path):
+    whole = tmp_path / "test_whole.py"
+    whole.write_text("import pytest\npytestmark = [pytest.mark.slow]\ndef test_a():\n    pass\n")
+    some = tmp_path / "test_some.py"
+    some.write_text(
+        "import pytest\n@pytest.mark.slow\ndef test_a():\n    pass\n"
+        "class TestB:\n    def test_b(self):\n        pass\n"
+    )
+    assert _fast_tests(whole) == [] and _fast_tests(some) == ["test_b"]
