@@ -181,6 +181,7 @@ def test_a_folder_that_is_not_a_run_is_refused_before_the_heavy_imports(tmp_path
     assert result.stderr.count("is not a run folder (no run.json)") == 4
 
 
+@pytest.mark.slow
 def test_every_subcommand_has_complete_help(capsys):
     for command in ("embed", "fit", "onboard", "evaluate", "push", "demo"):
         with pytest.raises(SystemExit) as exit_info:
@@ -195,6 +196,7 @@ def test_every_subcommand_has_complete_help(capsys):
     assert result.returncode == 0 and all(c in result.stdout for c in ("embed", "onboard", "demo"))
 
 
+@pytest.mark.slow
 def test_push_a_run_folder_to_the_hub(run_dir, tmp_path):
     """Step 5 of the README's CLI pipeline against the local Hub server: exit 0, one line per repo."""
     from tests.fixtures.hub_server import LocalHub, hub_env

@@ -196,6 +196,7 @@ def save_until_crash(kind: str, root: Path, operation: int, version: int) -> Non
     killable_save.save_versions(kind, root / "artifact", version, 1, sizes=killable_save.SMALL)
 
 
+@pytest.mark.slow
 @needs_fork
 @pytest.mark.parametrize("kind", ["projector", "anchor_set"])
 @pytest.mark.parametrize("existing", [True, False], ids=["over a previous save", "first save"])
@@ -243,6 +244,7 @@ def save_forever(kind: str, folder: Path, first: int) -> None:
     killable_save.save_versions(kind, folder, first, sizes=killable_save.LARGE)
 
 
+@pytest.mark.slow
 @needs_fork
 @pytest.mark.parametrize("kind", ["projector", "anchor_set"])
 def test_saves_killed_at_random_moments_leave_a_loadable_version(kind, tmp_path):
@@ -289,6 +291,7 @@ def complete_checkpoints(output_dir: Path) -> list[int]:
     )
 
 
+@pytest.mark.slow
 @needs_fork
 def test_training_killed_after_a_checkpoint_resumes_to_the_uninterrupted_result(tmp_path):
     full, killed = tmp_path / "full", tmp_path / "killed"

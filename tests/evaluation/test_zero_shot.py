@@ -165,6 +165,7 @@ def test_retrieval_pairs_use_the_anchors_fitted_without_the_target(encoders, tmp
 MINILM_ROWS, MINILM_TEST_ROWS = 1200, 300  # full size in benchmarks/studies/zero_shot.py
 
 
+@pytest.mark.slow
 def test_real_minilm_spaces_zero_shot(tmp_path):
     """Layers and poolings of the real MiniLM as encoders; one held out of PARAM training.
     Retrieval between the held-out sentences' relative features, both directions. CI size:

@@ -214,6 +214,7 @@ def test_bad_inputs(spaces, tmp_path):
         ParamTrainer(small_param_args(tmp_path), spaces, inputs=["a", "b"])
 
 
+@pytest.mark.slow
 def test_two_processes_learn_the_anchor_set_of_one(tmp_path):
     """A real 2-process CPU run: statistics reduced across ranks, batches sharded, InfoNCE
     over the gathered global batch, gradients averaged by DDP."""

@@ -181,6 +181,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow
 def test_hub_snapshots_are_verified_and_pushes_leave_no_stale_files(tmp_path):
     with LocalHub() as hub:
         env = client_env(hub, tmp_path)
