@@ -71,6 +71,7 @@ def run_dir(tmp_path_factory):
     return run_dir
 
 
+@pytest.mark.slow
 def test_embed_and_fit_write_the_run_folder(run_dir):
     run = json.loads((run_dir / "run.json").read_text())
     names = [e["name"] for e in run["encoders"]]
@@ -90,6 +91,7 @@ def test_embed_and_fit_write_the_run_folder(run_dir):
         assert projector.config.pooling in ("mean", "cls") and projector.config.num_anchors == 48
 
 
+@pytest.mark.slow
 def test_onboard_then_evaluate(run_dir, capsys):
     assert main(["--quiet", "onboard", str(run_dir), "--encoder", "minilm:mean:5"]) == 0
     assert capsys.readouterr().out == (
@@ -231,6 +233,7 @@ def test_push_a_run_folder_to_the_hub(run_dir, tmp_path):
             assert hub.branch_head(repo_id) == sha
 
 
+@pytest.mark.slow
 def test_heads_carry_the_topic_names_and_the_swap_example_prints_one(run_dir):
     """The README's swap example on the run's artifacts prints a topic name, not LABEL_4."""
     from relrep_hf import RelativeWrapper
@@ -250,6 +253,7 @@ def test_heads_carry_the_topic_names_and_the_swap_example_prints_one(run_dir):
     assert len(predicted) == 2 and set(predicted) <= set(topics)
 
 
+@pytest.mark.slow
 def test_help_and_version_import_no_pipeline():
     """`relrep-hf --help` / `--version` answer without datasets, evaluate, matplotlib or the
     pipeline (their import took ~11 s); `import relrep_hf` still registers the Auto classes.
@@ -371,6 +375,7 @@ def test_every_training_argument_is_a_flag(capsys):
     assert "Need 0 <= shrinkage <= 1 and eps >= 0, got shrinkage=1.5" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_default_method_takes_every_training_row_as_support(run_dir, tmp_path):
     """The closed form as the benchmark's winner fits it: K = every training row, the shrinkage
     chosen from the training rows (recorded in the anchor set and every projector), and more
@@ -399,6 +404,7 @@ def test_the_default_method_takes_every_training_row_as_support(run_dir, tmp_pat
     assert AnchorSet.from_pretrained(copy / "anchor_set").num_anchors == 349  # K - 1: centred rows
 
 
+@pytest.mark.slow
 def test_a_baseline_method_fits_a_run_and_its_report_names_it(run_dir, tmp_path):
     """Any registered method fits through `relrep-hf fit` (`relrep_hf.training.anchor_methods`);
     the report labels the run's anchor set by the registry."""

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import datasets
 import numpy as np
+import pytest
 import torch
 
 from benchmarks.perf import scale as bench_scale
 from relrep_hf import Statistics
 
 
+@pytest.mark.slow
 def test_scale_benchmark_code_path(tmp_path, monkeypatch):
     monkeypatch.setattr(bench_scale, "RESULTS", tmp_path / "results")
     assert all(s > 0 for s in bench_scale._projection_seconds([10, 100], repeats=1))

@@ -16,6 +16,7 @@ from relrep_hf.functional.tables import format_table
 from tests.fixtures.synthetic import affine_spaces, small_param_args
 
 
+@pytest.mark.slow
 def test_algorithm_1_on_affine_spaces(tmp_path):
     """Each encoder held out in turn: a classifier trained on another encoder's PARAM-WIP
     features classifies the held-out one nearly as well as its own absolute classifier."""
@@ -82,6 +83,7 @@ def encoders():
     return data
 
 
+@pytest.mark.slow
 def test_the_paper_table_has_every_pair_and_each_anchor_set_is_fitted_once(encoders, tmp_path):
     lines = []
     stitching = ZeroShotStitching(
