@@ -326,6 +326,7 @@ def test_demo_sizes_follow_the_limit_and_are_checked_before_embedding(tmp_path, 
     assert not run_dir.exists()  # nothing was embedded
 
 
+@pytest.mark.slow
 def test_help_and_version_do_not_import_torch():
     """A fact, not a timing: the parser is built, and --help / --version answered, without torch.
     Every form in one fresh interpreter: torch imported by any of them would still be there."""

@@ -78,6 +78,7 @@ def same_payloads(first: dict, second: dict) -> bool:
     return first.keys() == second.keys() and all(first[i][0] == second[i][0] for i in first)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_migrated_in_place_with_ids_payloads_and_a_backup(kind, where):
     vectors, name = old_vectors(kind), table_name()

@@ -45,6 +45,7 @@ def trainer(tmp_path, features, labels, **overrides) -> HeadTrainer:
     return HeadTrainer(head, args, features, labels)
 
 
+@pytest.mark.slow
 def test_fewer_directions_when_the_later_ones_do_not_transfer(tmp_path):
     features, labels = encoders(shared=slice(0, 4), private=slice(4, M))
     run = trainer(tmp_path, features, labels)

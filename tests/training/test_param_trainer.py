@@ -22,6 +22,7 @@ def spaces():
     return affine_spaces(("e0", "e1", "e2"), n=1000, d=8)
 
 
+@pytest.mark.slow
 def test_zero_shot_on_a_held_out_affine_space(tmp_path):
     """PARAM-WIP aligns a space it never saw; random-cosine does not (paper Fig. 2, E.3)."""
     spaces = affine_spaces(n=3000, d=16)
@@ -59,6 +60,7 @@ def test_zero_shot_on_a_held_out_affine_space(tmp_path):
     assert max(recall["random_cosine"]) < 0.5
 
 
+@pytest.mark.slow
 def test_same_seed_same_anchor_set_and_it_is_saved(spaces, tmp_path):
     first = ParamTrainer(small_param_args(tmp_path / "a"), spaces).train()
     second = ParamTrainer(small_param_args(tmp_path / "b"), spaces).train()
@@ -138,6 +140,7 @@ def test_bf16_runs_the_support_products_in_bfloat16_close_to_float32(tmp_path):
     torch.testing.assert_close(low.mixture.sum(dim=1), torch.ones(12))
 
 
+@pytest.mark.slow
 def test_datasets_columns_give_the_same_anchor_set_as_tensors(spaces, tmp_path):
     dataset = datasets.Dataset.from_dict({name: space.tolist() for name, space in spaces.items()})
     dataset = dataset.add_column("text", [f"input {i}" for i in range(len(dataset))])
@@ -152,6 +155,7 @@ def test_datasets_columns_give_the_same_anchor_set_as_tensors(spaces, tmp_path):
     assert from_dataset.support[0] == dataset["text"][int(trainer.support_indices[0])]
 
 
+@pytest.mark.slow
 def test_resume_ends_where_an_uninterrupted_run_ends(spaces, tmp_path):
     uninterrupted = ParamTrainer(
         small_param_args(tmp_path / "full", num_train_epochs=4), spaces
