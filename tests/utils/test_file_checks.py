@@ -150,6 +150,7 @@ def test_fuzzed_config_json(kind, damage, originals, tmp_path):
     check_clean(f"config.json ({kind})", lambda: cls.from_pretrained(folder), ("config.json",))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["projector", "head"])
 def test_config_json_case_counts(kind):
     report(f"config.json ({kind})", 1)
@@ -226,6 +227,7 @@ def test_fuzzed_safetensors_header(kind, damage, which, originals, tmp_path):
     check_clean(f"safetensors header ({kind})", load, (name,))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["projector", "anchors"])
 def test_safetensors_header_case_counts(kind):
     report(f"safetensors header ({kind})", 1)
@@ -282,6 +284,7 @@ def test_fuzzed_support_file(lines, originals, tmp_path):
     check_clean("support.jsonl", lambda: AnchorSet.from_pretrained(folder), ("support.jsonl",))
 
 
+@pytest.mark.slow
 def test_anchor_set_case_counts():
     report("anchor_set.json", 1)
     report("support.jsonl", 1)
@@ -320,6 +323,7 @@ def test_fuzzed_model_card(metadata, body, generated, fence, originals, tmp_path
     assert CASES["model card"] and readme.is_file()
 
 
+@pytest.mark.slow
 def test_model_card_case_counts():
     report("model card", 1)
 
