@@ -7,7 +7,8 @@ The first runs the default set (or ``--only`` those) in one process and prints a
 ratios against baselines; the second runs one benchmark with its own arguments (``python -m
 benchmarks NAME --help``). A benchmark is a module of ``perf/``, ``studies/`` or ``spaces/``
 named by its file: ``run(quick)`` gives its table rows, ``main(argv)`` its own command line,
-``needs(quick)`` the optional packages it reads.
+``needs(quick)`` the optional packages it reads (every benchmark with rows declares it; a part
+whose packages are missing is skipped with one line).
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ DEFAULT = (
 
 def catalogue() -> dict[str, tuple[str, str, frozenset[str]]]:
     """``{name: (module, purpose, entry points)}`` of every benchmark: each module of a purpose's
-    folder defining ``run`` or ``main``, read without importing it (``--help`` stays quick)."""
+    folder defining ``run`` or ``main`` (and ``needs``, where it declares it), read without
+    importing it (``--help`` stays quick)."""
     found: dict[str, tuple[str, str, frozenset[str]]] = {}
     for purpose in PURPOSES:
         for path in sorted((Path(__file__).parent / purpose).glob("*.py")):
@@ -64,6 +66,7 @@ def catalogue() -> dict[str, tuple[str, str, frozenset[str]]]:
                 continue  # a helper of the others
             if path.stem in found:
                 raise RuntimeError(f"Two benchmarks named {path.stem!r}: rename one.")
+            entries |= defined & {"needs"}
             found[path.stem] = (f"benchmarks.{purpose}.{path.stem}", purpose, entries)
     return found
 
@@ -114,15 +117,19 @@ def run_table(argv: Sequence[str], benchmarks: dict) -> None:
     for name, module in modules.items():
         if not hasattr(module, "run"):
             parser.error(f"{name} has no table rows: run it alone, python -m benchmarks {name}.")
-    skipped = {}  # said before anything runs: a missing package stops nothing minutes later
-    for name, module in modules.items():
-        needs = getattr(module, "needs", None)
-        skipped[name] = announce_skips(name, needs(args.quick)) if needs else {}
+        if not hasattr(module, "needs"):
+            parser.error(f"{name} declares no needs(quick): say which optional packages it reads.")
+    # said before anything runs, one line each: a missing package stops nothing minutes later
+    skipped = {
+        name: announce_skips(name, module.needs(args.quick)) for name, module in modules.items()
+    }
     results = []
     for name, module in modules.items():
         if "" not in skipped[name]:
+            started = time.perf_counter()
             with warnings_once(name):
                 results += module.run(quick=args.quick)
+            print(f"[{name}] {time.perf_counter() - started:.1f} s", flush=True)
     print_results(results)
     if args.json:
         meta = {

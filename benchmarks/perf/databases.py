@@ -25,9 +25,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.common import row
-from benchmarks.perf import store_writers
+from benchmarks.common import announce_skips, row, unavailable
 from relrep_hf.migration import MigrationMap, migrate_store
+from tests.fixtures import store_writers
 
 D_OLD, D_NEW = 384, 768
 KINDS = ("sqlite-vec", "pgvector", "chroma", "qdrant")
@@ -36,8 +36,14 @@ PACKAGES = {"qdrant": ("qdrant_client",), "chroma": ("chromadb",),
 
 
 def needs(quick: bool) -> dict[str, tuple[str, ...]]:
-    """The optional packages this benchmark reads, per kind."""
-    return dict(PACKAGES)
+    """The optional packages this benchmark reads, per kind (a kind whose packages are missing is
+    skipped); sqlite-vec also needs sqlean.py where this Python's sqlite3 loads no extensions."""
+    import sqlite3
+
+    packages = dict(PACKAGES)
+    if not hasattr(sqlite3.Connection, "enable_load_extension"):
+        packages["sqlite-vec"] = (*packages["sqlite-vec"], "sqlean")
+    return packages
 
 
 def _rows(kind: str, rows: int) -> int:
@@ -160,11 +166,14 @@ def _where(kind: str, folder: Path, servers: list):
 
 
 def run(quick: bool = False, rows: int | None = None, kinds=KINDS) -> list[dict]:
+    """Each kind of ``kinds`` whose packages are installed (`needs`; ``python -m benchmarks``
+    says the others in one line each before anything runs)."""
     rows = rows or (2_000 if quick else 100_000)
+    missing = unavailable(needs(quick))
     results, servers = [], []
     with tempfile.TemporaryDirectory(prefix="relrep-bench-databases-") as folder:
         try:
-            for kind in kinds:
+            for kind in (kind for kind in kinds if kind not in missing):
                 where = _where(kind, Path(folder), servers)
                 results.append(measure(kind, _rows(kind, rows), where))
         finally:
@@ -179,6 +188,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rows", type=int, default=None, help="rows per store (default 100,000)")
     parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
     args = parser.parse_args(argv)
+    announce_skips("databases", {kind: needs(args.quick)[kind] for kind in args.kinds})
     for result in run(args.quick, args.rows, args.kinds):
         print(
             f"{result['benchmark']}: {result['value']:,.0f} rows/s ({result['seconds']:.1f} s); "

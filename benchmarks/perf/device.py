@@ -25,9 +25,10 @@ from accelerate import Accelerator
 from accelerate.state import AcceleratorState
 
 from benchmarks.common import row
-from benchmarks.perf.param import direct_epoch, loss_deviation, random_spaces
+from benchmarks.perf.param import loss_deviation
 from relrep_hf import ParamTrainer, ParamTrainingArguments, embeddings_tensor, extract_embeddings
 from relrep_hf.encoding import load_sentences
+from tests.fixtures.param_reference import direct_epoch, random_spaces
 
 EPOCHS = 3
 DEVICE = "cuda"
@@ -195,6 +196,11 @@ def _extraction_rows(quick: bool) -> list[dict]:
             max_abs_difference_from_plain_loop=float((on_gpu - plain).abs().max()),
         ),
     ]
+
+
+def needs(quick: bool) -> dict[str, tuple[str, ...]]:
+    """The optional packages this benchmark reads: none (it needs a CUDA GPU, which `run` checks)."""
+    return {}
 
 
 def run(quick: bool = False, repeats: int = 3) -> list[dict]:

@@ -81,6 +81,11 @@ def extract(data_file: str, encoder_folder: str, cache_dir: str) -> int:
     return len(embedded)
 
 
+def needs(quick: bool) -> dict[str, tuple[str, ...]]:
+    """The optional packages this benchmark reads: none (the core install runs it)."""
+    return {}
+
+
 def run(quick: bool = False) -> list[dict]:
     rows = 8_000 if quick else 80_000
     with tempfile.TemporaryDirectory(prefix="relrep-bench-extraction-") as tmp:

@@ -19,6 +19,11 @@ from relrep_hf import RelativeProjector, Statistics
 from relrep_hf.utils.manifest import verify_folder
 
 
+def needs(quick: bool) -> dict[str, tuple[str, ...]]:
+    """The optional packages this benchmark reads: none (the core install runs it)."""
+    return {}
+
+
 def run(quick: bool = False) -> list[dict]:
     d, m = 768, 300
     data = torch.randn(4 * d, d, generator=torch.Generator().manual_seed(0), dtype=torch.float64)

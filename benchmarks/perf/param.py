@@ -1,6 +1,7 @@
 """A PARAM epoch against a direct implementation of the paper's formulas.
 
-The direct version whitens the anchors with a d x d product at every step
+The direct version (tests/fixtures/param_reference.py, the reference the tests check a PARAM
+epoch against) whitens the anchors with a d x d product at every step
 (``((P @ X_sub) - mu) @ L``), whitens every batch, computes full distance matrices
 with ``torch.cdist`` and lets autograd differentiate all of it. Ours whitens the
 support once (``P @ whitened(X_sub)`` is exact because P's rows sum to one), shares one
@@ -26,86 +27,10 @@ import tempfile
 import time
 
 import torch
-import torch.nn.functional as F
 
 from benchmarks.common import row
-from relrep_hf import ParamTrainer, ParamTrainingArguments, Statistics, whitening_matrix
-
-
-def random_spaces(n: int, d: int, encoders: int) -> dict[str, torch.Tensor]:
-    """``encoders`` random affine images of one random [n, d] space (seed 0)."""
-    generator = torch.Generator().manual_seed(0)
-    latent = torch.randn(n, d, generator=generator)
-    return {
-        f"enc{i}": latent @ torch.randn(d, d, generator=generator)
-        + torch.randn(d, generator=generator)
-        for i in range(encoders)
-    }
-
-
-def _direct_losses(logits, support, means, whitenings, batches, args) -> dict[str, torch.Tensor]:
-    mixture = torch.softmax(logits / args.mixture_temperature, dim=1)
-    coverage, orthogonality, length, relatives = [], [], [], []
-    for x_sub, mu, w, x in zip(support, means, whitenings, batches, strict=True):
-        whitened_anchors = (mixture @ x_sub - mu) @ w
-        whitened_x = (x - mu) @ w
-        distance = torch.cdist(whitened_x, whitened_anchors).square()
-        q = torch.softmax(-distance / args.coverage_temperature, dim=1)
-        coverage.append((q * distance).sum(dim=1).mean() / x.shape[1])
-        unit = F.normalize(whitened_anchors, dim=1)
-        m = unit.shape[0]
-        orthogonality.append(((unit @ unit.T).square().sum() - m) / (m * (m - 1)))
-        length.append((whitened_anchors.norm(dim=1) - 1).square().mean())
-        relatives.append(whitened_x @ whitened_anchors.T)
-    nce = []
-    for a, b in itertools.combinations(relatives, 2):
-        logits_ab = F.normalize(a, dim=1) @ F.normalize(b, dim=1).T / args.info_nce_temperature
-        target = torch.arange(len(a), device=a.device)
-        nce.append(
-            0.5 * (F.cross_entropy(logits_ab, target) + F.cross_entropy(logits_ab.T, target))
-        )
-    terms = {
-        "coverage": torch.stack(coverage).mean(),
-        "orthogonality": torch.stack(orthogonality).mean(),
-        "length": torch.stack(length).mean(),
-        "info_nce": torch.stack(nce).mean(),
-    }
-    terms["loss"] = (
-        args.coverage_weight * terms["coverage"]
-        + args.orthogonality_weight * terms["orthogonality"]
-        + args.length_weight * terms["length"]
-        + args.info_nce_weight * terms["info_nce"]
-    )
-    return terms
-
-
-def direct_epoch(spaces, args, support_indices, epoch: int = 0) -> tuple[float, list[dict]]:
-    """One epoch of the paper's formulas read directly (autograd): its seconds and losses."""
-    names = list(spaces)
-    stats = [Statistics.from_embeddings(spaces[n]) for n in names]
-    device = next(iter(spaces.values())).device  # the direct formulas run where the rows are
-    means = [s.mean.float().to(device) for s in stats]
-    whitenings = [whitening_matrix(s).float().to(device) for s in stats]
-    support = [spaces[n][support_indices] for n in names]
-    generator = torch.Generator().manual_seed(args.seed)
-    logits = torch.nn.Parameter(
-        torch.randn(args.num_anchors, len(support_indices), generator=generator).to(device)
-    )
-    optimizer = torch.optim.AdamW([logits], lr=args.learning_rate, weight_decay=args.weight_decay)
-    n = len(next(iter(spaces.values())))
-    order = torch.randperm(n, generator=torch.Generator().manual_seed(args.seed + epoch))
-    history = []
-    start = time.perf_counter()  # statistics and whitening matrices excluded, as for ours
-    for s in range(0, n, args.train_batch_size):
-        rows = order[s : s + args.train_batch_size]
-        terms = _direct_losses(
-            logits, support, means, whitenings, [spaces[k][rows] for k in names], args
-        )
-        history.append({k: float(v.detach()) for k, v in terms.items()})
-        optimizer.zero_grad()
-        terms["loss"].backward()
-        optimizer.step()
-    return time.perf_counter() - start, history
+from relrep_hf import ParamTrainer, ParamTrainingArguments
+from tests.fixtures.param_reference import direct_epoch, random_spaces
 
 
 def _gemm_floor(n: int, dims: list[int], k: int, m: int, batch: int) -> float:
@@ -175,8 +100,15 @@ def loss_deviation(history: list[dict], reference: list[dict]) -> float:
 EPOCHS = 3
 
 
-def run(quick: bool = False, repeats: int = 3) -> list[dict]:
+def needs(quick: bool) -> dict[str, tuple[str, ...]]:
+    """The optional packages this benchmark reads: none (the core install runs it)."""
+    return {}
+
+
+def run(quick: bool = False, repeats: int | None = None) -> list[dict]:
+    """The four rows; ``quick``: smaller sizes, one repeat (a crash check, not a figure)."""
     n, d, k, m, encoders = (4000, 256, 1000, 100, 3) if quick else (20000, 768, 5000, 300, 3)
+    repeats = repeats or (1 if quick else 3)
     spaces = random_spaces(n, d, encoders)
     ours, ours_loop, low_loop, direct, floor = [], [], [], [], []
     for _ in range(repeats):  # interleaved, so that drift of a shared machine hits all alike

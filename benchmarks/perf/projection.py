@@ -31,13 +31,20 @@ def _repeated(function, calls: int):
     return many
 
 
+def needs(quick: bool) -> dict[str, tuple[str, ...]]:
+    """The optional packages this benchmark reads: none (the core install runs it)."""
+    return {}
+
+
 def run(quick: bool = False) -> list[dict]:
     n, d, m = (8192, 768, 300) if quick else (65536, 768, 300)
-    return _rows(n, d, m, 1) + _rows(8, d, m, CALLS // 10 if quick else CALLS)
+    timing = {"repeats": 3, "warmup": 1} if quick else {}  # quick: a crash check, not a figure
+    return _rows(n, d, m, 1, timing) + _rows(8, d, m, CALLS // 10 if quick else CALLS, timing)
 
 
-def _rows(n: int, d: int, m: int, calls: int) -> list[dict]:
-    """Both similarities on ``n`` rows, each timed run ``calls`` calls."""
+def _rows(n: int, d: int, m: int, calls: int, timing: dict) -> list[dict]:
+    """Both similarities on ``n`` rows, each timed run ``calls`` calls (``timing``: the
+    repeats and warmup of `interleaved_medians`, its defaults when empty)."""
     device = "cuda" if torch.cuda.is_available() else "cpu"
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(n, d, generator=generator).to(device)
@@ -57,7 +64,7 @@ def _rows(n: int, d: int, m: int, calls: int) -> list[dict]:
                 baseline = "normalize + matmul"
             arms = {"bare": bare, "projector": lambda p=projector: p(x)}
             arms = {k: _synchronized(_repeated(f, calls)) for k, f in arms.items()}
-            times = interleaved_medians(arms)
+            times = interleaved_medians(arms, **timing)
         results.append(
             row(
                 f"projector forward ({similarity}, N={n}, d={d}, m={m}, float32, {device}"

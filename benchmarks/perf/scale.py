@@ -295,8 +295,8 @@ def run(quick: bool = False) -> list[dict]:
     if quick:
         projection_sizes, memory_sizes = [1_000, 10_000, 100_000], [100_000]  # a spawn is ~10 s
         base = ParamSize(rows=2000, dim=64, support=500, anchors=50, encoders=2, batch_size=512)
-        axes = {"rows": [1000, 2000, 4000], "support": [250, 500, 1000],
-                "anchors": [25, 50, 100], "encoders": [1, 2, 4]}  # fmt: skip
+        axes = {"rows": [1000, 2000], "support": [250, 500],
+                "anchors": [25, 50], "encoders": [1, 2]}  # fmt: skip
     else:
         projection_sizes = memory_sizes = [1_000, 10_000, 100_000, 1_000_000]
         base = ParamSize(rows=8000, dim=384, support=2000, anchors=200, encoders=3, batch_size=1024)

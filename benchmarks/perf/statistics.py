@@ -29,6 +29,11 @@ def _numpy(n: int, d: int) -> None:
     np.cov(data.T)
 
 
+def needs(quick: bool) -> dict[str, tuple[str, ...]]:
+    """The optional packages this benchmark reads: none (the core install runs it)."""
+    return {}
+
+
 def run(quick: bool = False) -> list[dict]:
     n, d = (20000, 768) if quick else (200000, 768)
     data = torch.cat(list(_chunks(n, d)))

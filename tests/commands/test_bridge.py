@@ -55,6 +55,7 @@ def bridged_map(folder) -> MigrationMap:
     return MigrationMap.from_pretrained(folder / modules[-1]["path"])
 
 
+@pytest.mark.slow
 def test_bridge_from_a_run_gives_the_old_vectors_back(setup, capsys):
     out = setup["root"] / "bridged"
     argv = ["--quiet", "bridge", str(setup["run"]), "--source", "old", "--target", "new"]

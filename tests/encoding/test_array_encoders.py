@@ -43,6 +43,7 @@ def run_dir(tmp_path_factory):
     return folder / "run", vectors
 
 
+@pytest.mark.slow
 def test_every_kind_embeds_and_records_what_it_was(run_dir):
     run_dir, vectors = run_dir
     run = read_run(run_dir)
@@ -73,6 +74,7 @@ def test_every_kind_embeds_and_records_what_it_was(run_dir):
         torch.testing.assert_close(spaces[name], torch.from_numpy(vectors), atol=1e-5, rtol=0)
 
 
+@pytest.mark.slow
 def test_projectors_of_any_kind_say_which_encoder_they_belong_to(run_dir):
     run_dir, _ = run_dir
     assert main(["--quiet", "fit", str(run_dir), "--num-anchors", "16"]) == 0
@@ -85,6 +87,7 @@ def test_projectors_of_any_kind_say_which_encoder_they_belong_to(run_dir):
     assert report["retrieval"]["Shared-Linear-WIP"]["minilm-mean-L-1->npy"]["recall@1"] > 0.5
 
 
+@pytest.mark.slow
 def test_onboard_takes_any_kind(run_dir):
     run_dir, _ = run_dir
     assert main(["--quiet", "onboard", str(run_dir), "--encoder", f"{USE}#text"]) == 0
@@ -117,6 +120,7 @@ def test_a_local_data_file_is_a_dataset(tmp_path, suffix):
     assert run["dataset"]["rows"] == 40 and run["encoders"][0]["dim"] == 512
 
 
+@pytest.mark.slow
 def test_each_encoder_reads_its_language_of_the_parallel_verses(tmp_path):
     run = embed(
         tmp_path / "run",

@@ -87,6 +87,7 @@ def test_every_sentence_passes_the_script_filter():
     assert not module.is_prose("too short.")
 
 
+@pytest.mark.slow
 def test_script_is_deterministic_and_reproduces_the_file(tmp_path):
     """Re-running the script on the recorded Python version gives the packaged file again."""
     if not SCRIPT.exists():

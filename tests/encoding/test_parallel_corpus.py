@@ -7,6 +7,7 @@ from relrep_hf.encoding.packaged_encoders import e5_small, smollm2_gguf_path, us
 from relrep_hf.encoding.parallel_corpus import TOPICS, load_parallel_verses, topic_of_book
 
 
+@pytest.mark.slow
 def test_verses_are_aligned_across_languages_with_topic_labels():
     data = load_parallel_verses(["en", "de", "en:k"], limit=200, seed=1)
     assert data.column_names == ["ref", "book", "label", "en", "de", "en:k"]
@@ -35,6 +36,7 @@ def test_topics_cover_the_canon():
         topic_of_book(67)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("encoder, dim", [(use_multilingual, 512), (e5_small, 384)])
 def test_packaged_multilingual_encoders_place_translations_together(encoder, dim):
     vectors = encoder(["The dog sleeps.", "Der Hund schläft.", "Taxes rise next year."])

@@ -15,6 +15,7 @@ from relrep_hf.evaluation.plots import (
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_heatmaps_are_pngs_and_leave_the_global_backend_alone(tmp_path):
     before, had_pyplot = matplotlib.get_backend(), "matplotlib.pyplot" in sys.modules
     path = heatmap(

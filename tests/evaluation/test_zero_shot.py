@@ -16,6 +16,7 @@ from relrep_hf.functional.tables import format_table
 from tests.fixtures.synthetic import affine_spaces, small_param_args
 
 
+@pytest.mark.slow
 def test_algorithm_1_on_affine_spaces(tmp_path):
     """Each encoder held out in turn: a classifier trained on another encoder's PARAM-WIP
     features classifies the held-out one nearly as well as its own absolute classifier."""
@@ -82,6 +83,7 @@ def encoders():
     return data
 
 
+@pytest.mark.slow
 def test_the_paper_table_has_every_pair_and_each_anchor_set_is_fitted_once(encoders, tmp_path):
     lines = []
     stitching = ZeroShotStitching(
@@ -165,13 +167,14 @@ def test_retrieval_pairs_use_the_anchors_fitted_without_the_target(encoders, tmp
 MINILM_ROWS, MINILM_TEST_ROWS = 1200, 300  # full size in benchmarks/studies/zero_shot.py
 
 
+@pytest.mark.slow
 def test_real_minilm_spaces_zero_shot(tmp_path):
     """Layers and poolings of the real MiniLM as encoders; one held out of PARAM training.
     Retrieval between the held-out sentences' relative features, both directions. CI size:
     1,200 sentences (300 held out), 300 anchors mixing every training sentence (measured:
     PARAM-WIP 0.99, Random-Cos 0.24; 45 s against 400 s at full size). The full size (4,192
     sentences, 2,000 support points) is benchmarks/studies/zero_shot.py."""
-    from benchmarks.studies.zero_shot import held_out_recall
+    from tests.fixtures.held_out import held_out_recall
     from tests.fixtures.minilm import minilm_spaces
 
     settings = [(6, "mean"), (4, "mean"), (2, "mean"), (6, "cls")]

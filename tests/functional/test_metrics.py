@@ -197,6 +197,7 @@ def test_weighted_f1_by_hand_with_strings_and_tensors() -> None:
 # --------------------------------------------------------------------- evaluate modules
 
 
+@pytest.mark.slow
 def test_the_pure_functions_import_neither_evaluate_nor_transformers() -> None:
     """`evaluate` imports transformers' pipelines (seconds in every migration or training
     process that computes a Recall@k): the evaluate modules are imported on first use."""

@@ -95,6 +95,7 @@ def test_fewer_rows_per_dimension_choose_more_shrinkage():
     assert few.shrinkage >= 0.5 > 0.3 >= many.shrinkage
 
 
+@pytest.mark.slow
 def test_top_eigenpairs_of_a_large_matrix_are_the_full_eigh_ones():
     from relrep_hf.functional.regularization import SUBSET_EIGH_MIN_SIZE, top_eigenpairs
 

@@ -221,6 +221,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_every_kind_round_trips_through_the_hub(spaces, tmp_path):
     kinds = all_kinds(spaces)
     for name, anchor_set in kinds.items():

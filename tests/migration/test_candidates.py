@@ -145,6 +145,7 @@ def test_a_file_that_is_not_a_map_is_refused_by_name(tmp_path):
         MigrationMap(torch.full((2, 2), float("nan")), torch.zeros(2))
 
 
+@pytest.mark.slow
 def test_the_map_is_pushed_to_and_loaded_from_a_hub(tmp_path):
     old, new, _ = migration_pair(120, noise=0.1)
     migration_map = relrep_hf.fit_migration(old.float(), new.float(), source_name="a")

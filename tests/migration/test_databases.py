@@ -18,11 +18,10 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks.perf import store_writers
 from relrep_hf.migration import MigrationMap, migrate_store, open_store
 from relrep_hf.migration.databases import StoreBusyError, parse_location
 from relrep_hf.migration.stores import VectorStoreError
-from tests.fixtures import database_stores
+from tests.fixtures import database_stores, store_writers
 from tests.fixtures.database_stores import KINDS, build, contents, nearest, row_id
 from tests.fixtures.killable_migration import migrate_and_hang
 
@@ -79,6 +78,7 @@ def same_payloads(first: dict, second: dict) -> bool:
     return first.keys() == second.keys() and all(first[i][0] == second[i][0] for i in first)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_migrated_in_place_with_ids_payloads_and_a_backup(kind, where):
     vectors, name = old_vectors(kind), table_name()

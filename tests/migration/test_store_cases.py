@@ -157,6 +157,7 @@ def test_an_out_that_appears_meanwhile_is_not_replaced_without_overwrite(vectors
     assert sorted(p.name for p in tmp_path.iterdir()) == ["new.npy", "old.npy"]
 
 
+@pytest.mark.slow
 def test_dead_runs_partial_files_go_and_live_ones_stay(vectors, tmp_path):
     import socket
 

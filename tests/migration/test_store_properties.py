@@ -136,6 +136,7 @@ def test_a_migration_is_the_map_row_by_row_or_an_error_that_changes_nothing(case
     assert leftovers(folder, {old.name, out.name}) == []
 
 
+@pytest.mark.slow
 @settings(SETTINGS, max_examples=10)
 @given(
     kind=st.sampled_from(["npy", "safetensors", "parquet", "datasets", "faiss", "lancedb"]),

@@ -217,6 +217,7 @@ def test_migrate_command_streams_a_saved_map(data, tmp_path, capsys):
     assert os.stat(tmp_path / "new.parquet").st_mtime_ns == mtime
 
 
+@pytest.mark.slow
 def test_a_killed_migration_leaves_the_old_store_whole(data, tmp_path):
     """SIGKILL in the middle of an in-place migration: the store is still the old one."""
     import signal

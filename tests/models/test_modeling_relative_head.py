@@ -269,6 +269,7 @@ def swap(tmp_path_factory):
     return {"spaces": spaces, "head": head, "scores": scores, "test": test}
 
 
+@pytest.mark.slow
 def test_zero_shot_swap_between_layer_and_pooling_spaces(swap):
     scores = swap["scores"]
     print("\nzero-shot swap, MiniLM (A: mean pooling, B: CLS token), 5 topics, WIP, 300 anchors:")
@@ -284,6 +285,7 @@ def test_zero_shot_swap_between_layer_and_pooling_spaces(swap):
     assert scores["A relative head on B (zero-shot swap)"] > 0.75 * scores["B absolute head on B"]
 
 
+@pytest.mark.slow
 def test_wrapper_with_head_maps_texts_to_labels(swap):
     wrapper_b, head = swap["spaces"]["B"]["wrapper"], swap["head"]
     classifier = wrapper_b.with_head(head)
@@ -298,6 +300,7 @@ def test_wrapper_with_head_maps_texts_to_labels(swap):
     assert labels == [head.config.id2label[int(i)] for i in expected]
 
 
+@pytest.mark.slow
 def test_head_of_another_anchor_set_is_refused(swap):
     wrapper = swap["spaces"]["A"]["wrapper"]
     other = RelativeHeadForClassification(

@@ -232,6 +232,7 @@ def test_vit_encodes_pil_images(saved, pooling):
     torch.testing.assert_close(output.relative, wrapper.projector(expected), atol=ATOL, rtol=0)
 
 
+@pytest.mark.slow
 def test_minilm_mean_pooling_equals_sentence_transformers(minilm_path):
     from sentence_transformers import SentenceTransformer
 
@@ -250,6 +251,7 @@ def test_minilm_mean_pooling_equals_sentence_transformers(minilm_path):
     torch.testing.assert_close(output.pooled, expected, atol=ATOL, rtol=0)
 
 
+@pytest.mark.slow
 def test_sentence_transformers_output_into_the_wrappers_projector_warns(minilm_path):
     """The user's steps: a projector fitted on MiniLM's pooling (as the wrapper pools), then
     ``projector(st.encode(texts))``: NumPy is accepted, and the normalised rows are flagged."""
@@ -356,6 +358,7 @@ def test_projector_of_another_hidden_size_is_always_an_error(saved):
             RelativeWrapper.from_pretrained(saved["bert"], make_projector(48), strict=strict)
 
 
+@pytest.mark.slow
 def test_pooling_and_layer_mismatch_error_or_warning(saved):
     projector = make_projector(32, "mean", layer=-1)
     with pytest.raises(

@@ -35,6 +35,9 @@ transformers.logging.set_verbosity_error()
 NUM_ANCHORS = 24
 SUPPORT_SIZE = 64
 
+# the real MiniLM through sentence-transformers in every test
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def texts():

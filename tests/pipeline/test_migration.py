@@ -28,6 +28,9 @@ from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from relrep_hf.pipeline.migration import evaluate_migration, migrate_run_vectors
 from relrep_hf.pipeline.run_folder import RunError, read_run, run_embeddings
 
+# every test reads the module's run of MiniLM and USE on 400 verses (test_run_folder.py is fast)
+pytestmark = pytest.mark.slow
+
 USE = "py:relrep_hf.encoding.packaged_encoders:use_multilingual"
 OLD, NEW, QUERIES = "minilm-mean-L-1-en", "use_multilingual-en", "use_multilingual-de"
 

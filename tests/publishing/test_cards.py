@@ -285,6 +285,7 @@ def test_cards_do_not_link_the_packaged_sentences_as_a_hub_dataset():
     assert "huggingface.co/datasets" not in str(card)
 
 
+@pytest.mark.slow
 def test_folder_cards_read_the_saved_files_and_keep_custom_readmes(anchor_set, tmp_path):
     head = make_head()
     head.save_pretrained(tmp_path / "head")

@@ -45,6 +45,7 @@ def trainer(tmp_path, features, labels, **overrides) -> HeadTrainer:
     return HeadTrainer(head, args, features, labels)
 
 
+@pytest.mark.slow
 def test_fewer_directions_when_the_later_ones_do_not_transfer(tmp_path):
     features, labels = encoders(shared=slice(0, 4), private=slice(4, M))
     run = trainer(tmp_path, features, labels)
@@ -61,6 +62,7 @@ def test_fewer_directions_when_the_later_ones_do_not_transfer(tmp_path):
         torch.testing.assert_close(head(x).logits, head(changed).logits)
 
 
+@pytest.mark.slow
 def test_every_direction_when_the_later_ones_carry_the_shared_signal(tmp_path):
     features, labels = encoders(shared=slice(4, M), private=slice(0, 0))
     run = trainer(tmp_path, features, labels)
@@ -78,6 +80,7 @@ def test_no_choice_with_one_encoder_or_when_told(tmp_path):
     assert off.choose_directions() is None and off.model.config.input_width == M
 
 
+@pytest.mark.slow
 def test_the_choice_is_saved_and_loaded(tmp_path):
     features, labels = encoders(shared=slice(0, 4), private=slice(4, M))
     run = trainer(tmp_path, features, labels)
@@ -111,6 +114,7 @@ def test_bad_encoder_features(tmp_path):
         RelativeHeadConfig(num_anchors=M, num_directions=25)
 
 
+@pytest.mark.slow
 def test_a_tolerance_keeps_the_most_directions_scoring_near_the_best():
     features, labels = encoders(shared=slice(0, 4), private=slice(4, M))
     config = RelativeHeadConfig(num_anchors=M, num_labels=3)

@@ -36,6 +36,7 @@ def train_head(
     return head, trainer
 
 
+@pytest.mark.slow
 def test_trainer_learns_logs_saves_and_is_deterministic(tmp_path):
     head, trainer = train_head(tmp_path / "a")
     result = trainer.train()

@@ -22,6 +22,7 @@ def spaces():
     return affine_spaces(("e0", "e1", "e2"), n=1000, d=8)
 
 
+@pytest.mark.slow
 def test_zero_shot_on_a_held_out_affine_space(tmp_path):
     """PARAM-WIP aligns a space it never saw; random-cosine does not (paper Fig. 2, E.3)."""
     spaces = affine_spaces(n=3000, d=16)
@@ -59,6 +60,7 @@ def test_zero_shot_on_a_held_out_affine_space(tmp_path):
     assert max(recall["random_cosine"]) < 0.5
 
 
+@pytest.mark.slow
 def test_same_seed_same_anchor_set_and_it_is_saved(spaces, tmp_path):
     first = ParamTrainer(small_param_args(tmp_path / "a"), spaces).train()
     second = ParamTrainer(small_param_args(tmp_path / "b"), spaces).train()
@@ -95,7 +97,7 @@ def test_single_encoder_trains_without_info_nce(spaces, tmp_path):
 def test_every_step_follows_autograd_of_the_direct_formulas(tmp_path):
     """Whitening rows once, the shared cross products and the hand-written backward passes
     change no loss: a whole epoch against the benchmark's direct, autograd-only version."""
-    from benchmarks.perf.param import direct_epoch, random_spaces
+    from tests.fixtures.param_reference import direct_epoch, random_spaces
 
     spaces = random_spaces(700, 24, 3)
     args = ParamTrainingArguments(
@@ -114,7 +116,7 @@ def test_every_step_follows_autograd_of_the_direct_formulas(tmp_path):
 
 def test_bf16_runs_the_support_products_in_bfloat16_close_to_float32(tmp_path):
     """bf16=True changes the anchors' GEMM only: the losses move, by a bfloat16 rounding."""
-    from benchmarks.perf.param import random_spaces
+    from tests.fixtures.param_reference import random_spaces
 
     spaces = random_spaces(700, 24, 3)
     runs = {}
@@ -138,6 +140,7 @@ def test_bf16_runs_the_support_products_in_bfloat16_close_to_float32(tmp_path):
     torch.testing.assert_close(low.mixture.sum(dim=1), torch.ones(12))
 
 
+@pytest.mark.slow
 def test_datasets_columns_give_the_same_anchor_set_as_tensors(spaces, tmp_path):
     dataset = datasets.Dataset.from_dict({name: space.tolist() for name, space in spaces.items()})
     dataset = dataset.add_column("text", [f"input {i}" for i in range(len(dataset))])
@@ -152,6 +155,7 @@ def test_datasets_columns_give_the_same_anchor_set_as_tensors(spaces, tmp_path):
     assert from_dataset.support[0] == dataset["text"][int(trainer.support_indices[0])]
 
 
+@pytest.mark.slow
 def test_resume_ends_where_an_uninterrupted_run_ends(spaces, tmp_path):
     uninterrupted = ParamTrainer(
         small_param_args(tmp_path / "full", num_train_epochs=4), spaces
@@ -214,6 +218,7 @@ def test_bad_inputs(spaces, tmp_path):
         ParamTrainer(small_param_args(tmp_path), spaces, inputs=["a", "b"])
 
 
+@pytest.mark.slow
 def test_two_processes_learn_the_anchor_set_of_one(tmp_path):
     """A real 2-process CPU run: statistics reduced across ranks, batches sharded, InfoNCE
     over the gathered global batch, gradients averaged by DDP."""

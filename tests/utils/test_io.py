@@ -181,6 +181,7 @@ def check_order(events: list[tuple[str, str]], target: Path, *, swap: str) -> No
         assert after and after[0] == parent, f"the parent is not fsynced right after: {after[:3]}"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed")
 def test_fsync_order_of_a_real_save_under_strace(tmp_path):
     target = tmp_path / "projector"
@@ -262,6 +263,7 @@ def test_the_fallback_commit_without_renameat2_is_durable_and_complete(spy, monk
     assert torch.equal(loaded.weight, projector(1).weight)
 
 
+@pytest.mark.slow
 def test_an_old_folder_left_aside_by_a_killed_fallback_commit_is_moved_back(tmp_path):
     target = tmp_path / "anchors"
     anchor_set().save_pretrained(target)

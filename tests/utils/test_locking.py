@@ -62,6 +62,7 @@ def saver(kind: str, folder: Path, first: int, go: float, log: Path) -> None:
     log.write_text(json.dumps(outcomes))
 
 
+@pytest.mark.slow
 @needs_fork
 @pytest.mark.parametrize("kind", ["projector", "anchor_set"])
 def test_two_processes_saving_one_folder_at_once(kind, tmp_path):
@@ -88,6 +89,7 @@ def test_two_processes_saving_one_folder_at_once(kind, tmp_path):
     assert sorted(p.name for p in folder.parent.iterdir()) == ["artifact"]  # no lock, no staging
 
 
+@pytest.mark.slow
 def test_the_lock_is_released_when_its_holder_is_killed(tmp_path):
     folder = tmp_path / "artifact"
     ready = tmp_path / "ready"
@@ -182,6 +184,7 @@ print(json.dumps({"version": version, "files": files, "commits": commits}))
 """
 
 
+@pytest.mark.slow
 def test_two_processes_pushing_one_repo_at_once(tmp_path):
     with LocalHub() as hub:
         env = client_env(hub, tmp_path)

@@ -59,6 +59,7 @@ def offsets(path: Path, size: int) -> range:
     return range(size) if every_byte else range(0, size, REGION)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ARTIFACTS)
 def test_every_flipped_byte_region_is_rejected_naming_the_file(kind, tmp_path):
     build, load = ARTIFACTS[kind]
@@ -181,6 +182,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow
 def test_hub_snapshots_are_verified_and_pushes_leave_no_stale_files(tmp_path):
     with LocalHub() as hub:
         env = client_env(hub, tmp_path)
