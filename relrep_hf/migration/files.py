@@ -98,6 +98,9 @@ class _RawStore(VectorStore):
         del out
 
 
+SIDECAR_VERSIONS = 8  # records kept in a sidecar: the file now and the versions before it
+
+
 def space_sidecar(path: Path) -> Path:
     """The file beside a .npy store that records its space: ``<name>.space.json``."""
     return path.with_name(f"{path.name}.space.json")
@@ -181,12 +184,27 @@ class NpyStore(_RawStore):
         """The sidecar of ``out`` records ``space`` for the version just swapped in (by its
         identity: a run killed before this leaves the new version unrecorded, never described
         by the old version's record)."""
-        sidecar = space_sidecar(out)
-        if space is None:
-            sidecar.unlink(missing_ok=True)
-            return
-        record = {"file": _identity(out), "space": json.loads(space.to_json())}
-        atomic_write_bytes(sidecar, json.dumps({"records": [record]}, indent=1).encode())
+        sidecar, identity = space_sidecar(out), _identity(out)
+        # the earlier versions' records stay (their files may be backups a rollback restores)
+        records = [r for r in _sidecar_records(sidecar) if r.get("file") != identity]
+        if space is not None:
+            records.append({"file": identity, "space": json.loads(space.to_json())})
+        _write_sidecar(sidecar, records[-SIDECAR_VERSIONS:])
+
+
+def keep_current_space_record(path: Path) -> None:
+    """Drop from ``path``'s sidecar the records of versions other than the file there now (after
+    a rollback swapped an older version back), and the sidecar when none is left."""
+    sidecar = space_sidecar(path)
+    identity = _identity(path)
+    _write_sidecar(sidecar, [r for r in _sidecar_records(sidecar) if r.get("file") == identity])
+
+
+def _write_sidecar(sidecar: Path, records: list[dict]) -> None:
+    if records:
+        atomic_write_bytes(sidecar, json.dumps({"records": records}, indent=1).encode())
+    else:
+        sidecar.unlink(missing_ok=True)
 
 
 class SafetensorsStore(_RawStore):

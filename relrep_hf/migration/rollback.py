@@ -20,7 +20,7 @@ import socket
 from pathlib import Path
 
 from relrep_hf.migration.databases import DATABASE_KINDS, DatabaseStore, recognises
-from relrep_hf.migration.files import open_store
+from relrep_hf.migration.files import keep_current_space_record, open_store, space_sidecar
 from relrep_hf.migration.stores import VectorStore, VectorStoreError, file_backup_prefix
 from relrep_hf.utils.io import _process_exists, fsync_directory
 from relrep_hf.utils.locking import folder_lock
@@ -98,6 +98,8 @@ def _restore_file(store: VectorStore, backup: str | None) -> str:
     with folder_lock(path):
         os.replace(chosen, path)
         fsync_directory(path.parent)
+        if space_sidecar(path).exists():  # the space recorded is the restored version's again
+            keep_current_space_record(path)
     return chosen.name
 
 

@@ -139,6 +139,7 @@ def test_cleanup_of_a_file_store_removes_dead_runs_partial_files(tmp_path):
 
 def test_a_file_store_migrated_in_place_keeps_a_backup_until_cleanup(tmp_path):
     from relrep_hf.migration import migrate_store
+    from relrep_hf.migration.files import open_store
 
     store, vectors = tmp_path / "vectors.npy", old_vectors("sqlite-vec")
     np.save(store, vectors)
@@ -148,11 +149,15 @@ def test_a_file_store_migrated_in_place_keeps_a_backup_until_cleanup(tmp_path):
     assert len(left) == 1 and ".vectors.npy.backup-" in left[0]
     assert rollback_store(store) == Path(left[0]).name
     np.testing.assert_array_equal(np.load(store), vectors)
+    assert open_store(store).read_space() is None  # the original's: unrecorded, as it was
+    assert not (tmp_path / "vectors.npy.space.json").exists()
     assert cleanup_store(store) == []  # the backup became the store
     migrate_store(a_map(), store, store, overwrite=True, show_progress=False)
     cleanup_store(store, remove=True)
+    assert open_store(store).read_space() is not None  # the map's target, recorded beside it
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")) == [
-        "vectors.npy"
+        "vectors.npy",
+        "vectors.npy.space.json",
     ]
     with pytest.raises(VectorStoreError, match="no backup of it to roll back to"):
         rollback_store(store)
