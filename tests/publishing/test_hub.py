@@ -642,4 +642,4 @@ def test_push_artifact_validates_before_any_network(tmp_path):
     (run / "anchor_set" / "anchor_set.json").rename(run / "anchor_set" / "moved.json")
     with pytest.raises(FileNotFoundError, match="lacks anchor_set.json"):
         push_artifact(run, "tester/x")
-    assert set(ARTIFACT_FILES) == {"anchor_set", "projector", "head", "migration_map"}
+    assert set(ARTIFACT_FILES) == {"anchor_set", "projector", "head", "migration_map", "classifier"}
