@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 from sentence_transformers import SentenceTransformer
-from sentence_transformers.base.modules import Module
+from sentence_transformers.base.modules import Module, Normalize
 from torch import Tensor
 
 from relrep_hf.encoding.encoders import encoder_provenance
@@ -195,6 +195,9 @@ def add_relative_projection(
             "encoder. Build this model's with projector_from_sentence_transformer."
         )
     model.append(RelativeProjection(projector).to(model.device))
+    # the card loaded with the model describes its old output (e.g. "384 dimensional"): a new
+    # one is generated from the model as it is now, as sentence-transformers does for a merge
+    model._model_card_text = None
     return model
 
 
@@ -270,7 +273,9 @@ def _provenance(model: SentenceTransformer) -> dict[str, Any]:
         encoder_id, revision = encoder_provenance(auto_model)
         if encoder_id:
             provenance.update(encoder_id=encoder_id, encoder_revision=revision)
-    if len(modules) == 2:
+    if len(modules) == 2 or (len(modules) == 3 and isinstance(modules[2], Normalize)):
+        # a Normalize after the pooling is read off the statistics (normalized_embeddings) and
+        # applied by RelativeWrapper, so the pooling alone is what it needs to be told
         mode = getattr(modules[1], "pooling_mode", None)
         if mode in SENTENCE_TRANSFORMERS_POOLINGS and getattr(modules[1], "include_prompt", True):
             provenance.update(pooling=SENTENCE_TRANSFORMERS_POOLINGS[mode], layer=-1)

@@ -12,7 +12,6 @@ import json
 
 import pytest
 import torch
-import torch.nn.functional as F
 import transformers
 from safetensors.torch import load_file
 from sentence_transformers import SentenceTransformer
@@ -118,7 +117,7 @@ def test_encode_equals_wrapper_and_round_trips_save(relative_model, texts, tmp_p
         SentenceTransformer(str(tmp_path / "st"), device="cpu")  # ST 6's rule for outside code
 
 
-def test_onboarding_through_normalize_uses_normalized_embeddings(texts, anchor_set):
+def test_onboarding_through_normalize_uses_normalized_embeddings(texts, anchor_set, tmp_path):
     """The packaged model ends in Normalize: the projector must describe unit vectors."""
     model = SentenceTransformer(MODEL_PATH, device="cpu")
     assert type(model[-1]).__name__ == "Normalize"
@@ -127,21 +126,29 @@ def test_onboarding_through_normalize_uses_normalized_embeddings(texts, anchor_s
     # one-hot anchors are support embeddings: unit rows only if taken after Normalize
     norms = projector.anchors.double().norm(dim=1)
     torch.testing.assert_close(norms, torch.ones_like(norms), atol=1e-5, rtol=0)
-    assert projector.config.pooling == ""  # a wrapper cannot reproduce Normalize: not recorded
+    # the pooling is recorded and the Normalize read off the statistics: the wrapper applies both
+    assert (projector.config.pooling, projector.config.normalized_embeddings) == ("mean", True)
     add_relative_projection(model, projector)
 
     sample = texts[-16:]
-    pooled = RelativeWrapper.from_pretrained(MODEL_PATH, projector, pooling="mean").encode(
+    wrapped = RelativeWrapper.from_pretrained(MODEL_PATH, projector).encode(
         sample, return_pooled=True
     )
-    expected = projector(F.normalize(pooled.pooled, dim=-1))
+    norms = wrapped.pooled.double().norm(dim=1)  # normalised by the wrapper, as by Normalize
+    torch.testing.assert_close(norms, torch.ones_like(norms), atol=1e-5, rtol=0)
+    expected = projector(wrapped.pooled)
     relative = model.encode(sample, convert_to_tensor=True)
     torch.testing.assert_close(relative, expected, atol=1e-5, rtol=0)
+    torch.testing.assert_close(wrapped.relative, expected, atol=1e-5, rtol=0)
+    # the saved card describes the model's real output, not the card it was loaded with
+    model.save(str(tmp_path / "saved"))
+    card = (tmp_path / "saved" / "README.md").read_text()
+    assert f"{NUM_ANCHORS}-dimensional" in card and "384 dimensional" not in card
     # a projector built on the unnormalised embeddings would not give these features
     unnormalized = projector_from_sentence_transformer(
         mean_pooled_minilm(), one_hot, texts[SUPPORT_SIZE:]
     )
-    assert (unnormalized(F.normalize(pooled.pooled, dim=-1)) - expected).abs().max() > 1e-2
+    assert (unnormalized(wrapped.pooled) - expected).abs().max() > 1e-2
 
 
 PUSH_AND_PULL = r"""
