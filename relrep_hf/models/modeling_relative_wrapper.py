@@ -69,9 +69,10 @@ class RelativeWrapper(nn.Module):
     r"""An encoder with its pooling and `RelativeProjector`: inputs in, relative features out.
 
     Load one with `RelativeWrapper.from_pretrained(projector)` (the encoder it records) or
-    `RelativeWrapper.from_pretrained(encoder, projector)`, or build one from loaded parts. The pooling and layer default to those the projector records; a mismatch
-    with the requested ones, or with the encoder the projector records, is an error unless
-    ``strict=False`` (then a warning). A projector for another embedding size is always an error.
+    `RelativeWrapper.from_pretrained(encoder, projector)`, or build one from loaded parts. The
+    pooling and layer default to those the projector records; a mismatch with the requested
+    ones, or with the encoder the projector records, is an error unless ``strict=False`` (then
+    a warning). A projector for another embedding size is always an error.
 
     Args:
         encoder (`nn.Module`): any transformers model (a `*ForCausalLM` pools its base model,

@@ -219,8 +219,9 @@ def projector_from_sentence_transformer(
 
     Keyword arguments go to `RelativeProjector.from_anchor_set` (``similarity``, provenance).
     The encoder's Hub id is recorded when the model tells it (never a local path); the pooling
-    only when the pipeline is a plain Transformer + Pooling (then `RelativeWrapper` gives the
-    same features from the bare encoder).
+    only when the pipeline is a plain Transformer + Pooling, optionally ending in ``Normalize``
+    (then `RelativeWrapper` gives the same features from the bare encoder: it normalises the
+    pooled embeddings when the statistics say they were normalised).
     """
     _check_no_projection(model)
     if not all(isinstance(text, str) for text in anchor_set.support):
