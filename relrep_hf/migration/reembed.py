@@ -32,13 +32,13 @@ from typing import Any
 
 import numpy as np
 
-from relrep_hf.migration.files import open_store
 from relrep_hf.migration.space import StoreSpace, encoder_space
-from relrep_hf.migration.stores import (
+from relrep_hf.migration.stores.base import (
     VectorStore,
     VectorStoreError,
     _check_dtype,
-    check_finite_output,
+    check_written_rows_finite,
+    open_store,
     records_space,
 )
 from relrep_hf.utils.defaults import DEFAULT_EMBED_BATCH_SIZE, DEFAULT_REEMBED_CHUNK_ROWS
@@ -445,7 +445,7 @@ def _write_store(
         nonlocal position
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below
             vectors = shards.take(len(chunk)).astype(dtype, copy=False)
-        check_finite_output(vectors, position, store)
+        check_written_rows_finite(vectors, position, store)
         position += len(chunk)
         if out is None:
             return vectors

@@ -18,9 +18,9 @@ from relrep_hf.migration import (
     migrate_store,
     open_store,
 )
-from relrep_hf.migration.files import space_sidecar
 from relrep_hf.migration.space import SPACE_KEY, map_fingerprint
 from relrep_hf.migration.stores import rewrite_store
+from relrep_hf.migration.stores.npy import space_sidecar
 from tests.fixtures.migration_inputs import write_store
 
 D = 4

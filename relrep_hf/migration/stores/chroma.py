@@ -19,11 +19,16 @@ from pathlib import Path
 
 import numpy as np
 
-from relrep_hf.migration import databases as db
-from relrep_hf.migration.stores import DEFAULT_CHUNK_ROWS, Transform, VectorStoreError
+from relrep_hf.migration.stores import database as db
+from relrep_hf.migration.stores.base import (
+    DEFAULT_CHUNK_ROWS,
+    StoreKind,
+    Transform,
+    VectorStoreError,
+)
 from relrep_hf.utils.locking import FolderLockedError, folder_lock
 
-__all__ = ["ChromaStore"]
+__all__ = ["KIND", "ChromaStore"]
 
 CARRIED = ["documents", "metadatas", "uris"]
 
@@ -130,3 +135,11 @@ class ChromaStore(db.DatabaseStore):
                 self.client.delete_collection(aside)
         except FolderLockedError as error:
             raise db.StoreBusyError(f"{self.describe()}: {error}") from None
+
+
+KIND = StoreKind(
+    "chroma",
+    db.recognises("chroma"),
+    db.database_opener(ChromaStore),
+    "a Chroma collection (chroma:PATH#COLLECTION)",
+)

@@ -1,5 +1,5 @@
-"""One table of a LanceDB database folder as a vector store (`relrep_hf.migration.tables`'
-record-batch store): rewritten with the database's other tables copied, and the table's scalar
+"""One table of a LanceDB database folder as a vector store, the ``lancedb`` store kind (an
+`relrep_hf.migration.stores.arrow` record-batch store): rewritten with the database's other tables copied, and the table's scalar
 and full-text indexes built again on the new table."""
 
 from __future__ import annotations
@@ -11,10 +11,21 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from relrep_hf.migration.stores import Transform, VectorStoreError
-from relrep_hf.migration.tables import _ArrowStore
+from relrep_hf.migration.stores.arrow import _ArrowStore
+from relrep_hf.migration.stores.base import (
+    StoreKind,
+    Transform,
+    VectorStoreError,
+    existing_path,
+    folder_with,
+)
 
-__all__ = ["LanceStore"]
+__all__ = ["KIND", "LanceStore", "is_lancedb_folder"]
+
+
+def is_lancedb_folder(path: Path) -> bool:
+    """``path`` is a LanceDB database folder (it holds a ``<table>.lance`` folder)."""
+    return any(p.suffix == ".lance" and p.is_dir() for p in path.iterdir())
 
 
 class LanceStore(_ArrowStore):
@@ -127,3 +138,11 @@ def _rebuild_indexes(store: LanceStore, table) -> None:
                 "old vectors. Create it again on the new table (table.create_index(...)).",
                 stacklevel=2,
             )
+
+
+KIND = StoreKind(
+    "lancedb",
+    folder_with(is_lancedb_folder),
+    existing_path(LanceStore),
+    "a LanceDB database folder",
+)

@@ -1,39 +1,30 @@
-"""The file formats of `relrep_hf.migration.stores`: .npy and .safetensors, read and written
-in chunks through memory maps whose pages are released after each chunk (so memory stays at a
-few chunks whatever the size),
-and the formats with other columns (parquet, datasets, FAISS, LanceDB) in
-`relrep_hf.migration.tables`."""
+"""A .npy file of vectors: the ``npy`` store kind, read and written in chunks through memory
+maps whose pages are released after each chunk (so memory stays at a few chunks whatever the
+size). Its space is recorded in a sidecar, ``<name>.space.json``. `_RawStore` (one C-ordered
+block of a file) is what the ``safetensors`` kind shares."""
 
 from __future__ import annotations
 
 import json
-import math
 import mmap
-import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
-from relrep_hf.migration.space import SPACE_KEY, StoreSpace, StoreSpaceError
-from relrep_hf.migration.stores import (
+from relrep_hf.migration.space import StoreSpace, StoreSpaceError
+from relrep_hf.migration.stores.base import (
     DEFAULT_CHUNK_ROWS,
-    STORE_KINDS,
     StoreKind,
     Transform,
     VectorStore,
     VectorStoreError,
-    register_store_kind,
-    store_kind,
+    existing_path,
+    has_suffix,
 )
-from relrep_hf.utils.file_checks import ArtifactFileError, safetensors_shapes
 from relrep_hf.utils.io import atomic_write_bytes
 
-__all__ = ["NpyStore", "SafetensorsStore", "open_store"]
-
-SAFETENSORS_DTYPES = {"F16": np.float16, "F32": np.float32, "F64": np.float64}
-NUMPY_TO_SAFETENSORS = {np.dtype(v): k for k, v in SAFETENSORS_DTYPES.items()}
-VECTOR_NAMES = ("embedding", "embeddings", "vector", "vectors")
+__all__ = ["KIND", "NpyStore", "keep_current_space_record", "space_sidecar"]
 
 
 def _check_float(path: Path, dtype: np.dtype, shape: tuple) -> None:
@@ -207,174 +198,4 @@ def _write_sidecar(sidecar: Path, records: list[dict]) -> None:
         sidecar.unlink(missing_ok=True)
 
 
-class SafetensorsStore(_RawStore):
-    """The vectors are the file's one 2-D tensor, or the one named ``column`` (or ``embedding``,
-    ``embeddings``, ...); the other tensors and the metadata are carried over."""
-
-    kind = "safetensors"
-    records_space = True
-
-    def __init__(self, path: Path, *, column: str | None = None, **_: object):
-        self.path = path
-        try:
-            shapes = safetensors_shapes(path, what="vectors", source=str(path))
-        except ArtifactFileError as error:
-            raise VectorStoreError(str(error)) from None
-        with open(path, "rb") as file:
-            length = int.from_bytes(file.read(8), "little")
-            self.header = json.loads(file.read(length))
-        self.data_start = 8 + length
-        matrices = [n for n, (_, shape) in shapes.items() if len(shape) == 2]
-        named = [n for n in VECTOR_NAMES if n in shapes]
-        name = column or (matrices[0] if len(matrices) == 1 else (named[0] if named else None))
-        if name not in shapes:
-            raise VectorStoreError(
-                f"{str(path)!r} holds tensors {sorted(shapes)}: say which holds the vectors "
-                "(--column NAME), or name it 'embedding'."
-            )
-        dtype = shapes[name][0]
-        if dtype not in SAFETENSORS_DTYPES:
-            raise VectorStoreError(
-                f"{str(path)!r}: tensor {name!r} is {dtype}; vectors must be F16, F32 or F64."
-            )
-        self.name, self.dtype = name, np.dtype(SAFETENSORS_DTYPES[dtype])
-        _check_float(path, self.dtype, shapes[name][1])
-        self.rows, self.dim = shapes[name][1]
-        self.offset = self.data_start + self.header[name]["data_offsets"][0]
-
-    def read_space(self) -> StoreSpace | None:
-        record = (self.header.get("__metadata__") or {}).get(SPACE_KEY)
-        return None if record is None else StoreSpace.from_json(record, where=str(self.path))
-
-    def write(
-        self,
-        staging: Path,
-        transform: Transform,
-        dim: int,
-        chunk_rows: int,
-        *,
-        dtype=None,
-        space: StoreSpace | None = None,
-    ) -> None:
-        """The file again with the new vectors; its metadata carried, the space's record
-        replaced by ``space`` (or dropped)."""
-        dtype = self.dtype if dtype is None else np.dtype(dtype)
-        entries = {k: v for k, v in self.header.items() if k != "__metadata__"}
-        order = sorted(entries, key=lambda k: entries[k]["data_offsets"][0])
-        header, position = {}, 0
-        metadata = {k: v for k, v in (self.header.get("__metadata__") or {}).items()}
-        metadata.pop(SPACE_KEY, None)
-        if space is not None:
-            metadata[SPACE_KEY] = space.to_json()
-        if metadata or "__metadata__" in self.header:
-            header["__metadata__"] = metadata
-        for name in order:
-            entry = dict(entries[name])
-            if name == self.name:
-                entry["shape"] = [self.rows, dim]
-                entry["dtype"] = NUMPY_TO_SAFETENSORS[dtype]
-                size = self.rows * dim * dtype.itemsize
-            else:
-                size = entry["data_offsets"][1] - entry["data_offsets"][0]
-            entry["data_offsets"] = [position, position + size]
-            header[name], position = entry, position + size
-        raw = json.dumps(header, separators=(",", ":")).encode()
-        raw += b" " * (-len(raw) % 8)  # the format aligns the data to 8 bytes
-        data_start = 8 + len(raw)
-        with open(staging, "xb") as file, open(self.path, "rb") as source:
-            file.write(len(raw).to_bytes(8, "little") + raw)
-            for name in order:
-                begin, end = header[name]["data_offsets"]
-                if name == self.name:
-                    file.truncate(data_start + end)
-                    file.seek(data_start + end)
-                    continue
-                begin, end = entries[name]["data_offsets"]
-                source.seek(self.data_start + begin)
-                for _ in range(math.ceil((end - begin) / 2**26)):
-                    file.write(source.read(min(2**26, end - source.tell() + self.data_start)))
-        begin = header[self.name]["data_offsets"][0]
-        self._stream(staging, data_start + begin, transform, dim, chunk_rows, dtype)
-
-
-def _tables(name: str):
-    """The module of a kind with other columns, imported when first used (pyarrow, lancedb)."""
-    import importlib
-
-    module = "lance_tables" if name == "LanceStore" else "tables"
-    return importlib.import_module(f"relrep_hf.migration.{module}")
-
-
-def _suffix(*suffixes: str) -> Callable[[str], bool]:
-    return lambda location: Path(location).suffix in suffixes
-
-
-def _folder_with(test: Callable[[Path], bool]) -> Callable[[str], bool]:
-    return lambda location: Path(location).is_dir() and test(Path(location))
-
-
-def _is_datasets(path: Path) -> bool:
-    return (path / "dataset_info.json").is_file() or (path / "state.json").is_file()
-
-
-def _is_lancedb(path: Path) -> bool:
-    return any(p.suffix == ".lance" and p.is_dir() for p in path.iterdir())
-
-
-def _existing(opener: Callable[..., VectorStore]) -> Callable[..., VectorStore]:
-    """``opener`` of a path, with the "no such file" error before anything is read."""
-
-    def open_path(location: str | os.PathLike, **kw) -> VectorStore:
-        if not Path(location).exists():
-            raise VectorStoreError(f"{str(location)!r}: no such file or folder.")
-        return opener(Path(location), **kw)
-
-    return open_path
-
-
-def _table_store(name: str) -> Callable[..., VectorStore]:
-    return _existing(lambda path, **kw: getattr(_tables(name), name)(path, **kw))
-
-
-for _kind in (
-    StoreKind("npy", _suffix(".npy"), _existing(NpyStore), "a .npy file"),
-    StoreKind(
-        "safetensors", _suffix(".safetensors"), _existing(SafetensorsStore), "a .safetensors file"
-    ),
-    StoreKind("parquet", _suffix(".parquet"), _table_store("ParquetStore"), "a .parquet file"),
-    StoreKind(
-        "faiss",
-        _suffix(".faiss", ".index"),
-        _table_store("FaissStore"),
-        "a FAISS index (.faiss/.index)",
-    ),
-    StoreKind(
-        "datasets",
-        _folder_with(_is_datasets),
-        _table_store("DatasetsStore"),
-        "a datasets folder (save_to_disk)",
-    ),
-    StoreKind(
-        "lancedb",
-        _folder_with(_is_lancedb),
-        _table_store("LanceStore"),
-        "a LanceDB database folder",
-    ),
-):
-    register_store_kind(_kind)
-
-
-def open_store(
-    location: str | os.PathLike, *, column: str | None = None, table: str | None = None
-) -> VectorStore:
-    """The store at ``location`` (a path, or the URI of a database of a registered kind).
-    ``column``: the vector column of a parquet file, datasets folder or LanceDB table (default:
-    ``embedding``, ``embeddings`` or ``vector``, whichever exists); for a safetensors file, the
-    tensor's name. ``table``: the LanceDB table (default: the only one)."""
-    try:
-        name = store_kind(location)
-    except VectorStoreError:
-        if not Path(location).exists():
-            raise VectorStoreError(f"{str(location)!r}: no such file or folder.") from None
-        raise
-    return STORE_KINDS[name].open(location, column=column, table=table)
+KIND = StoreKind("npy", has_suffix(".npy"), existing_path(NpyStore), "a .npy file")

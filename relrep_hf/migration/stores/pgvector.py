@@ -23,12 +23,17 @@ from secrets import token_hex
 
 import numpy as np
 
-from relrep_hf.migration import databases as db
-from relrep_hf.migration.pgvector_plan import TableFacts, carry_to, read_facts, table_plan
 from relrep_hf.migration.plan import StorePlan
-from relrep_hf.migration.stores import DEFAULT_CHUNK_ROWS, Transform, VectorStoreError
+from relrep_hf.migration.stores import database as db
+from relrep_hf.migration.stores.base import (
+    DEFAULT_CHUNK_ROWS,
+    StoreKind,
+    Transform,
+    VectorStoreError,
+)
+from relrep_hf.migration.stores.pgvector_plan import TableFacts, carry_to, read_facts, table_plan
 
-__all__ = ["PgvectorStore"]
+__all__ = ["KIND", "PgvectorStore"]
 
 VECTOR_NAMES = ("embedding", "embeddings", "vector", "vectors")
 # how long the migration waits for the table's locks (a writer idle in a transaction holds one)
@@ -146,7 +151,7 @@ class PgvectorStore(db.DatabaseStore):
         return db.MigratedLocation(self.location.with_name(name), backup)
 
     def plan(self, out: str, dim: int) -> StorePlan:
-        """What the new table carries and what it cannot (`relrep_hf.migration.pgvector_plan`)."""
+        """What the new table carries and what it cannot (`relrep_hf.migration.stores.pgvector_plan`)."""
         in_place = self.in_place(out)
         plan = StorePlan(self.describe(), str(out), in_place)
         return table_plan(self._facts(self.connection), plan, dim, in_place)
@@ -401,3 +406,11 @@ def _encode(rows: list[list], at: int, transform: Transform, vectors, head: byte
             parts.append(struct.pack(">i", -1) if value is None else struct.pack(">i", len(value)))
             parts.append(value or b"")
     return b"".join(parts)
+
+
+KIND = StoreKind(
+    "pgvector",
+    db.recognises("pgvector"),
+    db.database_opener(PgvectorStore),
+    "a pgvector table (postgresql://USER@HOST/DB?table=T&column=C)",
+)

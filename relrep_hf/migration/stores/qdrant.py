@@ -25,10 +25,15 @@ from pathlib import Path
 
 import numpy as np
 
-from relrep_hf.migration import databases as db
-from relrep_hf.migration.stores import DEFAULT_CHUNK_ROWS, Transform, VectorStoreError
+from relrep_hf.migration.stores import database as db
+from relrep_hf.migration.stores.base import (
+    DEFAULT_CHUNK_ROWS,
+    StoreKind,
+    Transform,
+    VectorStoreError,
+)
 
-__all__ = ["QdrantStore"]
+__all__ = ["KIND", "QdrantStore"]
 
 
 class QdrantStore(db.DatabaseStore):
@@ -217,3 +222,11 @@ class QdrantStore(db.DatabaseStore):
                 models.CreateAliasOperation(create_alias=models.CreateAlias(
                     collection_name=backup, alias_name=name)),
             ])  # fmt: skip
+
+
+KIND = StoreKind(
+    "qdrant",
+    db.recognises("qdrant"),
+    db.database_opener(QdrantStore),
+    "a Qdrant local collection (qdrant:PATH#COLLECTION)",
+)

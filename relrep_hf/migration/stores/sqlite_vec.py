@@ -19,11 +19,16 @@ from pathlib import Path
 
 import numpy as np
 
-from relrep_hf.migration import databases as db
 from relrep_hf.migration.plan import StorePlan
-from relrep_hf.migration.stores import DEFAULT_CHUNK_ROWS, Transform, VectorStoreError
+from relrep_hf.migration.stores import database as db
+from relrep_hf.migration.stores.base import (
+    DEFAULT_CHUNK_ROWS,
+    StoreKind,
+    Transform,
+    VectorStoreError,
+)
 
-__all__ = ["SqliteVecStore", "connect"]
+__all__ = ["KIND", "SqliteVecStore", "connect"]
 
 BUSY_SECONDS = 2.0
 VECTOR_NAMES = ("embedding", "embeddings", "vector", "vectors")
@@ -281,3 +286,11 @@ class SqliteVecStore(db.DatabaseStore):
         for statement in indexes + triggers:  # triggers after the copy: it fires none
             self.connection.execute(statement)
         self.connection.execute(f"DROP TABLE {_quote(backup)}")
+
+
+KIND = StoreKind(
+    "sqlite-vec",
+    db.recognises("sqlite-vec"),
+    db.database_opener(SqliteVecStore),
+    "a sqlite-vec table (sqlite-vec:PATH#TABLE)",
+)
