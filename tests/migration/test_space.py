@@ -1,4 +1,5 @@
-"""Issue #46 item 1: every file store records the space its vectors are in (a map's
+"""Issue #46 item 1: every file and folder store (FAISS in a sidecar, LanceDB in its table's
+schema metadata; the databases' in test_database_space.py) records the space its vectors are in (a map's
 fingerprint, source and target after ``migrate``), and a map that does not start from that
 space is refused: the same map twice, a store already in the map's target, a map from another
 encoder. Stores written before records existed read as unrecorded and migrate as before."""
@@ -29,6 +30,8 @@ NAMES = {
     "safetensors": "docs.safetensors",
     "parquet": "docs.parquet",
     "datasets": "docs",
+    "faiss": "docs.faiss",
+    "lancedb": "docs_db",
 }
 
 

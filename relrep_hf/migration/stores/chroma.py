@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from relrep_hf.migration.space import StoreSpace
 from relrep_hf.migration.stores import database as db
 from relrep_hf.migration.stores.base import (
     DEFAULT_CHUNK_ROWS,
@@ -34,7 +35,10 @@ CARRIED = ["documents", "metadatas", "uris"]
 
 
 class ChromaStore(db.DatabaseStore):
+    """A collection; its space is recorded in the collection's metadata (``relrep_hf.space``)."""
+
     kind = "chroma"
+    records_space = True
     carries = (
         "ids, documents, metadatas and URIs",
         "the collection's metadata and HNSW configuration",
@@ -62,19 +66,30 @@ class ChromaStore(db.DatabaseStore):
         for batch in self._batches(self.collection, chunk_rows, ["embeddings"]):
             yield np.asarray(batch["embeddings"], np.float32).reshape(-1, self.dim)
 
+    def read_space(self) -> StoreSpace | None:
+        return db.space_in_metadata(self.collection.metadata, self.location.shown())
+
     def rewrite_into(
-        self, out: str, transform: Transform, dim: int, chunk_rows: int, *, overwrite: bool = False
+        self,
+        out: str,
+        transform: Transform,
+        dim: int,
+        chunk_rows: int,
+        *,
+        overwrite: bool = False,
+        space: StoreSpace | None = None,
     ) -> db.MigratedLocation:
-        """A new collection, then the two renames (see the module)."""
+        """A new collection (its metadata recording ``space``), then the two renames (see the
+        module)."""
         names = {c.name for c in self.client.list_collections()}
         name, found = db.output_name(self, out, overwrite, names.__contains__)
         try:
             with folder_lock(self.path):
-                return self._migrate(name, found, transform, chunk_rows)
+                return self._migrate(name, found, transform, chunk_rows, space)
         except FolderLockedError as error:
             raise db.StoreBusyError(f"{self.describe()}: {error}") from None
 
-    def _migrate(self, name: str, found: bool, transform: Transform, chunk_rows: int):
+    def _migrate(self, name, found, transform, chunk_rows, space):
         self.collection = self.client.get_collection(self.location.name)  # as of the lock
         if self.collection.count() != self.rows:
             raise db.StoreBusyError(
@@ -85,7 +100,7 @@ class ChromaStore(db.DatabaseStore):
         chunk_rows = min(chunk_rows, self.client.get_max_batch_size())
         new = self.client.create_collection(
             db.staging_name(name),
-            metadata=self.collection.metadata,
+            metadata=db.metadata_with_space(self.collection.metadata, space),
             configuration=self.collection.configuration,
             embedding_function=None,
         )

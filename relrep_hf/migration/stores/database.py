@@ -32,6 +32,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 import numpy as np
 
 from relrep_hf.migration.plan import StorePlan
+from relrep_hf.migration.space import SPACE_KEY, StoreSpace
 from relrep_hf.migration.stores.base import VectorStore, VectorStoreError
 
 __all__ = [
@@ -41,8 +42,10 @@ __all__ = [
     "backup_name",
     "backups_of",
     "database_opener",
+    "metadata_with_space",
     "parse_location",
     "require",
+    "space_in_metadata",
     "stagings_of",
 ]
 
@@ -245,6 +248,22 @@ def check_copied(store: DatabaseStore, rows: int, ids_equal: bool, where: str) -
             f"{'equal' if ids_equal else 'differ'}), expected {store.rows} with the same ids; "
             "nothing was swapped in. Was the store written to during the migration?"
         )
+
+
+def metadata_with_space(metadata: dict | None, space: StoreSpace | None) -> dict | None:
+    """A collection's ``metadata`` with its record of the space (``relrep_hf.space``: the
+    record's JSON) replaced by ``space``'s, or dropped; None where nothing is left (Chroma
+    refuses empty metadata)."""
+    kept = {k: v for k, v in (metadata or {}).items() if k != SPACE_KEY}
+    if space is not None:
+        kept[SPACE_KEY] = space.to_json()
+    return kept or None
+
+
+def space_in_metadata(metadata: dict | None, where: str) -> StoreSpace | None:
+    """The space a collection's ``metadata`` records (None: unrecorded)."""
+    record = (metadata or {}).get(SPACE_KEY)
+    return None if record is None else StoreSpace.from_json(record, where=where)
 
 
 class DatabaseStore(VectorStore):

@@ -1,4 +1,5 @@
-"""A flat FAISS index (with its ids): the ``faiss`` store kind."""
+"""A flat FAISS index (with its ids): the ``faiss`` store kind. Its space is recorded in a
+sidecar, ``<name>.space.json``, as a .npy file's (an index file has no metadata slot)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from relrep_hf.migration.space import StoreSpace
 from relrep_hf.migration.stores.base import (
     DEFAULT_CHUNK_ROWS,
     StoreKind,
@@ -17,16 +19,18 @@ from relrep_hf.migration.stores.base import (
     existing_path,
     has_suffix,
 )
+from relrep_hf.migration.stores.npy import SidecarSpace
 
 __all__ = ["KIND", "FaissStore"]
 
 
-class FaissStore(VectorStore):
+class FaissStore(SidecarSpace, VectorStore):
     """A flat FAISS index (``IndexFlatL2``/``IndexFlatIP``, optionally inside an ``IndexIDMap``
     or ``IndexIDMap2``, whose ids are carried over). The old index's codes are memory-mapped;
     FAISS builds the new index in memory."""
 
     kind = "faiss"
+    records_space = True  # in the sidecar (`SidecarSpace.record_beside`)
     output_dtypes = (np.dtype(np.float32),)  # a flat index holds float32
 
     def __init__(self, path: Path, **_: object):
@@ -82,7 +86,14 @@ class FaissStore(VectorStore):
             yield self.vectors[start : start + chunk_rows]
 
     def write(
-        self, staging: Path, transform: Transform, dim: int, chunk_rows: int, *, dtype=None
+        self,
+        staging: Path,
+        transform: Transform,
+        dim: int,
+        chunk_rows: int,
+        *,
+        dtype=None,
+        space: StoreSpace | None = None,  # recorded by `record_beside`: an index has no slot
     ) -> None:
         """The new flat index of the same metric; an inner-product index of unit vectors only
         (a cosine index) gets unit vectors again."""

@@ -1,6 +1,7 @@
 """One table of a LanceDB database folder as a vector store, the ``lancedb`` store kind (an
-`relrep_hf.migration.stores.arrow` record-batch store): rewritten with the database's other tables copied, and the table's scalar
-and full-text indexes built again on the new table."""
+`relrep_hf.migration.stores.arrow` record-batch store): rewritten with the database's other
+tables copied, and the table's scalar and full-text indexes built again on the new table. Its
+space is recorded in the table's schema metadata (``relrep_hf.space``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from relrep_hf.migration.stores.arrow import _ArrowStore
+from relrep_hf.migration.space import SPACE_KEY, StoreSpace
+from relrep_hf.migration.stores.arrow import _ArrowStore, _with_space
 from relrep_hf.migration.stores.base import (
     StoreKind,
     Transform,
@@ -33,6 +35,7 @@ class LanceStore(_ArrowStore):
     tables are copied as they are."""
 
     kind = "lancedb"
+    records_space = True
 
     def __init__(
         self, path: Path, *, column: str | None = None, table: str | None = None, **_: object
@@ -64,8 +67,20 @@ class LanceStore(_ArrowStore):
         for batch in reader:
             yield batch.select(self.schema.names)
 
+    def read_space(self) -> StoreSpace | None:
+        record = (self.schema.metadata or {}).get(SPACE_KEY.encode())
+        where = f"{str(self.path)!r} (table {self.table_name!r})"
+        return None if record is None else StoreSpace.from_json(record, where=where)
+
     def write(
-        self, staging: Path, transform: Transform, dim: int, chunk_rows: int, *, dtype=None
+        self,
+        staging: Path,
+        transform: Transform,
+        dim: int,
+        chunk_rows: int,
+        *,
+        dtype=None,
+        space: StoreSpace | None = None,
     ) -> None:
         """The table rewritten (and the database's other tables copied), with its scalar and
         full-text indexes built again on the new table; an index that cannot be (a vector
@@ -77,7 +92,7 @@ class LanceStore(_ArrowStore):
                 copy = shutil.copytree if other.is_dir() else shutil.copy2
                 copy(other, staging / other.name)
         out = lancedb.connect(str(staging))
-        schema = self.new_schema(dim, dtype)
+        schema = _with_space(self.new_schema(dim, dtype), space)
         failed: list[BaseException] = []
 
         def batches() -> Iterator[pa.RecordBatch]:

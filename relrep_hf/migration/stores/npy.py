@@ -24,7 +24,7 @@ from relrep_hf.migration.stores.base import (
 )
 from relrep_hf.utils.io import atomic_write_bytes
 
-__all__ = ["KIND", "NpyStore", "keep_current_space_record", "space_sidecar"]
+__all__ = ["KIND", "NpyStore", "SidecarSpace", "keep_current_space_record", "space_sidecar"]
 
 
 def _check_float(path: Path, dtype: np.dtype, shape: tuple) -> None:
@@ -119,7 +119,34 @@ def _sidecar_records(sidecar: Path) -> list[dict]:
         ) from None
 
 
-class NpyStore(_RawStore):
+class SidecarSpace:
+    """The space of a file store whose format has no metadata slot (.npy, a FAISS index),
+    recorded in a sidecar, ``<name>.space.json``, which names the version of the file it
+    describes (so a file replaced otherwise reads unrecorded)."""
+
+    path: Path
+
+    def read_space(self) -> StoreSpace | None:
+        sidecar = space_sidecar(self.path)
+        identity = _identity(self.path)
+        for record in _sidecar_records(sidecar):
+            if record.get("file") == identity:
+                return StoreSpace.from_json(json.dumps(record.get("space")), where=str(sidecar))
+        return None
+
+    def record_beside(self, out: Path, space: StoreSpace | None) -> None:
+        """The sidecar of ``out`` records ``space`` for the version just swapped in (by its
+        identity: a run killed before this leaves the new version unrecorded, never described
+        by the old version's record)."""
+        sidecar, identity = space_sidecar(out), _identity(out)
+        # the earlier versions' records stay (their files may be backups a rollback restores)
+        records = [r for r in _sidecar_records(sidecar) if r.get("file") != identity]
+        if space is not None:
+            records.append({"file": identity, "space": json.loads(space.to_json())})
+        _write_sidecar(sidecar, records[-SIDECAR_VERSIONS:])
+
+
+class NpyStore(SidecarSpace, _RawStore):
     """A .npy file; its space is recorded in a sidecar, ``<name>.space.json``, which names the
     version of the file it describes (so a file replaced otherwise reads unrecorded)."""
 
@@ -162,25 +189,6 @@ class NpyStore(_RawStore):
             offset = file.tell()
             file.truncate(offset + self.rows * dim * dtype.itemsize)
         self._stream(staging, offset, transform, dim, chunk_rows, dtype)
-
-    def read_space(self) -> StoreSpace | None:
-        sidecar = space_sidecar(self.path)
-        identity = _identity(self.path)
-        for record in _sidecar_records(sidecar):
-            if record.get("file") == identity:
-                return StoreSpace.from_json(json.dumps(record.get("space")), where=str(sidecar))
-        return None
-
-    def record_beside(self, out: Path, space: StoreSpace | None) -> None:
-        """The sidecar of ``out`` records ``space`` for the version just swapped in (by its
-        identity: a run killed before this leaves the new version unrecorded, never described
-        by the old version's record)."""
-        sidecar, identity = space_sidecar(out), _identity(out)
-        # the earlier versions' records stay (their files may be backups a rollback restores)
-        records = [r for r in _sidecar_records(sidecar) if r.get("file") != identity]
-        if space is not None:
-            records.append({"file": identity, "space": json.loads(space.to_json())})
-        _write_sidecar(sidecar, records[-SIDECAR_VERSIONS:])
 
 
 def keep_current_space_record(path: Path) -> None:
