@@ -10,15 +10,22 @@ there leaves the backup and the complete new collection under their temporary na
 the new one to NAME by hand). A run killed before the renames leaves NAME serving the old
 vectors (and a partial new collection to delete). A lock file beside the folder
 (``.FOLDER.lock``) lets one migration at a time write it.
+
+A collection created with an embedding function (its configuration's ``embedding_function``,
+other than Chroma's ``default``) embeds query texts with the old model: the plan names it and
+the migration refuses it unless forced, and a forced migration writes the new collection
+without it (relrep_hf cannot name a Chroma function for a map's target space).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
+from relrep_hf.migration.plan import StorePlan
 from relrep_hf.migration.space import StoreSpace
 from relrep_hf.migration.stores import database as db
 from relrep_hf.migration.stores.base import (
@@ -69,6 +76,42 @@ class ChromaStore(db.DatabaseStore):
     def read_space(self) -> StoreSpace | None:
         return db.space_in_metadata(self.collection.metadata, self.location.shown())
 
+    def _embedding_function(self) -> dict | None:
+        """The collection's embedding function as its configuration records it (``{"type":
+        "known", "name": ..., "config": ...}``), read without loading it; None if none."""
+        function = (self.collection.configuration_json or {}).get("embedding_function")
+        return function if isinstance(function, dict) and function.get("type") == "known" else None
+
+    def plan(self, out: str | object, dim: int) -> StorePlan:
+        """The collection's embedding function named: Chroma's default is carried (as every
+        collection has it), another one is not (refused unless forced)."""
+        plan = super().plan(out, dim)
+        function = self._embedding_function()
+        if function is not None and function.get("name") == "default":
+            plan.carried.append(
+                "Chroma's default embedding function (query texts are embedded by it, not by "
+                "the new encoder: query the new vectors with query_embeddings)"
+            )
+        elif function is not None:
+            plan.dropped.append(
+                f"the embedding function {function.get('name')!r} (config "
+                f"{json.dumps(function.get('config'), sort_keys=True)}), which embeds query "
+                "texts with the old model: the new collection has none; attach the new "
+                "encoder's function to it afterwards"
+            )
+        return plan
+
+    def _configuration(self) -> dict:
+        """The new collection's configuration: the old one's, without an embedding function
+        other than Chroma's default (the plan refused it unless forced)."""
+        from chromadb.api.collection_configuration import load_collection_configuration_from_json
+
+        configuration = dict(self.collection.configuration_json or {})
+        function = self._embedding_function()
+        if function is not None and function.get("name") != "default":
+            configuration["embedding_function"] = None
+        return load_collection_configuration_from_json(configuration)
+
     def rewrite_into(
         self,
         out: str,
@@ -101,7 +144,7 @@ class ChromaStore(db.DatabaseStore):
         new = self.client.create_collection(
             db.staging_name(name),
             metadata=db.metadata_with_space(self.collection.metadata, space),
-            configuration=self.collection.configuration,
+            configuration=self._configuration(),
             embedding_function=None,
         )
         try:

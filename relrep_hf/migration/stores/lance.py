@@ -1,10 +1,15 @@
 """One table of a LanceDB database folder as a vector store, the ``lancedb`` store kind (an
 `relrep_hf.migration.stores.arrow` record-batch store): rewritten with the database's other
 tables copied, and the table's scalar and full-text indexes built again on the new table. Its
-space is recorded in the table's schema metadata (``relrep_hf.space``)."""
+space is recorded in the table's schema metadata (``relrep_hf.space``). An embedding function
+of LanceDB's registry recorded for the vector column (the schema's ``embedding_functions``)
+embeds new rows and query texts with the old model: the plan names it and the migration refuses
+it unless forced; a forced migration writes the new table without it."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import warnings
 from collections.abc import Iterator
@@ -12,6 +17,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from relrep_hf.migration.plan import StorePlan
 from relrep_hf.migration.space import SPACE_KEY, StoreSpace
 from relrep_hf.migration.stores.arrow import _ArrowStore, _with_space
 from relrep_hf.migration.stores.base import (
@@ -23,6 +29,8 @@ from relrep_hf.migration.stores.base import (
 )
 
 __all__ = ["KIND", "LanceStore", "is_lancedb_folder"]
+
+FUNCTIONS_KEY = b"embedding_functions"  # LanceDB's embedding registry, in the schema
 
 
 def is_lancedb_folder(path: Path) -> bool:
@@ -72,6 +80,41 @@ class LanceStore(_ArrowStore):
         where = f"{str(self.path)!r} (table {self.table_name!r})"
         return None if record is None else StoreSpace.from_json(record, where=where)
 
+    def _embedding_functions(self) -> tuple[list[dict], list[dict]]:
+        """The schema's LanceDB embedding functions: those of the vector column, the others."""
+        raw = (self.schema.metadata or {}).get(FUNCTIONS_KEY)
+        try:
+            functions = json.loads(raw) if raw else []
+        except ValueError:
+            return [], []  # not LanceDB's layout: left as it is
+        functions = (
+            [f for f in functions if isinstance(f, dict)] if isinstance(functions, list) else []
+        )
+        ours = [f for f in functions if f.get("vector_column") == self.column]
+        return ours, [f for f in functions if f not in ours]
+
+    def plan(self, out: str | os.PathLike, dim: int) -> StorePlan:
+        """The vector column's embedding functions named: not carried (refused unless forced)."""
+        plan = super().plan(out, dim)
+        for function in self._embedding_functions()[0]:
+            plan.dropped.append(
+                f"the embedding function {function.get('name')!r} (model "
+                f"{json.dumps(function.get('model'), sort_keys=True)}) that fills "
+                f"{self.column!r} from {function.get('source_column')!r} with the old model: the "
+                "new table has none; register the new encoder's function on it afterwards"
+            )
+        return plan
+
+    def _new_metadata_schema(self, schema: pa.Schema) -> pa.Schema:
+        """``schema`` without the vector column's embedding functions (the others kept)."""
+        ours, others = self._embedding_functions()
+        if not ours:
+            return schema
+        metadata = {k: v for k, v in (schema.metadata or {}).items() if k != FUNCTIONS_KEY}
+        if others:
+            metadata[FUNCTIONS_KEY] = json.dumps(others, indent=2).encode()
+        return schema.with_metadata(metadata)
+
     def write(
         self,
         staging: Path,
@@ -92,7 +135,7 @@ class LanceStore(_ArrowStore):
                 copy = shutil.copytree if other.is_dir() else shutil.copy2
                 copy(other, staging / other.name)
         out = lancedb.connect(str(staging))
-        schema = _with_space(self.new_schema(dim, dtype), space)
+        schema = _with_space(self._new_metadata_schema(self.new_schema(dim, dtype)), space)
         failed: list[BaseException] = []
 
         def batches() -> Iterator[pa.RecordBatch]:
