@@ -29,6 +29,7 @@ from relrep_hf.migration.space import StoreSpace as StoreSpace
 from relrep_hf.migration.stores import (
     StoreKind as StoreKind,
     register_store_kind as register_store_kind,
+    unregister_store_kind as unregister_store_kind,
 )
 from relrep_hf.models.anchor_set import AnchorSet as AnchorSet
 from relrep_hf.models.configuration_relative_classifier import (

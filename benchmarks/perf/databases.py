@@ -54,7 +54,7 @@ def _write(kind: str, where, name: str, ids: list, vectors: np.ndarray) -> str:
     """The plain client write of ``vectors`` with ids and a payload; the store's URI."""
     texts = [f"row {i}" for i in ids]
     if kind == "sqlite-vec":
-        from relrep_hf.migration.sqlite_vec_store import connect
+        from relrep_hf.migration.stores.sqlite_vec import connect
 
         connection = connect(Path(where) / "store.db")
         connection.execute("BEGIN")
@@ -95,7 +95,7 @@ def _careful_sqlite(where, name: str, ids: list, vectors: np.ndarray) -> None:
     """The client-only in-place sqlite-vec pass: in one transaction, the old table ``name``
     copied to a backup, dropped, created again with ``vectors``' dimension and filled (the
     SQLite defaults and the table of `_write`)."""
-    from relrep_hf.migration.sqlite_vec_store import connect
+    from relrep_hf.migration.stores.sqlite_vec import connect
 
     connection = connect(Path(where) / "store.db")
     old = connection.execute("SELECT sql FROM sqlite_master WHERE name = ?", (name,)).fetchone()[0]

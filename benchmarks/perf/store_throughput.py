@@ -42,7 +42,7 @@ SUFFIX = {"npy": ".npy", "safetensors": ".safetensors", "parquet": ".parquet", "
 SAMPLE = 256  # rows compared at each end
 
 for _name in ("faiss", "lancedb", "datasets", "safetensors.numpy", "pyarrow.parquet",
-              "relrep_hf.migration.tables", "relrep_hf.migration.lance_tables"):  # fmt: skip
+              "relrep_hf.migration.stores"):  # fmt: skip
     with contextlib.suppress(ImportError):  # imported here, so a peak measures the work alone
         importlib.import_module(_name)
 with contextlib.suppress(ImportError):

@@ -66,6 +66,12 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--resume", action="store_true", help="go on from the committed chunks of a killed run"
     )
     parser.add_argument(
+        "--force",
+        action="store_true",
+        help="re-embed although the plan lists what would not be carried (a LanceDB "
+        "embedding function of the old model)",
+    )
+    parser.add_argument(
         "--max-rows",
         type=int,
         default=None,
@@ -89,7 +95,9 @@ def run(args: argparse.Namespace) -> None:
         args.store,
         args.encoder,
         args.out,
-        **step_keywords(args, *names, "overwrite", "resume", "max_rows", "dtype", "skip_missing"),
+        **step_keywords(
+            args, *names, "overwrite", "resume", "max_rows", "dtype", "skip_missing", "force"
+        ),
     )
     if args.max_rows is not None:
         print(result)

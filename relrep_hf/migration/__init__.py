@@ -8,11 +8,9 @@ re-embedding the corpus. One package, as a PEFT method is one folder of ``tuners
 - `report`: the held-out report and its recommendation (migrate, bridge or re-embed);
 - `fit`: `fit_migration`, the chosen map fitted on a user's paired rows;
 - `map`: `MigrationMap`, the artifact (saved, loaded, pushed);
-- `stores`, `files`, `tables`: the stores a map rewrites (.npy, .safetensors, parquet,
-  datasets, FAISS, LanceDB), written aside and swapped in whole;
-- `databases` (and `qdrant_store`, `chroma_store`, `pgvector_store`, `sqlite_vec_store`): the
-  database stores (Qdrant, Chroma, pgvector, sqlite-vec), written aside and swapped in by the
-  database's own means;
+- `stores`: the stores a map rewrites, one module and one `StoreKind` per kind (.npy,
+  .safetensors, parquet, datasets, FAISS, LanceDB, and the databases Qdrant, Chroma, pgvector,
+  sqlite-vec), written aside and swapped in whole (a rename, an alias switch, a transaction);
 - `migrate`: `migrate_store`, a store streamed through a map in chunks, and `migrate`, the
   anchor path alone;
 - `space`: `StoreSpace`, the record of the space a store's vectors are in, and the checks of a
@@ -25,9 +23,8 @@ from relrep_hf.migration.candidates import (
     MIGRATION_CANDIDATES,
     MigrationCandidate,
     register_migration_candidate,
+    unregister_migration_candidate,
 )
-from relrep_hf.migration.databases import MigratedLocation
-from relrep_hf.migration.files import open_store
 from relrep_hf.migration.fit import anchor_path_maps, fit_migration
 from relrep_hf.migration.map import MigrationMap
 from relrep_hf.migration.migrate import migrate, migrate_store
@@ -45,8 +42,11 @@ from relrep_hf.migration.stores import (
     StoreKind,
     VectorStore,
     VectorStoreError,
+    open_store,
     register_store_kind,
+    unregister_store_kind,
 )
+from relrep_hf.migration.stores.database import MigratedLocation
 
 __all__ = [
     "BLEND",
@@ -75,4 +75,6 @@ __all__ = [
     "register_migration_candidate",
     "register_store_kind",
     "select_migration_map",
+    "unregister_migration_candidate",
+    "unregister_store_kind",
 ]

@@ -43,6 +43,7 @@ __all__ = [
     "fit_least_squares",
     "fit_standardised_procrustes",
     "register_migration_candidate",
+    "unregister_migration_candidate",
 ]
 
 PENALTY_GRID = tuple(10.0**e for e in range(-4, 4))  # times the mean eigenvalue of X^T X
@@ -78,6 +79,12 @@ def register_migration_candidate(candidate: MigrationCandidate) -> MigrationCand
             f"{type(candidate).__name__}."
         )
     return MIGRATION_CANDIDATES.register(candidate)
+
+
+def unregister_migration_candidate(name: str) -> MigrationCandidate:
+    """Take the candidate ``name`` out of `MIGRATION_CANDIDATES` (a ValueError listing the
+    registered candidates if there is none of that name) and return it."""
+    return MIGRATION_CANDIDATES.unregister(name)
 
 
 def default_candidates() -> tuple[str, ...]:

@@ -14,12 +14,16 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from relrep_hf.migration.files import open_store
 from relrep_hf.migration.map import MigrationMap
 from relrep_hf.migration.plan import StorePlan
 from relrep_hf.migration.report import check_recommendation
 from relrep_hf.migration.space import check_map_source, map_space
-from relrep_hf.migration.stores import DEFAULT_CHUNK_ROWS, VectorStoreError, rewrite_store
+from relrep_hf.migration.stores import (
+    DEFAULT_CHUNK_ROWS,
+    VectorStoreError,
+    open_store,
+    rewrite_store,
+)
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from relrep_hf.translation.translator import translation_map
 
@@ -98,8 +102,8 @@ def migrate_store(
     ``migration_map``: a `MigrationMap` (or any module with ``weight [d_old, d_new]`` and
     ``bias``), or the folder or Hub id of a saved one. ``vectors``: a .npy, .safetensors,
     .parquet or FAISS file, a datasets folder or a LanceDB database folder (``column``,
-    ``table``: see `relrep_hf.migration.files.open_store`), or a database URI (Qdrant, Chroma,
-    pgvector, sqlite-vec: `relrep_hf.migration.databases`). The new store is written
+    ``table``: see `relrep_hf.migration.stores.open_store`), or a database URI (Qdrant, Chroma,
+    pgvector, sqlite-vec: `relrep_hf.migration.stores.database`). The new store is written
     aside and renamed into place when complete; ``out`` must not exist unless ``overwrite``
     (which replaces only a store of the same kind). ``dtype``: the new vectors' dtype (default:
     the store's), e.g. ``"float32"`` for a float16 store whose migrated values exceed float16. A

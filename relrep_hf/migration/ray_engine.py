@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from relrep_hf.migration.stores import VectorStoreError
-from relrep_hf.migration.tables import _column, _matrix, _pick_column, _vector_type
+from relrep_hf.migration.stores.arrow import _column, _matrix, _pick_column, _vector_type
+from relrep_hf.migration.stores.base import VectorStoreError
 
 if TYPE_CHECKING:
     import ray.data

@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from relrep_hf.migration.files import _is_datasets
 from relrep_hf.migration.report import check_recommendation
-from relrep_hf.migration.stores import (
+from relrep_hf.migration.stores.arrow import _ArrowStore
+from relrep_hf.migration.stores.base import (
     DEFAULT_CHUNK_ROWS,
     Transform,
     VectorStore,
@@ -38,7 +38,8 @@ from relrep_hf.migration.stores import (
     _check_dtype,
     _checked_transform,
 )
-from relrep_hf.migration.tables import ParquetStore, _ArrowStore
+from relrep_hf.migration.stores.datasets import is_datasets_folder as _is_datasets
+from relrep_hf.migration.stores.parquet import ParquetStore
 from relrep_hf.utils.io import atomic_directory, atomic_write_bytes, fsync_directory, fsync_file
 from relrep_hf.utils.locking import folder_lock
 from relrep_hf.utils.manifest import file_digest

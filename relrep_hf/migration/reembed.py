@@ -32,13 +32,13 @@ from typing import Any
 
 import numpy as np
 
-from relrep_hf.migration.files import open_store
 from relrep_hf.migration.space import StoreSpace, encoder_space
-from relrep_hf.migration.stores import (
+from relrep_hf.migration.stores.base import (
     VectorStore,
     VectorStoreError,
     _check_dtype,
-    check_finite_output,
+    check_written_rows_finite,
+    open_store,
     records_space,
 )
 from relrep_hf.utils.defaults import DEFAULT_EMBED_BATCH_SIZE, DEFAULT_REEMBED_CHUNK_ROWS
@@ -304,6 +304,8 @@ def _is_unit(vectors: np.ndarray) -> bool:
 def _dry_run(
     spec: Any, source: _Texts, max_rows: int, batch_size: int, total: int
 ) -> ReembedEstimate:
+    if not isinstance(max_rows, int) or max_rows < 1:
+        raise ValueError(f"max_rows must be a positive int, got {max_rows!r}.")
     valid = (
         [t for t in batch if isinstance(t, str) and t.strip()] for batch in source.batches(max_rows)
     )
@@ -445,7 +447,7 @@ def _write_store(
         nonlocal position
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below
             vectors = shards.take(len(chunk)).astype(dtype, copy=False)
-        check_finite_output(vectors, position, store)
+        check_written_rows_finite(vectors, position, store)
         position += len(chunk)
         if out is None:
             return vectors
@@ -480,6 +482,7 @@ def reembed_store(
     dtype: str | np.dtype | None = None,
     skip_missing: bool = False,
     show_progress: bool | None = None,
+    force: bool = False,
 ) -> Path | str | ReembedEstimate:
     """Re-embed every row of ``store`` from its text with ``encoder`` into ``out``.
 
@@ -501,6 +504,7 @@ def reembed_store(
         dtype: the new vectors' dtype (default: the store's).
         skip_missing: leave the rows without text out of the new store (parquet, datasets;
             a warning names them) instead of refusing them.
+        force: write although the plan lists what it would not carry (an embedding function).
 
     Returns:
         ``out`` (the store's path when replaced in place), or the `ReembedEstimate`.
@@ -525,8 +529,6 @@ def reembed_store(
     if not skip_missing:
         _check_texts(source, missing)
     if max_rows is not None:
-        if not isinstance(max_rows, int) or max_rows < 1:
-            raise ValueError(f"max_rows must be a positive int, got {max_rows!r}.")
         return _dry_run(spec, source, max_rows, batch_size, opened.rows)
     wanted = opened.dtype if dtype is None else _check_dtype(opened, dtype)
     options = {
@@ -540,7 +542,7 @@ def reembed_store(
         "skip_missing": bool(skip_missing and positions),
     }
     run = {"resume": resume, "overwrite": overwrite or out is None, "show_progress": show_progress}
-    run["drop"] = positions if skip_missing else []
+    run |= {"drop": positions if skip_missing else [], "force": force}
     return _run(spec, source, out, options, texts, **run)
 
 
@@ -555,11 +557,15 @@ def _run(
     overwrite: bool,
     show_progress: bool | None,
     drop: list[int],
+    force: bool,
 ) -> Path | str:
     """Embed the chunks not yet committed in the staging folder of this run (its key: the
     store's and texts' versions, ``out`` and ``options``), then swap the new store in."""
     opened = source.store
     target = Path(opened.path) if out is None else out
+    # refused before any row is embedded (the width is the encoder's: no re-embedded kind's
+    # plan depends on it)
+    opened.plan(target, opened.dim).check(force=force)
     options["out"] = str(Path(os.path.abspath(target)))
     key = _run_key(opened, options, texts)
     staging = Path(options["out"]).parent / f"{STAGING_PREFIX}{key}"

@@ -19,9 +19,14 @@ import shutil
 import socket
 from pathlib import Path
 
-from relrep_hf.migration.databases import DATABASE_KINDS, DatabaseStore, recognises
-from relrep_hf.migration.files import keep_current_space_record, open_store, space_sidecar
-from relrep_hf.migration.stores import VectorStore, VectorStoreError, file_backup_prefix
+from relrep_hf.migration.stores.base import (
+    VectorStore,
+    VectorStoreError,
+    file_backup_prefix,
+    open_store,
+)
+from relrep_hf.migration.stores.database import DATABASE_KINDS, DatabaseStore, recognises
+from relrep_hf.migration.stores.npy import keep_current_space_record, space_sidecar
 from relrep_hf.utils.io import _process_exists, fsync_directory
 from relrep_hf.utils.locking import folder_lock
 

@@ -174,3 +174,25 @@ def test_the_map_is_pushed_to_and_loaded_from_a_hub(tmp_path):
         )
         assert result.returncode == 0, result.stderr[-3000:]
         assert "README.md" in hub.server.repo("tester/a-to-b").resolve("main").files
+
+
+def test_a_candidate_is_registered_and_unregistered_by_name():
+    from relrep_hf.functional.least_squares import fit_affine
+    from relrep_hf.migration import (
+        MIGRATION_CANDIDATES,
+        MigrationCandidate,
+        register_migration_candidate,
+        unregister_migration_candidate,
+    )
+
+    toy = MigrationCandidate("toy", lambda old, new, _: [({}, fit_affine(old, new))], default=False)
+    register_migration_candidate(toy)
+    try:
+        assert MIGRATION_CANDIDATES["toy"] is toy
+        with pytest.raises(ValueError, match="'toy' is registered already"):
+            register_migration_candidate(toy)
+    finally:
+        assert unregister_migration_candidate("toy") is toy
+    assert "toy" not in MIGRATION_CANDIDATES
+    with pytest.raises(ValueError, match="Unknown migration candidate 'toy'. Registered: 'affine'"):
+        unregister_migration_candidate("toy")

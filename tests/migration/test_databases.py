@@ -1,4 +1,4 @@
-"""The database stores of a migration (relrep_hf.migration.databases and its four kinds), each
+"""The database stores of a migration (relrep_hf.migration.stores.database and its four kinds), each
 tested on the real database: Qdrant local mode, a Chroma persistent folder, pgvector on a real
 PostgreSQL (pgserver, one server for the session) and sqlite-vec. What each must do: the new
 vectors equal the map applied, ids and payloads identical, the search name serving the new
@@ -19,8 +19,8 @@ import pytest
 import torch
 
 from relrep_hf.migration import MigrationMap, migrate_store, open_store
-from relrep_hf.migration.databases import StoreBusyError, parse_location
 from relrep_hf.migration.stores import VectorStoreError
+from relrep_hf.migration.stores.database import StoreBusyError, parse_location
 from tests.fixtures import database_stores, store_writers
 from tests.fixtures.database_stores import KINDS, build, contents, nearest, row_id
 from tests.fixtures.killable_migration import migrate_and_hang
@@ -144,7 +144,7 @@ def test_nan_rows_are_refused_before_anything_is_swapped(tmp_path):
 
 
 def test_a_plain_sqlite_table_with_a_blob_column_and_an_index(tmp_path):
-    from relrep_hf.migration.sqlite_vec_store import connect
+    from relrep_hf.migration.stores.sqlite_vec import connect
 
     vectors = old_vectors("sqlite-vec")
     connection = connect(tmp_path / "plain.db")

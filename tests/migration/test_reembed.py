@@ -222,7 +222,7 @@ def test_the_real_minilm_reembeds_a_parquet_store(tmp_path):
 
 
 @pytest.mark.slow  # LanceDB's import and table writes: 34 s on the shared 2 cores
-def test_a_lancedb_table_is_reembedded_and_reads_unrecorded(tmp_path):
+def test_a_lancedb_table_is_reembedded_and_records_its_space(tmp_path):
     import lancedb
 
     rows = texts(7)
@@ -234,4 +234,4 @@ def test_a_lancedb_table_is_reembedded_and_reads_unrecorded(tmp_path):
                         show_progress=False)  # fmt: skip
     store = open_store(out, table="docs")
     np.testing.assert_array_equal(store.read_all(), letters(rows))
-    assert store.read_space() is None  # LanceDB keeps no record yet
+    assert store.read_space().name == SPEC  # in the table's schema metadata

@@ -64,7 +64,7 @@ def test_pgvector_rollback_gives_back_index_names_and_the_serial_sequence(postgr
 
 
 def test_rows_written_since_the_migration_refuse_the_rollback_unless_forced(tmp_path):
-    from relrep_hf.migration.sqlite_vec_store import connect
+    from relrep_hf.migration.stores.sqlite_vec import connect
 
     uri = build("sqlite-vec", tmp_path, "docs", old_vectors("sqlite-vec"))
     migrate(uri, uri, overwrite=True)
@@ -139,7 +139,7 @@ def test_cleanup_of_a_file_store_removes_dead_runs_partial_files(tmp_path):
 
 def test_a_file_store_migrated_in_place_keeps_a_backup_until_cleanup(tmp_path):
     from relrep_hf.migration import migrate_store
-    from relrep_hf.migration.files import open_store
+    from relrep_hf.migration.stores import open_store
 
     store, vectors = tmp_path / "vectors.npy", old_vectors("sqlite-vec")
     np.save(store, vectors)

@@ -1,4 +1,5 @@
-"""Issue #46 item 1: every file store records the space its vectors are in (a map's
+"""Issue #46 item 1: every file and folder store (FAISS in a sidecar, LanceDB in its table's
+schema metadata; the databases' in test_database_space.py) records the space its vectors are in (a map's
 fingerprint, source and target after ``migrate``), and a map that does not start from that
 space is refused: the same map twice, a store already in the map's target, a map from another
 encoder. Stores written before records existed read as unrecorded and migrate as before."""
@@ -18,9 +19,9 @@ from relrep_hf.migration import (
     migrate_store,
     open_store,
 )
-from relrep_hf.migration.files import space_sidecar
 from relrep_hf.migration.space import SPACE_KEY, map_fingerprint
 from relrep_hf.migration.stores import rewrite_store
+from relrep_hf.migration.stores.npy import space_sidecar
 from tests.fixtures.migration_inputs import write_store
 
 D = 4
@@ -29,6 +30,8 @@ NAMES = {
     "safetensors": "docs.safetensors",
     "parquet": "docs.parquet",
     "datasets": "docs",
+    "faiss": "docs.faiss",
+    "lancedb": "docs_db",
 }
 
 

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import datasets
 import faiss
@@ -22,15 +23,16 @@ import torch
 
 from relrep_hf.cli import main
 from relrep_hf.migration import migrate_store
-from relrep_hf.migration.files import NpyStore, open_store
 from relrep_hf.migration.map import MigrationMap
 from relrep_hf.migration.stores import (
     STORE_KINDS,
     StoreKind,
     VectorStoreError,
+    open_store,
     register_store_kind,
     rewrite_store,
 )
+from relrep_hf.migration.stores.npy import NpyStore
 from relrep_hf.utils.locking import FolderLockedError, folder_lock
 from tests.fixtures.migration_inputs import D_NEW, D_OLD, migration_map, write_store
 
@@ -301,10 +303,10 @@ class TextStore(NpyStore):
 
 
 def test_a_registered_store_kind_works_end_to_end(vectors, tmp_path, capsys):
-    from relrep_hf.migration.files import _existing
+    from relrep_hf.migration.stores.base import existing_path
 
     kind = StoreKind(
-        "vec", lambda loc: str(loc).endswith(".vec"), _existing(TextStore), "a .vec file"
+        "vec", lambda loc: str(loc).endswith(".vec"), existing_path(TextStore), "a .vec file"
     )
     register_store_kind(kind)
     try:
@@ -320,6 +322,37 @@ def test_a_registered_store_kind_works_end_to_end(vectors, tmp_path, capsys):
         STORE_KINDS.unregister("vec")
     with pytest.raises(VectorStoreError, match="not a vector store"):
         open_store(tmp_path / "old.vec")
+
+
+def test_store_kinds_are_registered_in_one_place_and_unregistered_by_name(vectors, tmp_path):
+    """The package's kinds are `BUILTIN_KINDS`, one per module, registered by one call (not by
+    importing their modules); `unregister_store_kind` takes one out, and the call puts it back."""
+    import importlib
+
+    from relrep_hf.migration import stores, unregister_store_kind
+
+    assert list(STORE_KINDS)[: len(stores.BUILTIN_KINDS)] == [
+        "npy", "safetensors", "parquet", "faiss", "datasets", "lancedb",
+        "qdrant", "chroma", "pgvector", "sqlite-vec",
+    ]  # fmt: skip
+    folder = Path(stores.__file__).parent
+    calls = sorted(p.name for p in folder.glob("*.py") if "register_store_kind(" in p.read_text())
+    assert calls == ["__init__.py", "base.py"]  # no kind's module registers itself on import
+    np.save(tmp_path / "v.npy", vectors)
+    taken = unregister_store_kind("npy")
+    try:
+        importlib.import_module("relrep_hf.migration.stores.npy")
+        assert "npy" not in STORE_KINDS
+        with pytest.raises(VectorStoreError, match="not a vector store"):
+            open_store(tmp_path / "v.npy")
+        with pytest.raises(ValueError, match="Unknown store kind 'npy'. Registered: 'safetensors'"):
+            unregister_store_kind("npy")
+        with pytest.raises(ValueError, match="takes a StoreKind, got str"):
+            register_store_kind("npy")
+    finally:
+        stores.register_builtin_store_kinds()
+    assert STORE_KINDS["npy"].name == taken.name == "npy"
+    assert open_store(tmp_path / "v.npy").rows == len(vectors)
 
 
 def test_two_runs_at_once_on_one_new_out_give_one_store_and_one_error(tmp_path):

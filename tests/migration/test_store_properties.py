@@ -21,10 +21,9 @@ import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from relrep_hf.migration import migrate_store
-from relrep_hf.migration.files import open_store
 from relrep_hf.migration.map import MigrationMap
 from relrep_hf.migration.migrate import affine_chunks
-from relrep_hf.migration.stores import VectorStoreError, rewrite_store
+from relrep_hf.migration.stores import VectorStoreError, open_store, rewrite_store
 from relrep_hf.utils.locking import FolderLockedError
 from tests.fixtures.migration_inputs import D_NEW, D_OLD, write_store
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from relrep_hf.migration.databases import StoreBusyError, backup_name
 from relrep_hf.migration.migrate import plan_migration
 from relrep_hf.migration.plan import StorePlanError
 from relrep_hf.migration.stores import VectorStoreError
+from relrep_hf.migration.stores.database import StoreBusyError, backup_name
 from tests.fixtures.database_stores import build, contents, row_id
 from tests.migration import test_databases
 from tests.migration.test_databases import D_NEW, D_OLD, a_map, applied, migrate, table_name
@@ -201,7 +201,7 @@ def test_pgvector_generated_column_is_refused_before_anything_is_written(postgre
 
 
 def test_sqlite_plain_table_triggers_are_carried(tmp_path):
-    from relrep_hf.migration.sqlite_vec_store import connect
+    from relrep_hf.migration.stores.sqlite_vec import connect
 
     path = tmp_path / "store.db"
     connection = connect(path)

@@ -19,9 +19,8 @@ from safetensors.numpy import load_file, save_file
 
 from relrep_hf.cli import main
 from relrep_hf.migration import migrate_store
-from relrep_hf.migration.files import open_store
 from relrep_hf.migration.map import MigrationMap
-from relrep_hf.migration.stores import VectorStoreError
+from relrep_hf.migration.stores import VectorStoreError, open_store
 
 ROWS, D_OLD, D_NEW, CHUNK = 1000, 8, 5, 300  # 300 does not divide 1000: a short last chunk
 

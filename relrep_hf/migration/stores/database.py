@@ -1,5 +1,6 @@
-"""The database stores a migration rewrites: Qdrant (local mode), Chroma (a persistent client's
-folder), pgvector on PostgreSQL and sqlite-vec, one `StoreKind` entry each.
+"""What the database stores a migration rewrites share: Qdrant (local mode), Chroma (a persistent
+client's folder), pgvector on PostgreSQL and sqlite-vec, one module and `StoreKind` entry each
+(`relrep_hf.migration.stores.qdrant`, ``chroma``, ``pgvector``, ``sqlite_vec``).
 
 A database store is named by a URI a user can type on the command line:
 
@@ -31,7 +32,8 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 import numpy as np
 
 from relrep_hf.migration.plan import StorePlan
-from relrep_hf.migration.stores import StoreKind, VectorStore, VectorStoreError, register_store_kind
+from relrep_hf.migration.space import SPACE_KEY, StoreSpace
+from relrep_hf.migration.stores.base import VectorStore, VectorStoreError
 
 __all__ = [
     "DatabaseLocation",
@@ -39,8 +41,11 @@ __all__ = [
     "StoreBusyError",
     "backup_name",
     "backups_of",
+    "database_opener",
+    "metadata_with_space",
     "parse_location",
     "require",
+    "space_in_metadata",
     "stagings_of",
 ]
 
@@ -245,6 +250,22 @@ def check_copied(store: DatabaseStore, rows: int, ids_equal: bool, where: str) -
         )
 
 
+def metadata_with_space(metadata: dict | None, space: StoreSpace | None) -> dict | None:
+    """A collection's ``metadata`` with its record of the space (``relrep_hf.space``: the
+    record's JSON) replaced by ``space``'s, or dropped; None where nothing is left (Chroma
+    refuses empty metadata)."""
+    kept = {k: v for k, v in (metadata or {}).items() if k != SPACE_KEY}
+    if space is not None:
+        kept[SPACE_KEY] = space.to_json()
+    return kept or None
+
+
+def space_in_metadata(metadata: dict | None, where: str) -> StoreSpace | None:
+    """The space a collection's ``metadata`` records (None: unrecorded)."""
+    record = (metadata or {}).get(SPACE_KEY)
+    return None if record is None else StoreSpace.from_json(record, where=where)
+
+
 class DatabaseStore(VectorStore):
     """A store in a database: ``location`` (a `DatabaseLocation`) names it."""
 
@@ -305,23 +326,13 @@ class DatabaseStore(VectorStore):
         )
 
 
-def _opener(module: str, cls: str) -> Callable[..., VectorStore]:
+def database_opener(
+    store_class: Callable[[DatabaseLocation], VectorStore],
+) -> Callable[..., VectorStore]:
+    """A `StoreKind.open` of a database URI: the location parsed (``table=`` and ``column=``
+    fill in what it leaves out), then ``store_class(location)``."""
+
     def open_database(location: str, *, column: str | None = None, table: str | None = None):
-        parsed = parse_location(location, table=table, column=column)
-        store_class = getattr(importlib.import_module(f"relrep_hf.migration.{module}"), cls)
-        return store_class(parsed)
+        return store_class(parse_location(location, table=table, column=column))
 
     return open_database
-
-
-for _kind in (
-    StoreKind("qdrant", recognises("qdrant"), _opener("qdrant_store", "QdrantStore"),
-              "a Qdrant local collection (qdrant:PATH#COLLECTION)"),
-    StoreKind("chroma", recognises("chroma"), _opener("chroma_store", "ChromaStore"),
-              "a Chroma collection (chroma:PATH#COLLECTION)"),
-    StoreKind("pgvector", recognises("pgvector"), _opener("pgvector_store", "PgvectorStore"),
-              "a pgvector table (postgresql://USER@HOST/DB?table=T&column=C)"),
-    StoreKind("sqlite-vec", recognises("sqlite-vec"), _opener("sqlite_vec_store", "SqliteVecStore"),
-              "a sqlite-vec table (sqlite-vec:PATH#TABLE)"),
-):  # fmt: skip
-    register_store_kind(_kind)

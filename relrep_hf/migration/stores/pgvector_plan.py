@@ -5,7 +5,7 @@ transaction (`carry_to`).
 Carried: row-level security (enabled, forced) and its policies, the table's comment, its
 grants, its tablespace, its outgoing foreign keys (and, by ``CREATE TABLE ... LIKE``, its
 defaults, CHECK constraints, column comments and storage; its indexes are rebuilt by
-`relrep_hf.migration.pgvector_store`). Refused unless forced, because they would be lost without
+`relrep_hf.migration.stores.pgvector`). Refused unless forced, because they would be lost without
 a word: triggers, foreign keys of other tables that point at it and views that read it (both
 would keep following the old table, the backup), a foreign key to the table itself (the new
 table's would point at the old one), partitioning and inheritance, another owner than the

@@ -1,9 +1,15 @@
-"""One table of a LanceDB database folder as a vector store (`relrep_hf.migration.tables`'
-record-batch store): rewritten with the database's other tables copied, and the table's scalar
-and full-text indexes built again on the new table."""
+"""One table of a LanceDB database folder as a vector store, the ``lancedb`` store kind (an
+`relrep_hf.migration.stores.arrow` record-batch store): rewritten with the database's other
+tables copied, and the table's scalar and full-text indexes built again on the new table. Its
+space is recorded in the table's schema metadata (``relrep_hf.space``). An embedding function
+of LanceDB's registry recorded for the vector column (the schema's ``embedding_functions``)
+embeds new rows and query texts with the old model: the plan names it and the migration refuses
+it unless forced; a forced migration writes the new table without it."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import warnings
 from collections.abc import Iterator
@@ -11,10 +17,25 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from relrep_hf.migration.stores import Transform, VectorStoreError
-from relrep_hf.migration.tables import _ArrowStore
+from relrep_hf.migration.plan import StorePlan
+from relrep_hf.migration.space import SPACE_KEY, StoreSpace
+from relrep_hf.migration.stores.arrow import _ArrowStore, _with_space
+from relrep_hf.migration.stores.base import (
+    StoreKind,
+    Transform,
+    VectorStoreError,
+    existing_path,
+    folder_with,
+)
 
-__all__ = ["LanceStore"]
+__all__ = ["KIND", "LanceStore", "is_lancedb_folder"]
+
+FUNCTIONS_KEY = b"embedding_functions"  # LanceDB's embedding registry, in the schema
+
+
+def is_lancedb_folder(path: Path) -> bool:
+    """``path`` is a LanceDB database folder (it holds a ``<table>.lance`` folder)."""
+    return any(p.suffix == ".lance" and p.is_dir() for p in path.iterdir())
 
 
 class LanceStore(_ArrowStore):
@@ -22,6 +43,7 @@ class LanceStore(_ArrowStore):
     tables are copied as they are."""
 
     kind = "lancedb"
+    records_space = True
 
     def __init__(
         self, path: Path, *, column: str | None = None, table: str | None = None, **_: object
@@ -53,8 +75,55 @@ class LanceStore(_ArrowStore):
         for batch in reader:
             yield batch.select(self.schema.names)
 
+    def read_space(self) -> StoreSpace | None:
+        record = (self.schema.metadata or {}).get(SPACE_KEY.encode())
+        where = f"{str(self.path)!r} (table {self.table_name!r})"
+        return None if record is None else StoreSpace.from_json(record, where=where)
+
+    def _embedding_functions(self) -> tuple[list[dict], list[dict]]:
+        """The schema's LanceDB embedding functions: those of the vector column, the others."""
+        raw = (self.schema.metadata or {}).get(FUNCTIONS_KEY)
+        try:
+            functions = json.loads(raw) if raw else []
+        except ValueError:
+            return [], []  # not LanceDB's layout: left as it is
+        functions = (
+            [f for f in functions if isinstance(f, dict)] if isinstance(functions, list) else []
+        )
+        ours = [f for f in functions if f.get("vector_column") == self.column]
+        return ours, [f for f in functions if f not in ours]
+
+    def plan(self, out: str | os.PathLike, dim: int) -> StorePlan:
+        """The vector column's embedding functions named: not carried (refused unless forced)."""
+        plan = super().plan(out, dim)
+        for function in self._embedding_functions()[0]:
+            plan.dropped.append(
+                f"the embedding function {function.get('name')!r} (model "
+                f"{json.dumps(function.get('model'), sort_keys=True)}) that fills "
+                f"{self.column!r} from {function.get('source_column')!r} with the old model: the "
+                "new table has none; register the new encoder's function on it afterwards"
+            )
+        return plan
+
+    def _new_metadata_schema(self, schema: pa.Schema) -> pa.Schema:
+        """``schema`` without the vector column's embedding functions (the others kept)."""
+        ours, others = self._embedding_functions()
+        if not ours:
+            return schema
+        metadata = {k: v for k, v in (schema.metadata or {}).items() if k != FUNCTIONS_KEY}
+        if others:
+            metadata[FUNCTIONS_KEY] = json.dumps(others, indent=2).encode()
+        return schema.with_metadata(metadata)
+
     def write(
-        self, staging: Path, transform: Transform, dim: int, chunk_rows: int, *, dtype=None
+        self,
+        staging: Path,
+        transform: Transform,
+        dim: int,
+        chunk_rows: int,
+        *,
+        dtype=None,
+        space: StoreSpace | None = None,
     ) -> None:
         """The table rewritten (and the database's other tables copied), with its scalar and
         full-text indexes built again on the new table; an index that cannot be (a vector
@@ -66,7 +135,7 @@ class LanceStore(_ArrowStore):
                 copy = shutil.copytree if other.is_dir() else shutil.copy2
                 copy(other, staging / other.name)
         out = lancedb.connect(str(staging))
-        schema = self.new_schema(dim, dtype)
+        schema = _with_space(self._new_metadata_schema(self.new_schema(dim, dtype)), space)
         failed: list[BaseException] = []
 
         def batches() -> Iterator[pa.RecordBatch]:
@@ -127,3 +196,11 @@ def _rebuild_indexes(store: LanceStore, table) -> None:
                 "old vectors. Create it again on the new table (table.create_index(...)).",
                 stacklevel=2,
             )
+
+
+KIND = StoreKind(
+    "lancedb",
+    folder_with(is_lancedb_folder),
+    existing_path(LanceStore),
+    "a LanceDB database folder",
+)

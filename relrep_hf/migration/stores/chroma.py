@@ -10,26 +10,42 @@ there leaves the backup and the complete new collection under their temporary na
 the new one to NAME by hand). A run killed before the renames leaves NAME serving the old
 vectors (and a partial new collection to delete). A lock file beside the folder
 (``.FOLDER.lock``) lets one migration at a time write it.
+
+A collection created with an embedding function (its configuration's ``embedding_function``,
+other than Chroma's ``default``) embeds query texts with the old model: the plan names it and
+the migration refuses it unless forced, and a forced migration writes the new collection
+without it (relrep_hf cannot name a Chroma function for a map's target space).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
-from relrep_hf.migration import databases as db
-from relrep_hf.migration.stores import DEFAULT_CHUNK_ROWS, Transform, VectorStoreError
+from relrep_hf.migration.plan import StorePlan
+from relrep_hf.migration.space import StoreSpace
+from relrep_hf.migration.stores import database as db
+from relrep_hf.migration.stores.base import (
+    DEFAULT_CHUNK_ROWS,
+    StoreKind,
+    Transform,
+    VectorStoreError,
+)
 from relrep_hf.utils.locking import FolderLockedError, folder_lock
 
-__all__ = ["ChromaStore"]
+__all__ = ["KIND", "ChromaStore"]
 
 CARRIED = ["documents", "metadatas", "uris"]
 
 
 class ChromaStore(db.DatabaseStore):
+    """A collection; its space is recorded in the collection's metadata (``relrep_hf.space``)."""
+
     kind = "chroma"
+    records_space = True
     carries = (
         "ids, documents, metadatas and URIs",
         "the collection's metadata and HNSW configuration",
@@ -57,19 +73,66 @@ class ChromaStore(db.DatabaseStore):
         for batch in self._batches(self.collection, chunk_rows, ["embeddings"]):
             yield np.asarray(batch["embeddings"], np.float32).reshape(-1, self.dim)
 
+    def read_space(self) -> StoreSpace | None:
+        return db.space_in_metadata(self.collection.metadata, self.location.shown())
+
+    def _embedding_function(self) -> dict | None:
+        """The collection's embedding function as its configuration records it (``{"type":
+        "known", "name": ..., "config": ...}``), read without loading it; None if none."""
+        function = (self.collection.configuration_json or {}).get("embedding_function")
+        return function if isinstance(function, dict) and function.get("type") == "known" else None
+
+    def plan(self, out: str | object, dim: int) -> StorePlan:
+        """The collection's embedding function named: Chroma's default is carried (as every
+        collection has it), another one is not (refused unless forced)."""
+        plan = super().plan(out, dim)
+        function = self._embedding_function()
+        if function is not None and function.get("name") == "default":
+            plan.carried.append(
+                "Chroma's default embedding function (query texts are embedded by it, not by "
+                "the new encoder: query the new vectors with query_embeddings)"
+            )
+        elif function is not None:
+            plan.dropped.append(
+                f"the embedding function {function.get('name')!r} (config "
+                f"{json.dumps(function.get('config'), sort_keys=True)}), which embeds query "
+                "texts with the old model: the new collection has none; attach the new "
+                "encoder's function to it afterwards"
+            )
+        return plan
+
+    def _configuration(self) -> dict:
+        """The new collection's configuration: the old one's, without an embedding function
+        other than Chroma's default (the plan refused it unless forced)."""
+        from chromadb.api.collection_configuration import load_collection_configuration_from_json
+
+        configuration = dict(self.collection.configuration_json or {})
+        function = self._embedding_function()
+        if function is not None and function.get("name") != "default":
+            configuration["embedding_function"] = None
+        return load_collection_configuration_from_json(configuration)
+
     def rewrite_into(
-        self, out: str, transform: Transform, dim: int, chunk_rows: int, *, overwrite: bool = False
+        self,
+        out: str,
+        transform: Transform,
+        dim: int,
+        chunk_rows: int,
+        *,
+        overwrite: bool = False,
+        space: StoreSpace | None = None,
     ) -> db.MigratedLocation:
-        """A new collection, then the two renames (see the module)."""
+        """A new collection (its metadata recording ``space``), then the two renames (see the
+        module)."""
         names = {c.name for c in self.client.list_collections()}
         name, found = db.output_name(self, out, overwrite, names.__contains__)
         try:
             with folder_lock(self.path):
-                return self._migrate(name, found, transform, chunk_rows)
+                return self._migrate(name, found, transform, chunk_rows, space)
         except FolderLockedError as error:
             raise db.StoreBusyError(f"{self.describe()}: {error}") from None
 
-    def _migrate(self, name: str, found: bool, transform: Transform, chunk_rows: int):
+    def _migrate(self, name, found, transform, chunk_rows, space):
         self.collection = self.client.get_collection(self.location.name)  # as of the lock
         if self.collection.count() != self.rows:
             raise db.StoreBusyError(
@@ -80,8 +143,8 @@ class ChromaStore(db.DatabaseStore):
         chunk_rows = min(chunk_rows, self.client.get_max_batch_size())
         new = self.client.create_collection(
             db.staging_name(name),
-            metadata=self.collection.metadata,
-            configuration=self.collection.configuration,
+            metadata=db.metadata_with_space(self.collection.metadata, space),
+            configuration=self._configuration(),
             embedding_function=None,
         )
         try:
@@ -130,3 +193,11 @@ class ChromaStore(db.DatabaseStore):
                 self.client.delete_collection(aside)
         except FolderLockedError as error:
             raise db.StoreBusyError(f"{self.describe()}: {error}") from None
+
+
+KIND = StoreKind(
+    "chroma",
+    db.recognises("chroma"),
+    db.database_opener(ChromaStore),
+    "a Chroma collection (chroma:PATH#COLLECTION)",
+)

@@ -1,10 +1,11 @@
-"""Stored vectors read and rewritten in chunks: the I/O of an embedding migration at scale.
+"""What every store kind shares: stored vectors read and rewritten in chunks, the I/O of an
+embedding migration at scale.
 
-A kind of store is one `StoreKind` entry of `STORE_KINDS` (`register_store_kind`): its name,
-whether a location (a path, or a URI for a database) is one, and how to open it. The package's
-kinds: a ``.npy`` file, a ``.safetensors`` file, a ``.parquet`` file (an embedding column), a
-FAISS index (``.faiss`` / ``.index``: flat indexes), a ``datasets`` folder (``save_to_disk``)
-and a LanceDB database folder (one table of it), registered in `relrep_hf.migration.files`.
+A kind of store is one `StoreKind` entry of `STORE_KINDS`: its name, whether a location (a
+path, or a URI for a database) is one, and how to open it. Each of the package's kinds is one
+module of this package declaring its ``KIND`` (`relrep_hf.migration.stores.npy`, ``parquet``,
+...), registered in one place, `relrep_hf.migration.stores.register_builtin_store_kinds`; a
+user's kind is one `register_store_kind` call (`unregister_store_kind` takes it out).
 `rewrite_store` streams a store through ``transform`` (``[n, d_in] -> [n, d_out]``, one chunk at
 a time) into a new store of the same kind, carrying every other column (ids, texts) and
 tensor over. The new store is written beside its final name and renamed into place only when
@@ -14,8 +15,7 @@ is replaced. One output is written by one run at a time (a lock beside it), and 
 files of killed runs are removed by the next run. Every chunk is checked for NaN and infinite
 values twice: as read, and as written (after the cast to the output's dtype, so a float16 store
 whose mapped values exceed float16 is refused, not filled with inf; ``dtype`` asks for a wider
-output). The formats, and `open_store` that picks one, live in
-`relrep_hf.migration.files` (.npy, .safetensors) and `relrep_hf.migration.tables`.
+output). `open_store` opens the store at a location, whatever its kind.
 """
 
 from __future__ import annotations
@@ -43,11 +43,14 @@ __all__ = [
     "StoreKind",
     "VectorStore",
     "VectorStoreError",
-    "check_finite",
+    "check_rows_finite",
+    "check_written_rows_finite",
+    "open_store",
     "records_space",
     "register_store_kind",
     "rewrite_store",
     "store_kind",
+    "unregister_store_kind",
 ]
 
 # ``transform(chunk [n, d_in]) -> [n, d_out]``; a store may pass ``out`` ([n, d_out] of its
@@ -74,13 +77,44 @@ class StoreKind:
 
 
 # name -> kind, in the order errors list them; the package's own kinds are registered by
-# `relrep_hf.migration.files` (file and folder stores)
+# `relrep_hf.migration.stores.register_builtin_store_kinds`, when the package is first imported
 STORE_KINDS: Registry[StoreKind] = Registry("store kind")
 
 
 def register_store_kind(kind: StoreKind) -> StoreKind:
-    """Add ``kind``: `open_store`, `migrate_store` and ``relrep-hf migrate`` then take it."""
+    """Add ``kind``: `open_store`, `migrate_store` and ``relrep-hf migrate`` then take it (a
+    ValueError if its name is taken)."""
+    if not isinstance(kind, StoreKind):
+        raise ValueError(f"register_store_kind takes a StoreKind, got {type(kind).__name__}.")
     return STORE_KINDS.register(kind)
+
+
+def unregister_store_kind(name: str) -> StoreKind:
+    """Take the kind ``name`` out of `STORE_KINDS` (a ValueError listing the registered kinds if
+    there is none of that name) and return it."""
+    return STORE_KINDS.unregister(name)
+
+
+def has_suffix(*suffixes: str) -> Callable[[str], bool]:
+    """A `StoreKind.recognises` for files of these suffixes (``".npy"``)."""
+    return lambda location: Path(location).suffix in suffixes
+
+
+def folder_with(test: Callable[[Path], bool]) -> Callable[[str], bool]:
+    """A `StoreKind.recognises` for existing folders that pass ``test``."""
+    return lambda location: Path(location).is_dir() and test(Path(location))
+
+
+def existing_path(opener: Callable[..., VectorStore]) -> Callable[..., VectorStore]:
+    """A `StoreKind.open` of a path: ``opener(Path, column=, table=)``, with the "no such file"
+    error before anything is read."""
+
+    def open_path(location: str | os.PathLike, **kw) -> VectorStore:
+        if not Path(location).exists():
+            raise VectorStoreError(f"{str(location)!r}: no such file or folder.")
+        return opener(Path(location), **kw)
+
+    return open_path
 
 
 class VectorStore:
@@ -183,7 +217,23 @@ def store_kind(location: str | os.PathLike) -> str:
     )
 
 
-def check_finite(chunk: np.ndarray, start: int, store: VectorStore) -> None:
+def open_store(
+    location: str | os.PathLike, *, column: str | None = None, table: str | None = None
+) -> VectorStore:
+    """The store at ``location`` (a path, or the URI of a database of a registered kind).
+    ``column``: the vector column of a parquet file, datasets folder or LanceDB table (default:
+    ``embedding``, ``embeddings`` or ``vector``, whichever exists); for a safetensors file, the
+    tensor's name. ``table``: the LanceDB table (default: the only one)."""
+    try:
+        name = store_kind(location)
+    except VectorStoreError:
+        if not Path(location).exists():
+            raise VectorStoreError(f"{str(location)!r}: no such file or folder.") from None
+        raise
+    return STORE_KINDS[name].open(location, column=column, table=table)
+
+
+def check_rows_finite(chunk: np.ndarray, start: int, store: VectorStore) -> None:
     """Raise naming the store and the first rows of ``chunk`` (rows from ``start``) that hold
     NaN or infinite values."""
     bad = _bad_rows(chunk)
@@ -196,7 +246,7 @@ def check_finite(chunk: np.ndarray, start: int, store: VectorStore) -> None:
     )
 
 
-def check_finite_output(chunk: np.ndarray, start: int, store: VectorStore) -> None:
+def check_written_rows_finite(chunk: np.ndarray, start: int, store: VectorStore) -> None:
     """Raise naming the rows (from ``start``) whose migrated values, as written (``chunk``, in
     the output's dtype), are NaN or infinite although the vectors read were finite."""
     bad = _bad_rows(chunk)
@@ -237,13 +287,13 @@ def _checked_transform(
 
     def apply(chunk: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         nonlocal position
-        check_finite(chunk, position, store)
+        check_rows_finite(chunk, position, store)
         with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported below
             out = transform(chunk) if out is None else transform(chunk, out)
             if out.shape != (len(chunk), dim):
                 raise RuntimeError(f"The transform gave {out.shape}, expected {(len(chunk), dim)}.")
             out = out.astype(dtype, copy=False)
-        check_finite_output(out, position, store)
+        check_written_rows_finite(out, position, store)
         position += len(chunk)
         if progress is not None:
             progress(len(chunk))

@@ -11,6 +11,13 @@ the old names. Readers keep reading the old table until the commit (the exclusiv
 only for the renames); writers of it wait for the commit (a share lock), so the copy is the
 table as it is swapped; a killed run's transaction is rolled back by the server; a second
 migration of the same table fails at once (a transaction-level advisory lock).
+
+The space of a table's vectors is recorded in a small side table of its schema,
+``relrep_hf_spaces`` (the table's oid -> the record's JSON), written in the same transaction.
+Not a ``COMMENT``: the table's and the column's comments are the user's (carried as they are),
+and a record keyed by oid follows the table through the renames of a migration or a rollback
+with nothing to update (the backup keeps the old vectors' record). Records of dropped tables
+are removed by the next write.
 """
 
 from __future__ import annotations
@@ -23,14 +30,21 @@ from secrets import token_hex
 
 import numpy as np
 
-from relrep_hf.migration import databases as db
-from relrep_hf.migration.pgvector_plan import TableFacts, carry_to, read_facts, table_plan
 from relrep_hf.migration.plan import StorePlan
-from relrep_hf.migration.stores import DEFAULT_CHUNK_ROWS, Transform, VectorStoreError
+from relrep_hf.migration.space import StoreSpace
+from relrep_hf.migration.stores import database as db
+from relrep_hf.migration.stores.base import (
+    DEFAULT_CHUNK_ROWS,
+    StoreKind,
+    Transform,
+    VectorStoreError,
+)
+from relrep_hf.migration.stores.pgvector_plan import TableFacts, carry_to, read_facts, table_plan
 
-__all__ = ["PgvectorStore"]
+__all__ = ["KIND", "PgvectorStore"]
 
 VECTOR_NAMES = ("embedding", "embeddings", "vector", "vectors")
+SPACES_TABLE = "relrep_hf_spaces"  # a table's oid -> the space its vectors are in (JSON)
 # how long the migration waits for the table's locks (a writer idle in a transaction holds one)
 LOCK_TIMEOUT = 10.0
 SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
@@ -39,6 +53,7 @@ HEADER = SIGNATURE + struct.pack(">ii", 0, 0)
 
 class PgvectorStore(db.DatabaseStore):
     kind = "pgvector"
+    records_space = True
 
     def __init__(self, location: db.DatabaseLocation):
         psycopg = db.require("psycopg", "psycopg[binary]")
@@ -128,17 +143,33 @@ class PgvectorStore(db.DatabaseStore):
                 del buffer[:position]
                 position = 0
 
+    def read_space(self) -> StoreSpace | None:
+        if self.query("SELECT to_regclass(%s)", (SPACES_TABLE,))[0][0] is None:
+            return None
+        found = self.query(
+            f"SELECT space FROM {SPACES_TABLE} WHERE relid = %s::regclass", (self._sql(self.table),)
+        )
+        return StoreSpace.from_json(found[0][0], where=self.location.shown()) if found else None
+
     def rewrite_into(
-        self, out: str, transform: Transform, dim: int, chunk_rows: int, *, overwrite: bool = False
+        self,
+        out: str,
+        transform: Transform,
+        dim: int,
+        chunk_rows: int,
+        *,
+        overwrite: bool = False,
+        space: StoreSpace | None = None,
     ) -> db.MigratedLocation:
-        """One transaction: staging table, copy, indexes, check, renames (see the module)."""
+        """One transaction: staging table, copy, indexes, check, the new table's ``space``
+        recorded, renames (see the module)."""
         psycopg = db.require("psycopg", "psycopg[binary]")
         name, found = db.output_name(self, out, overwrite, self._exists)
         writer = psycopg.connect(self.location.database)
         try:
             with writer.transaction():
                 self._lock_timeout(writer)
-                backup = self._write(writer, name, found, transform, dim, chunk_rows)
+                backup = self._write(writer, name, found, transform, dim, chunk_rows, space)
         except psycopg.errors.LockNotAvailable:
             raise self._locked() from None
         finally:
@@ -146,7 +177,7 @@ class PgvectorStore(db.DatabaseStore):
         return db.MigratedLocation(self.location.with_name(name), backup)
 
     def plan(self, out: str, dim: int) -> StorePlan:
-        """What the new table carries and what it cannot (`relrep_hf.migration.pgvector_plan`)."""
+        """What the new table carries and what it cannot (`relrep_hf.migration.stores.pgvector_plan`)."""
         in_place = self.in_place(out)
         plan = StorePlan(self.describe(), str(out), in_place)
         return table_plan(self._facts(self.connection), plan, dim, in_place)
@@ -187,7 +218,7 @@ class PgvectorStore(db.DatabaseStore):
     def _exists(self, name: str) -> bool:
         return self.query("SELECT to_regclass(%s)", (self._sql(name),))[0][0] is not None
 
-    def _write(self, writer, name, found, transform, dim, chunk_rows) -> str | None:
+    def _write(self, writer, name, found, transform, dim, chunk_rows, recorded) -> str | None:
         lock = f"relrep_hf migrate {self.table}"
         if not self.query("SELECT pg_try_advisory_xact_lock(hashtext(%s))", (lock,), writer)[0][0]:
             raise db.StoreBusyError(
@@ -225,6 +256,7 @@ class PgvectorStore(db.DatabaseStore):
             f"SELECT {key} FROM {old} EXCEPT SELECT {key} FROM {new} LIMIT 1", (), writer
         )
         db.check_copied(self, count, same, f"table {staging!r}")
+        _write_record(writer, new, recorded)  # by oid: it follows the renames below
         if not found:
             return None
         backup = db.backup_name(name)
@@ -366,6 +398,29 @@ class PgvectorStore(db.DatabaseStore):
         writer.execute(f"DROP TABLE {self._sql(aside)}")
 
 
+def _write_record(writer, table: str, space: StoreSpace | None) -> None:
+    """Record ``space`` for ``table`` (quoted) by its oid, in the writer's transaction; the
+    records of tables that are gone are removed."""
+    if (
+        space is None
+        and writer.execute("SELECT to_regclass(%s)", (SPACES_TABLE,)).fetchone()[0] is None
+    ):
+        return
+    writer.execute(
+        f"CREATE TABLE IF NOT EXISTS {SPACES_TABLE} (relid oid PRIMARY KEY, space text NOT NULL)"
+    )
+    writer.execute(
+        f"DELETE FROM {SPACES_TABLE} WHERE relid = %s::regclass OR NOT EXISTS "
+        f"(SELECT 1 FROM pg_class c WHERE c.oid = {SPACES_TABLE}.relid)",
+        (table,),
+    )
+    if space is not None:
+        writer.execute(
+            f"INSERT INTO {SPACES_TABLE} (relid, space) VALUES (%s::regclass, %s)",
+            (table, space.to_json()),
+        )
+
+
 def _parse_row(buffer: bytearray, position: int) -> tuple[list | None, int] | None:
     """The row of a binary COPY stream at ``position`` (and the next position), ``(None, _)`` at
     the trailer, or None if ``buffer`` does not hold the whole row yet."""
@@ -401,3 +456,11 @@ def _encode(rows: list[list], at: int, transform: Transform, vectors, head: byte
             parts.append(struct.pack(">i", -1) if value is None else struct.pack(">i", len(value)))
             parts.append(value or b"")
     return b"".join(parts)
+
+
+KIND = StoreKind(
+    "pgvector",
+    db.recognises("pgvector"),
+    db.database_opener(PgvectorStore),
+    "a pgvector table (postgresql://USER@HOST/DB?table=T&column=C)",
+)

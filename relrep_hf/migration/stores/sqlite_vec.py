@@ -9,6 +9,11 @@ rowids are checked, then it commits. Readers see the old table or the new one, n
 killed run is rolled back by SQLite's journal; a second writer waits at most ``BUSY_SECONDS``
 and then fails. (sqlite-vec 0.1's ``vec0`` tables cannot be renamed: their shadow tables keep
 the old name, which is why the old table is copied rather than renamed.)
+
+The space of a table's vectors is recorded in a small side table of the same file,
+``relrep_hf_spaces`` (``name`` -> the record's JSON), written in the migration's transaction: a
+``vec0`` table has no slot of its own for metadata, and a side table leaves the user's schema
+as it was. The backup keeps the old table's record, and a rollback gives it back.
 """
 
 from __future__ import annotations
@@ -19,13 +24,20 @@ from pathlib import Path
 
 import numpy as np
 
-from relrep_hf.migration import databases as db
 from relrep_hf.migration.plan import StorePlan
-from relrep_hf.migration.stores import DEFAULT_CHUNK_ROWS, Transform, VectorStoreError
+from relrep_hf.migration.space import StoreSpace
+from relrep_hf.migration.stores import database as db
+from relrep_hf.migration.stores.base import (
+    DEFAULT_CHUNK_ROWS,
+    StoreKind,
+    Transform,
+    VectorStoreError,
+)
 
-__all__ = ["SqliteVecStore", "connect"]
+__all__ = ["KIND", "SqliteVecStore", "connect"]
 
 BUSY_SECONDS = 2.0
+SPACES_TABLE = "relrep_hf_spaces"  # table name -> the space its vectors are in (JSON)
 VECTOR_NAMES = ("embedding", "embeddings", "vector", "vectors")
 # The migration's page cache, at least. SQLite's default, 2 MiB, is smaller than the vector BLOB
 # of one vec0 chunk that every insert writes into (1,024 rows: 3 MiB at 768-d): at 20,000 rows
@@ -64,6 +76,7 @@ def _renamed(sql: str, name: str) -> str:
 
 class SqliteVecStore(db.DatabaseStore):
     kind = "sqlite-vec"
+    records_space = True
     carries = ("rowids and every column", "the table's indexes (built again)")
 
     def __init__(self, location: db.DatabaseLocation):
@@ -151,11 +164,21 @@ class SqliteVecStore(db.DatabaseStore):
             "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL",
             (self.location.name,))]  # fmt: skip
 
+    def read_space(self) -> StoreSpace | None:
+        return _read_record(self.connection, self.location.name, self.location.shown())
+
     def rewrite_into(
-        self, out: str, transform: Transform, dim: int, chunk_rows: int, *, overwrite: bool = False
+        self,
+        out: str,
+        transform: Transform,
+        dim: int,
+        chunk_rows: int,
+        *,
+        overwrite: bool = False,
+        space: StoreSpace | None = None,
     ) -> db.MigratedLocation:
         """One transaction: the old table kept as a backup copy, the new one written under the
-        output's name (see the module)."""
+        output's name, its ``space`` recorded (see the module)."""
         name, _ = db.output_name(self, out, overwrite, self._exists)
         self.connection.execute(f"PRAGMA cache_size = -{self._cache_bytes(dim) // 1024}")
         try:
@@ -167,6 +190,9 @@ class SqliteVecStore(db.DatabaseStore):
             ) from None
         try:
             backup = self._swap(name, transform, dim, chunk_rows)
+            if backup is not None:  # the old vectors' record goes with them
+                _move_record(self.connection, name, backup)
+            _write_record(self.connection, name, space)
             self.connection.execute("COMMIT")
         except BaseException:
             self.connection.execute("ROLLBACK")
@@ -246,6 +272,7 @@ class SqliteVecStore(db.DatabaseStore):
 
     def remove(self, name: str) -> None:
         self.connection.execute(f"DROP TABLE {_quote(name)}")
+        _write_record(self.connection, name, None)
 
     def restore(self, backup: str, *, force: bool = False) -> None:
         """One transaction: the migrated table dropped and created again from the backup (its
@@ -256,6 +283,7 @@ class SqliteVecStore(db.DatabaseStore):
             raise db.StoreBusyError(f"{self.describe()}: {error}; nothing was changed.") from None
         try:
             self._restore(backup, force)
+            _move_record(self.connection, backup, self.location.name)
             self.connection.execute("COMMIT")
         except BaseException:
             self.connection.execute("ROLLBACK")
@@ -281,3 +309,46 @@ class SqliteVecStore(db.DatabaseStore):
         for statement in indexes + triggers:  # triggers after the copy: it fires none
             self.connection.execute(statement)
         self.connection.execute(f"DROP TABLE {_quote(backup)}")
+
+
+def _has_records(connection) -> bool:
+    query = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+    return connection.execute(query, (SPACES_TABLE,)).fetchone() is not None
+
+
+def _read_record(connection, name: str, where: str) -> StoreSpace | None:
+    """The space ``name``'s vectors are in, as the side table records it (None: unrecorded)."""
+    if not _has_records(connection):
+        return None
+    row = connection.execute(f"SELECT space FROM {SPACES_TABLE} WHERE name = ?", (name,)).fetchone()
+    return None if row is None else StoreSpace.from_json(row[0], where=where)
+
+
+def _write_record(connection, name: str, space: StoreSpace | None) -> None:
+    """Record ``space`` for table ``name`` (None: drop its record), in the caller's transaction."""
+    if space is None:
+        if _has_records(connection):
+            connection.execute(f"DELETE FROM {SPACES_TABLE} WHERE name = ?", (name,))
+        return
+    connection.execute(
+        f"CREATE TABLE IF NOT EXISTS {SPACES_TABLE} (name TEXT PRIMARY KEY, space TEXT NOT NULL)"
+    )
+    connection.execute(
+        f"INSERT OR REPLACE INTO {SPACES_TABLE} (name, space) VALUES (?, ?)",
+        (name, space.to_json()),
+    )
+
+
+def _move_record(connection, source: str, target: str) -> None:
+    """``source``'s record (or its absence) becomes ``target``'s, in the caller's transaction."""
+    if _has_records(connection):
+        connection.execute(f"DELETE FROM {SPACES_TABLE} WHERE name = ?", (target,))
+        connection.execute(f"UPDATE {SPACES_TABLE} SET name = ? WHERE name = ?", (target, source))
+
+
+KIND = StoreKind(
+    "sqlite-vec",
+    db.recognises("sqlite-vec"),
+    db.database_opener(SqliteVecStore),
+    "a sqlite-vec table (sqlite-vec:PATH#TABLE)",
+)

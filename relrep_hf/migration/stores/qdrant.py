@@ -25,16 +25,26 @@ from pathlib import Path
 
 import numpy as np
 
-from relrep_hf.migration import databases as db
-from relrep_hf.migration.stores import DEFAULT_CHUNK_ROWS, Transform, VectorStoreError
+from relrep_hf.migration.space import StoreSpace
+from relrep_hf.migration.stores import database as db
+from relrep_hf.migration.stores.base import (
+    DEFAULT_CHUNK_ROWS,
+    StoreKind,
+    Transform,
+    VectorStoreError,
+)
 
-__all__ = ["QdrantStore"]
+__all__ = ["KIND", "QdrantStore"]
 
 
 class QdrantStore(db.DatabaseStore):
+    """A collection (or the alias searches use); its space is recorded in the collection's
+    metadata (``relrep_hf.space``, Qdrant 1.16's collection metadata, kept by local mode)."""
+
     kind = "qdrant"
+    records_space = True
     carries = ("ids and payloads", "vector parameters, HNSW settings and payload indexes",
-               "the other named and sparse vectors")  # fmt: skip
+               "the other named and sparse vectors", "the collection's metadata")  # fmt: skip
 
     def __init__(self, location: db.DatabaseLocation):
         db.require("qdrant_client", "qdrant-client")
@@ -103,10 +113,21 @@ class QdrantStore(db.DatabaseStore):
             for points in self._points(self.collection, chunk_rows, with_vectors=using):
                 yield self._matrix(points)
 
+    def read_space(self) -> StoreSpace | None:
+        return db.space_in_metadata(self.info.config.metadata, self.location.shown())
+
     def rewrite_into(
-        self, out: str, transform: Transform, dim: int, chunk_rows: int, *, overwrite: bool = False
+        self,
+        out: str,
+        transform: Transform,
+        dim: int,
+        chunk_rows: int,
+        *,
+        overwrite: bool = False,
+        space: StoreSpace | None = None,
     ) -> db.MigratedLocation:
-        """A new collection, then the alias switched to it (see the module)."""
+        """A new collection (its metadata recording ``space``), then the alias switched to it
+        (see the module)."""
         with self._opened():
             opened = (self.collection, self.rows, self.dim)
             self._read_collection(self.location)  # as of now that the folder is held
@@ -115,9 +136,9 @@ class QdrantStore(db.DatabaseStore):
                     f"{self.describe()}: the collection changed since it was opened (another "
                     "migration?). Nothing was written; open it again."
                 )
-            return self._migrate(out, transform, dim, chunk_rows, overwrite)
+            return self._migrate(out, transform, dim, chunk_rows, overwrite, space)
 
-    def _migrate(self, out, transform, dim, chunk_rows, overwrite) -> db.MigratedLocation:
+    def _migrate(self, out, transform, dim, chunk_rows, overwrite, space) -> db.MigratedLocation:
         exists = lambda name: name in self.aliases or self.client.collection_exists(name)  # noqa: E731
         name, found = db.output_name(self, out, overwrite, exists)
         if found and name not in self.aliases:
@@ -130,7 +151,7 @@ class QdrantStore(db.DatabaseStore):
             )
         # a killed run's partial collection never collides with this one
         new = f"{name[:36]}_{time.strftime('%Y%m%d%H%M%S')}_{secrets.token_hex(2)}"
-        self._create(new, dim)
+        self._create(new, dim, space)
         self._copy(new, transform, chunk_rows)
         self._check(new, chunk_rows)
         models = db.require("qdrant_client.models", "qdrant-client")
@@ -143,7 +164,7 @@ class QdrantStore(db.DatabaseStore):
             self.location.with_name(name), self.collection if found else None
         )
 
-    def _create(self, new: str, dim: int) -> None:
+    def _create(self, new: str, dim: int, space: StoreSpace | None) -> None:
         params = self.params.model_copy(update={"size": dim})
         vectors = self.info.config.params.vectors
         if self.vector is not None:
@@ -153,6 +174,7 @@ class QdrantStore(db.DatabaseStore):
             vectors_config=params if self.vector is None else vectors,
             sparse_vectors_config=self.info.config.params.sparse_vectors,
             hnsw_config=self.info.config.hnsw_config,
+            metadata=db.metadata_with_space(self.info.config.metadata, space),
         )
         for field, schema in (self.info.payload_schema or {}).items():
             self.client.create_payload_index(new, field, field_schema=schema.data_type)
@@ -217,3 +239,11 @@ class QdrantStore(db.DatabaseStore):
                 models.CreateAliasOperation(create_alias=models.CreateAlias(
                     collection_name=backup, alias_name=name)),
             ])  # fmt: skip
+
+
+KIND = StoreKind(
+    "qdrant",
+    db.recognises("qdrant"),
+    db.database_opener(QdrantStore),
+    "a Qdrant local collection (qdrant:PATH#COLLECTION)",
+)
