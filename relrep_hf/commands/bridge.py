@@ -55,7 +55,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--force",
         action="store_true",
-        help="use --map although its own held-out report recommends re-embedding",
+        help="use --map although its own held-out report recommends re-embedding, or nothing "
+        "(fewer held-out rows than a recommendation needs)",
     )
     repo_id = parser.add_argument(
         "--repo-id",
