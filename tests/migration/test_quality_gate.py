@@ -6,6 +6,7 @@ the direction it is asked for, and a map whose own report says re-embed is refus
 from __future__ import annotations
 
 import os
+
 import numpy as np
 import pytest
 import torch
@@ -132,7 +133,10 @@ def test_a_map_whose_report_recommends_nothing_is_refused_unless_forced(tmp_path
     error = " ".join(capsys.readouterr().err.split())
     assert "the migration was refused and nothing was written" in error
     assert f"--test-size {MIN_HELD_OUT_ROWS}" in error and "--force" in error
-    assert not (tmp_path / "cli.npy").exists() and sorted(os.listdir(tmp_path)) == ["map", "old.npy"]
+    assert not (tmp_path / "cli.npy").exists() and sorted(os.listdir(tmp_path)) == [
+        "map",
+        "old.npy",
+    ]
     assert main([*args, str(tmp_path / "cli.npy"), "--force"]) == 0
     np.testing.assert_allclose(
         np.load(tmp_path / "cli.npy"), migration_map.apply(np.load(vectors)), atol=1e-6
