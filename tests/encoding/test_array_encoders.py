@@ -150,7 +150,7 @@ def test_the_old_packaged_encoder_spec_still_resolves():
     assert load_callable("relrep_hf.packaged_encoders:use_multilingual") is use_multilingual
 
 
-@pytest.mark.slow  # a tiny BERT encodes 40 texts three times (~4 s on a loaded machine)
+@pytest.mark.slow  # a tiny BERT built, saved and run on 40 texts three times
 def test_a_sentence_transformers_model_gets_whole_windows_in_order(tmp_path, monkeypatch):
     """``SentenceTransformer.encode`` sorts the texts it gets by length and batches them itself:
     it gets a whole window per call (not one call per ``batch_size`` texts), and the rows come
