@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from relrep_hf.migration.disk import reserve_space
 from relrep_hf.migration.space import SPACE_KEY, StoreSpace, StoreSpaceError
 from relrep_hf.migration.stores import (
     DEFAULT_CHUNK_ROWS,
@@ -169,7 +170,7 @@ class NpyStore(_RawStore):
         with open(staging, "xb") as file:
             np.lib.format.write_array_header_2_0(file, header)
             offset = file.tell()
-            file.truncate(offset + self.rows * dim * dtype.itemsize)
+            reserve_space(file, offset + self.rows * dim * dtype.itemsize, self.describe())
         self._stream(staging, offset, transform, dim, chunk_rows, dtype)
 
     def read_space(self) -> StoreSpace | None:
@@ -286,7 +287,7 @@ class SafetensorsStore(_RawStore):
             for name in order:
                 begin, end = header[name]["data_offsets"]
                 if name == self.name:
-                    file.truncate(data_start + end)
+                    reserve_space(file, data_start + end, self.describe())
                     file.seek(data_start + end)
                     continue
                 begin, end = entries[name]["data_offsets"]

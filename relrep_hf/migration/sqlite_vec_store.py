@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from relrep_hf.migration import databases as db
+from relrep_hf.migration.disk import sqlite_rolled_back
 from relrep_hf.migration.plan import StorePlan
 from relrep_hf.migration.stores import DEFAULT_CHUNK_ROWS, Transform, VectorStoreError
 
@@ -168,8 +169,8 @@ class SqliteVecStore(db.DatabaseStore):
         try:
             backup = self._swap(name, transform, dim, chunk_rows)
             self.connection.execute("COMMIT")
-        except BaseException:
-            self.connection.execute("ROLLBACK")
+        except BaseException as error:
+            sqlite_rolled_back(self.connection, error, self.describe(), self.path)
             raise
         return db.MigratedLocation(self.location.with_name(name), backup)
 
@@ -257,8 +258,8 @@ class SqliteVecStore(db.DatabaseStore):
         try:
             self._restore(backup, force)
             self.connection.execute("COMMIT")
-        except BaseException:
-            self.connection.execute("ROLLBACK")
+        except BaseException as error:
+            sqlite_rolled_back(self.connection, error, self.describe(), self.path)
             raise
 
     def _restore(self, backup: str, force: bool) -> None:
