@@ -27,7 +27,12 @@ SQLITE_FULL, SQLITE_IOERR = 13, 10
 
 
 class DiskFullError(OSError):
-    """A store's rewrite found no room on the disk; nothing was written, the input is intact."""
+    """A store's rewrite found no room on the disk; nothing was written, the input is intact.
+    Its ``errno`` is ENOSPC; its text is the message alone."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.errno = errno.ENOSPC
 
 
 def _size(count: int) -> str:
@@ -38,7 +43,6 @@ def _size(count: int) -> str:
 def _no_room(what: str, folder: Path, needed: int, cause: str) -> DiskFullError:
     free = shutil.disk_usage(folder).free
     return DiskFullError(
-        errno.ENOSPC,
         f"{what}: not enough room to write the new store: it needs {_size(needed)} more in "
         f"{str(folder)!r}, which has {_size(free)} free ({cause}). Nothing was written and the "
         "input is as it was: free space there, or write the new store to another disk.",
@@ -99,7 +103,6 @@ def sqlite_rolled_back(connection: Any, error: BaseException, what: str, path: P
         return
     size = path.stat().st_size if path.exists() else 0
     raise DiskFullError(
-        errno.ENOSPC,
         f"{what}: SQLite could not write the database ({error}; "
         f"{'SQLITE_FULL' if code == SQLITE_FULL else 'SQLITE_IOERR'}), so the transaction was "
         f"rolled back and the table is as it was. The migration needs room for a copy of the "

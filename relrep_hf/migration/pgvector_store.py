@@ -24,7 +24,13 @@ from secrets import token_hex
 import numpy as np
 
 from relrep_hf.migration import databases as db
-from relrep_hf.migration.pgvector_plan import TableFacts, carry_to, read_facts, table_plan
+from relrep_hf.migration.pgvector_plan import (
+    TableFacts,
+    carry_to,
+    carry_triggers,
+    read_facts,
+    table_plan,
+)
 from relrep_hf.migration.plan import StorePlan
 from relrep_hf.migration.stores import DEFAULT_CHUNK_ROWS, Transform, VectorStoreError
 
@@ -235,6 +241,7 @@ class PgvectorStore(db.DatabaseStore):
             self._rename(writer, backup, index, aside, constraint)
             self._rename(writer, staging, temporary, index, constraint)
         writer.execute(f"ALTER TABLE {new} RENAME TO {self._sql(name)}")
+        carry_triggers(writer, self._sql(name), facts, self._sql)  # after the copy: none fire
         return backup
 
     def _carry_sequences(self, writer, staging: str, in_place: bool) -> None:
