@@ -82,6 +82,7 @@ from tests.fixtures import (
     migration_inputs,
     quickstart_inputs,
     reembed_inputs,
+    store_limits_inputs,
     store_safety_inputs,
     store_space_inputs,
     trainer_inputs,
@@ -931,7 +932,7 @@ def table_of(cases: list[BadInput], setup: object, folder: Path, shown=lambda m:
 # Sections of their own at the end of docs/bad_inputs.md, one module each: its ``SECTION``
 # heading, its ``CASES`` and the ``Context(folder)`` they are called with (``close()``, and
 # ``shown(message)``: what differs between runs replaced)
-SECTIONS = [store_safety_inputs, store_space_inputs]  # issue #46
+SECTIONS = [store_safety_inputs, store_space_inputs, store_limits_inputs]  # issue #46
 
 
 def section_table(module, folder: Path) -> list[str]:

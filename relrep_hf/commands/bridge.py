@@ -46,6 +46,14 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="the new sentence-transformers model (folder or Hub id) the bridge is appended to",
     )
     parser.add_argument(
+        "--model-name",
+        metavar="NAME",
+        default=None,
+        help="with --map: the name the map records for --model, its source (default: --model "
+        "as given, its folder's name, the model's recorded base model); a map recording another "
+        "source, or --model as its target (the wrong direction), is refused",
+    )
+    parser.add_argument(
         "--out",
         type=Path,
         required=True,
@@ -55,7 +63,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--force",
         action="store_true",
-        help="use --map although its own held-out report recommends re-embedding",
+        help="use --map although its own held-out report recommends re-embedding, or nothing "
+        "(fewer held-out rows than a recommendation needs)",
     )
     repo_id = parser.add_argument(
         "--repo-id",
@@ -78,7 +87,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> None:
     from sentence_transformers import SentenceTransformer
 
-    from relrep_hf.migration.bridge import append_bridge, save_bridged_model
+    from relrep_hf.migration.bridge import append_bridge, check_bridge_map, save_bridged_model
 
     _check_sources(args)
     _check_out(args)
@@ -90,6 +99,8 @@ def run(args: argparse.Namespace) -> None:
     if migration_map is None:  # before the fit: a wrong model fails fast
         _check_model_gives_run_rows(model, args.model, args.run_dir, args.target)
         migration_map = _bridge_map(args)
+    else:
+        check_bridge_map(migration_map, args.model, _model_names(args, model))
     append_bridge(model, migration_map)
     save_bridged_model(model, args.out)
     chosen = migration_map.info.get("chosen")
@@ -125,6 +136,16 @@ def _check_out(args: argparse.Namespace) -> None:
     check_bridge_out(args.out)
 
 
+def _model_names(args: argparse.Namespace, model) -> set[str]:
+    """The names --model answers to: --model-name alone when given, else --model as given, its
+    folder's name and the base model its card data records."""
+    if args.model_name is not None:
+        return {args.model_name}
+    base = getattr(getattr(model, "model_card_data", None), "base_model", None)
+    names = {args.model, Path(args.model).name}
+    return names | ({base} if isinstance(base, str) else set())
+
+
 def _check_sources(args: argparse.Namespace) -> None:
     """A run with --source and --target, or --map: exactly one way to the map."""
     from relrep_hf.migration.bridge import BridgeError
@@ -138,6 +159,10 @@ def _check_sources(args: argparse.Namespace) -> None:
             if from_run
             else "Give a run folder with --source OLD --target NEW, or --map MAP: the bridge "
             "needs a map from the new model to the old encoder."
+        )
+    if from_run and args.model_name is not None:
+        raise BridgeError(
+            "--model-name names --model for a saved --map; a run's --target names it already."
         )
     if from_run and None in (args.run_dir, args.source, args.target):
         raise BridgeError(

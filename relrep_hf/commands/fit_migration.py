@@ -63,8 +63,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--force",
         action="store_true",
-        help="apply the map to --vectors although its held-out report recommends re-embedding, "
-        "or the plan lists what the store's rewrite cannot carry",
+        help="apply the map to --vectors although its held-out report recommends re-embedding "
+        "or nothing (too few held-out rows), or the plan lists what the store's rewrite cannot carry",
     )
     parser.add_argument(
         "--json", action="store_true", help="print the report as JSON (timings go to stderr)"

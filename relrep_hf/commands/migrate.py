@@ -27,7 +27,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="migrate although the plan lists what would not be carried (triggers, foreign "
         "keys of other tables, partitioning, ...), or the map's own held-out report recommends "
-        "re-embedding",
+        "re-embedding, or nothing (fewer held-out rows than a recommendation needs)",
     )
     parser.add_argument(
         "--engine",

@@ -42,6 +42,11 @@ __all__ = [
 
 _CACHE_FORMAT = 1
 TextEncoder = Callable[[Sequence[str]], Any]
+# Texts per call of a sentence-transformers model: `SentenceTransformer.encode` sorts the texts
+# it is given by length and batches them itself (``batch_size``), so it gets whole windows (a
+# re-embed's whole chunk); one call per ``batch_size`` texts padded each batch to its longest
+# text in the store's order and ran at 0.53x encode on the whole list (issue #46).
+ENCODE_WINDOW = 16384
 
 
 def load_callable(source: str) -> TextEncoder:
@@ -170,7 +175,9 @@ def array_embeddings(
         dataset: the rows; ``dataset[column]`` holds the texts.
         cache_dir: where ``relrep-embeddings-<key>`` folders go (default: the `datasets` cache);
             a second call with the same encoder, rows and column reads the file back.
-        batch_size: texts per call of the encoder.
+        batch_size: texts per call of a callable; texts per forward batch of a
+            sentence-transformers model, which gets up to `ENCODE_WINDOW` texts per call (its
+            ``encode`` sorts them by length and batches them itself, and keeps their order).
     """
     check_column(dataset, column)
     provenance = {"encoder_kind": spec.kind, "encoder_source": str(spec)}
@@ -186,8 +193,9 @@ def array_embeddings(
     if isinstance(source, np.ndarray):
         batches = lambda: [source]  # noqa: E731
     else:
+        per_call = ENCODE_WINDOW if spec.kind == "sentence-transformers" else batch_size
         batches = lambda: _encode_batches(  # noqa: E731
-            source, dataset[column], spec, batch_size, show_progress
+            source, dataset[column], spec, per_call, show_progress
         )
     info = {**provenance, "column": column, "num_rows": len(dataset)}
     return cached_embeddings(dataset, key, info, batches, cache_dir=cache_dir), provenance
@@ -258,10 +266,11 @@ _SOURCES = {
 
 
 def _encode_batches(
-    encode: TextEncoder, texts: list[str], spec: ArraySpec, batch_size: int, show: bool | None
+    encode: TextEncoder, texts: list[str], spec: ArraySpec, per_call: int, show: bool | None
 ) -> Any:
+    """``[n, d]`` arrays of ``texts`` in order, ``per_call`` texts per call of ``encode``."""
     with progress_bar(len(texts), show, desc=f"Embedding with {spec}", unit="row") as bar:
-        for start in range(0, len(texts), batch_size):
-            batch = texts[start : start + batch_size]
+        for start in range(0, len(texts), per_call):
+            batch = texts[start : start + per_call]
             yield _checked(np.asarray(encode(batch)), f"Encoder {str(spec)!r}", rows=len(batch))
             bar.update(len(batch))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ __all__ = [
     "Bridge",
     "BridgeError",
     "append_bridge",
+    "check_bridge_map",
     "check_bridge_out",
     "fit_bridge",
     "save_bridged_model",
@@ -214,6 +216,38 @@ def append_bridge(
     )
     model.append(Bridge(MigrationMap(weight, bias, migration_map.info)))  # the caller's map kept
     return model
+
+
+def check_bridge_map(migration_map: MigrationMap, model: str, names: Iterable[str]) -> None:
+    """Refuse a map that does not start from the model it is appended to (``model``: how the
+    user named it; ``names``: every name it answers to), by the source and target the map
+    records: one whose target is the model (an old -> new migration map, the opposite of a
+    bridge) or whose source is another model. A map that records no source passes (its width is
+    checked by `append_bridge`)."""
+    info = migration_map.info or {}
+    source, target = info.get("source"), info.get("target")
+    names = {str(name) for name in names if name}
+    if not source or source in names:
+        return
+    recorded = (
+        f"The map records source {source!r} and target {target!r} (direction "
+        f"{info.get('direction', 'unrecorded')!r}, {migration_map.in_features}-d -> "
+        f"{migration_map.out_features}-d)"
+    )
+    if target in names:
+        raise BridgeError(
+            f"{recorded}: it maps {source!r} vectors into the space of --model {model} "
+            f"({target!r}), the opposite of a bridge, which maps {target!r} queries into the old "
+            f"index's space ({target!r} -> {source!r}); nothing was saved. Fit the bridge the "
+            f"other way: relrep-hf bridge RUN --source {source} --target {target}, or "
+            "fit_bridge(new_rows, old_rows)."
+        )
+    raise BridgeError(
+        f"{recorded}, but --model {model} is not {source!r} (it answers to {sorted(names)}): "
+        f"the map was fitted on another model's encode output, so its queries would land in the "
+        f"wrong place of the old index; nothing was saved. Give --model the model {source!r}, "
+        f"or, if --model is {source!r} under another name, say so with --model-name {source}."
+    )
 
 
 def check_bridge_out(out: str | os.PathLike) -> None:

@@ -191,18 +191,35 @@ def _shown(interval: tuple[float, float] | None) -> str:
 
 
 class MigrationQualityError(ValueError):
-    """The map's own held-out report recommends re-embedding; nothing was written."""
+    """The map's own held-out report recommends re-embedding, or nothing (too few held-out rows);
+    nothing was written."""
 
 
 def check_recommendation(info: dict[str, Any], what: str, *, force: bool = False) -> None:
     """Refuse, unless ``force``, a map whose recorded held-out report (``info``, a
-    `MigrationMap`'s) recommends re-embedding; ``what``: the use refused (a migration, a
-    bridge). A map with no recorded report (fitted by `fit_migration` alone) passes."""
+    `MigrationMap`'s) recommends re-embedding, or recommends nothing because it was measured on
+    fewer than `MIN_HELD_OUT_ROWS` held-out rows (``undecided``); ``what``: the use refused (the
+    migration, the bridge). A map with no recorded report (fitted by `fit_migration` alone)
+    passes."""
     advice = info.get("recommendation") or {}
-    if advice.get("action") != "re-embed" or force:
+    action = advice.get("action")
+    if force or action not in ("re-embed", "undecided"):
         return
+    if action == "re-embed":
+        raise MigrationQualityError(
+            f"The map's own held-out report recommends re-embedding ({advice.get('reason', '')}); "
+            f"{what} was refused and nothing was written. Re-embed the store with the new "
+            "encoder, or pass force=True (--force) to use this map anyway."
+        )
+    held_out = info.get("held_out") or {}
+    rows = held_out.get("rows")
+    minimum = (advice.get("thresholds") or {}).get("held-out rows", MIN_HELD_OUT_ROWS)
     raise MigrationQualityError(
-        f"The map's own held-out report recommends re-embedding ({advice.get('reason', '')}); "
-        f"{what} was refused and nothing was written. Re-embed the store with the new encoder, "
-        "or pass force=True (--force) to use this map anyway."
+        f"The map's own held-out report recommends nothing: it was measured on "
+        f"{rows if rows is not None else 'too few'} held-out rows, fewer than the {minimum} a "
+        f"recommendation needs, so whether the map keeps re-embedding's search is unknown; "
+        f"{what} was refused and nothing was written. Fit and evaluate the map on a run with at "
+        f"least {minimum} held-out rows (relrep-hf embed --test-size {minimum}, then "
+        "relrep-hf fit-migration --save-map), or pass force=True (--force) to use this map "
+        "anyway."
     )

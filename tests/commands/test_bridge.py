@@ -164,3 +164,76 @@ def test_push_to_hub_and_pull(setup, tmp_path):
     expected = bridge_map(setup["new"].encode(queries, convert_to_tensor=True))
     pulled = torch.from_numpy(np.load(tmp_path / "pulled.npy"))
     torch.testing.assert_close(pulled, expected, atol=1e-5, rtol=0)
+
+
+@pytest.fixture(scope="module")
+def same_width(tmp_path_factory):
+    """Three 16-d models (issue #46): ``new`` (saved to a folder named ``new``), ``old`` (the
+    new model followed by a fixed affine ``Dense`` 16 -> 16: the index's encoder) and ``other``
+    (another tiny BERT); real maps fitted on their encode output of the bundled sentences: the
+    bridge new -> old, the migration old -> new (the wrong direction, same width) and the
+    bridge of ``other`` (another model of the right width)."""
+    from relrep_hf.migration import fit_migration
+    from relrep_hf.migration.bridge import fit_bridge
+
+    root = tmp_path_factory.mktemp("same-width")
+    new = tiny_sentence_transformer(root / "bert", NEW_DIM, seed=1)
+    new.save(str(root / "new"))
+    torch.manual_seed(2)
+    old = SentenceTransformer(modules=[*new, Dense(NEW_DIM, NEW_DIM, activation_function=None)])
+    other = tiny_sentence_transformer(root / "other-bert", NEW_DIM, seed=3)
+    texts = list(load_sentences(ROWS)["text"])
+    rows = {name: m.encode(texts, convert_to_tensor=True) for name, m in
+            (("new", new), ("old", old), ("other", other))}  # fmt: skip
+    maps = {
+        "bridge": fit_bridge(rows["new"], rows["old"], source_name="new", target_name="old"),
+        "migration": fit_migration(rows["old"], rows["new"], source_name="old", target_name="new"),
+        "other": fit_bridge(rows["other"], rows["old"], source_name="other", target_name="old"),
+    }
+    for name, migration_map in maps.items():
+        migration_map.save_pretrained(root / f"{name}-map")
+    return {"root": root, "old": old, "new": new, "texts": texts}
+
+
+def bridge_with(setup, tmp_path, map_name: str, *extra: str) -> int:
+    root = setup["root"]
+    argv = ["--quiet", "bridge", "--map", str(root / f"{map_name}-map"), "--model"]
+    return main([*argv, *extra, "--out", str(tmp_path / "out")])
+
+
+@pytest.mark.slow  # three tiny models encode 160 sentences and three maps are fitted
+def test_a_map_of_the_wrong_direction_or_another_model_is_refused(same_width, tmp_path, capsys):
+    new = str(same_width["root"] / "new")
+    assert bridge_with(same_width, tmp_path, "migration", new) == 2
+    error = " ".join(capsys.readouterr().err.split())
+    assert (
+        "The map records source 'old' and target 'new' (direction 'corpus', 16-d -> 16-d)" in error
+    )
+    assert f"into the space of --model {new} ('new'), the opposite of a bridge" in error
+    assert "relrep-hf bridge RUN --source old --target new" in error
+    assert not (tmp_path / "out").exists()
+
+    assert bridge_with(same_width, tmp_path, "other", new) == 2
+    error = " ".join(capsys.readouterr().err.split())
+    assert "The map records source 'other' and target 'old' (direction 'queries'" in error
+    assert f"but --model {new} is not 'other'" in error and "--model-name other" in error
+    assert not (tmp_path / "out").exists()
+    # --model-name says what --model is: the wrong direction is still refused
+    renamed = str(same_width["root"] / "bert")  # the same encoder, without its folder name
+    assert bridge_with(same_width, tmp_path, "migration", renamed, "--model-name", "new") == 2
+    assert "the opposite of a bridge" in capsys.readouterr().err
+    assert bridge_with(same_width, tmp_path, "bridge", renamed) == 2
+    assert "is not 'new'" in " ".join(capsys.readouterr().err.split())
+
+
+@pytest.mark.slow  # as above
+def test_the_right_map_is_accepted_by_folder_name_or_model_name(same_width, tmp_path):
+    queries = same_width["texts"][:20]
+    old = same_width["old"].encode(queries, convert_to_tensor=True)
+    for model, extra in (("new", []), ("bert", ["--model-name", "new"])):
+        out = tmp_path / model
+        argv = [str(same_width["root"] / model), *extra]
+        assert bridge_with(same_width, out, "bridge", *argv) == 0
+        bridged = SentenceTransformer(str(out / "out"), trust_remote_code=True, device="cpu")
+        encoded = bridged.encode(queries, convert_to_tensor=True)
+        assert torch.nn.functional.cosine_similarity(encoded, old).min() > 0.99

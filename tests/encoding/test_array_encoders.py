@@ -148,3 +148,39 @@ def test_the_old_packaged_encoder_spec_still_resolves():
     from relrep_hf.encoding.packaged_encoders import use_multilingual
 
     assert load_callable("relrep_hf.packaged_encoders:use_multilingual") is use_multilingual
+
+
+@pytest.mark.slow  # a tiny BERT built, saved and run on 40 texts three times
+def test_a_sentence_transformers_model_gets_whole_windows_in_order(tmp_path, monkeypatch):
+    """``SentenceTransformer.encode`` sorts the texts it gets by length and batches them itself:
+    it gets a whole window per call (not one call per ``batch_size`` texts), and the rows come
+    back in the texts' order."""
+    import datasets
+    from sentence_transformers import SentenceTransformer
+
+    from tests.migration.test_bridge import tiny_sentence_transformer
+
+    model = tiny_sentence_transformer(tmp_path / "bert", 16, seed=0)
+    model.save(str(tmp_path / "st"))
+    sentences = list(load_dataset_for_run(limit=50)["text"])
+    texts = [" ".join(sentences[: 1 + i % 7]) for i in range(40)]  # lengths 1-7 sentences
+    expected = np.stack([model.encode([text])[0] for text in texts])  # each alone: no padding
+    calls = []
+    encode = SentenceTransformer.encode
+
+    def counted(self, sentences, *args, **kwargs):
+        calls.append((len(sentences), kwargs.get("batch_size")))
+        return encode(self, sentences, *args, **kwargs)
+
+    monkeypatch.setattr(SentenceTransformer, "encode", counted)
+    spec = ArraySpec("sentence-transformers", str(tmp_path / "st"))
+    data = datasets.Dataset.from_dict({"text": texts})
+    for window, sizes in ((array_encoders.ENCODE_WINDOW, [40]), (16, [16, 16, 8])):
+        monkeypatch.setattr(array_encoders, "ENCODE_WINDOW", window)
+        calls.clear()
+        embedded, _ = array_encoders.array_embeddings(
+            spec, data, cache_dir=tmp_path / f"cache-{window}", batch_size=8, show_progress=False
+        )
+        assert calls == [(size, 8) for size in sizes]
+        got = np.asarray(embedded.with_format("numpy")["embedding"])
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5)

@@ -5,6 +5,8 @@ the direction it is asked for, and a map whose own report says re-embed is refus
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -103,6 +105,54 @@ def test_a_map_whose_report_says_reembed_is_refused_unless_forced(tmp_path, caps
     assert not (tmp_path / "cli.npy").exists()
     assert main([*args, str(tmp_path / "cli.npy"), "--force"]) == 0
     assert np.load(tmp_path / "cli.npy").shape == (5, 4)
+
+
+def undecided_map(folder, rows: int = 12) -> MigrationMap:
+    """The true map of `rotated` with the report measured on ``rows`` held-out rows recorded, as
+    ``fit-migration --save-map`` records it: too few rows, so the report recommends nothing."""
+    old, new, queries, truth, bridge, _ = rotated(rows)
+    report = migration_report(old, new, queries, {"truth": truth}, "truth", bridge)
+    info = {"held_out": {"rows": report["rows"]}, "recommendation": report["recommendation"]}
+    migration_map = MigrationMap(truth.weight.float(), truth.bias.float(), info)
+    migration_map.save_pretrained(folder)
+    return migration_map
+
+
+def test_a_map_whose_report_recommends_nothing_is_refused_unless_forced(tmp_path, capsys):
+    migration_map = undecided_map(tmp_path / "map")
+    assert migration_map.info["recommendation"]["action"] == "undecided"
+    vectors = tmp_path / "old.npy"
+    np.save(vectors, np.random.default_rng(0).standard_normal((5, 16)).astype(np.float32))
+    before = vectors.read_bytes()
+    expected = rf"measured on 12 held-out rows, fewer than the {MIN_HELD_OUT_ROWS} a recommendation"
+    with pytest.raises(MigrationQualityError, match=expected):
+        migrate_store(tmp_path / "map", vectors, tmp_path / "new.npy", show_progress=False)
+    assert not (tmp_path / "new.npy").exists()
+    args = ["migrate", str(tmp_path / "map"), "--vectors", str(vectors), "--out"]
+    assert main([*args, str(tmp_path / "cli.npy")]) == 2
+    error = " ".join(capsys.readouterr().err.split())
+    assert "the migration was refused and nothing was written" in error
+    assert f"--test-size {MIN_HELD_OUT_ROWS}" in error and "--force" in error
+    assert not (tmp_path / "cli.npy").exists() and sorted(os.listdir(tmp_path)) == [
+        "map",
+        "old.npy",
+    ]
+    assert main([*args, str(tmp_path / "cli.npy"), "--force"]) == 0
+    np.testing.assert_allclose(
+        np.load(tmp_path / "cli.npy"), migration_map.apply(np.load(vectors)), atol=1e-6
+    )
+    assert vectors.read_bytes() == before
+
+
+@pytest.mark.slow  # the bridge command imports sentence-transformers
+def test_bridge_refuses_a_map_that_recommends_nothing(tmp_path, capsys):
+    undecided_map(tmp_path / "map")
+    argv = ["bridge", "--map", str(tmp_path / "map"), "--model", str(tmp_path / "no-model"),
+            "--out", str(tmp_path / "bridged")]  # fmt: skip
+    assert main(argv) == 2
+    error = " ".join(capsys.readouterr().err.split())
+    assert "measured on 12 held-out rows" in error and "the bridge was refused" in error
+    assert not (tmp_path / "bridged").exists()
 
 
 @pytest.mark.slow  # the bridge command imports sentence-transformers

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from relrep_hf.migration.disk import reserve_space
 from relrep_hf.migration.space import StoreSpace, StoreSpaceError
 from relrep_hf.migration.stores.base import (
     DEFAULT_CHUNK_ROWS,
@@ -187,7 +188,7 @@ class NpyStore(SidecarSpace, _RawStore):
         with open(staging, "xb") as file:
             np.lib.format.write_array_header_2_0(file, header)
             offset = file.tell()
-            file.truncate(offset + self.rows * dim * dtype.itemsize)
+            reserve_space(file, offset + self.rows * dim * dtype.itemsize, self.describe())
         self._stream(staging, offset, transform, dim, chunk_rows, dtype)
 
 

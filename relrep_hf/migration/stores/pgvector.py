@@ -39,7 +39,13 @@ from relrep_hf.migration.stores.base import (
     Transform,
     VectorStoreError,
 )
-from relrep_hf.migration.stores.pgvector_plan import TableFacts, carry_to, read_facts, table_plan
+from relrep_hf.migration.stores.pgvector_plan import (
+    TableFacts,
+    carry_to,
+    carry_triggers,
+    read_facts,
+    table_plan,
+)
 
 __all__ = ["KIND", "PgvectorStore"]
 
@@ -267,6 +273,7 @@ class PgvectorStore(db.DatabaseStore):
             self._rename(writer, backup, index, aside, constraint)
             self._rename(writer, staging, temporary, index, constraint)
         writer.execute(f"ALTER TABLE {new} RENAME TO {self._sql(name)}")
+        carry_triggers(writer, self._sql(name), facts, self._sql)  # after the copy: none fire
         return backup
 
     def _carry_sequences(self, writer, staging: str, in_place: bool) -> None:

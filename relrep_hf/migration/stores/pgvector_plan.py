@@ -5,9 +5,13 @@ transaction (`carry_to`).
 Carried: row-level security (enabled, forced) and its policies, the table's comment, its
 grants, its tablespace, its outgoing foreign keys (and, by ``CREATE TABLE ... LIKE``, its
 defaults, CHECK constraints, column comments and storage; its indexes are rebuilt by
-`relrep_hf.migration.stores.pgvector`). Refused unless forced, because they would be lost without
-a word: triggers, foreign keys of other tables that point at it and views that read it (both
-would keep following the old table, the backup), a foreign key to the table itself (the new
+`relrep_hf.migration.stores.pgvector`), and, in place, its triggers: created again on the new
+table from their definitions (``pg_get_triggerdef``, enabled state included) once it has the
+table's name, after the copy, so the copy fires none; the backup keeps its own, so a rollback
+serves them as they were (into a new table, the triggers stay on the input). Refused unless
+forced, because they would be lost without a word: foreign keys of other tables that point at
+it and views that read it (both would keep following the old table, the backup), a foreign key
+to the table itself (the new
 table's would point at the old one), partitioning and inheritance, another owner than the
 migrating role. Refused always: generated columns (a binary COPY cannot fill them) and
 an HNSW or IVFFlat index over the vector column beyond pgvector's 2,000 dimensions.
@@ -19,7 +23,14 @@ from dataclasses import dataclass, field
 
 from relrep_hf.migration.plan import StorePlan
 
-__all__ = ["INDEXED_DIMENSIONS", "TableFacts", "carry_to", "read_facts", "table_plan"]
+__all__ = [
+    "INDEXED_DIMENSIONS",
+    "TableFacts",
+    "carry_to",
+    "carry_triggers",
+    "read_facts",
+    "table_plan",
+]
 
 INDEXED_DIMENSIONS = 2000  # pgvector's HNSW and IVFFlat limit for vector columns
 
@@ -42,6 +53,8 @@ class TableFacts:
     foreign_keys: list[tuple[str, str]] = field(default_factory=list)  # (name, definition)
     self_keys: list[str] = field(default_factory=list)  # foreign keys to the table itself
     triggers: list[str] = field(default_factory=list)
+    # (CREATE TRIGGER statement naming the table as it is named now, pg_trigger.tgenabled)
+    trigger_definitions: list[tuple[str, str]] = field(default_factory=list)
     referenced_by: list[str] = field(default_factory=list)  # "table.constraint"
     views: list[str] = field(default_factory=list)
     partitioned: str | None = None  # what kind of partitioning or inheritance, if any
@@ -86,9 +99,11 @@ def read_facts(query, table: str, column: str) -> TableFacts:
     facts.referenced_by = [f"{t}.{c}" for t, c in query(
         "SELECT conrelid::regclass::text, conname FROM pg_constraint WHERE contype = 'f' AND "
         f"confrelid = {oid} AND conrelid <> confrelid ORDER BY 1, 2", (table,))]  # fmt: skip
-    facts.triggers = [t for (t,) in query(
-        f"SELECT tgname FROM pg_trigger WHERE tgrelid = {oid} AND NOT tgisinternal ORDER BY 1",
-        (table,))]  # fmt: skip
+    triggers = query(
+        "SELECT tgname, pg_get_triggerdef(oid), tgenabled FROM pg_trigger WHERE tgrelid = "
+        f"{oid} AND NOT tgisinternal ORDER BY 1", (table,))  # fmt: skip
+    facts.triggers = [name for name, _, _ in triggers]
+    facts.trigger_definitions = [(definition, enabled) for _, definition, enabled in triggers]
     facts.views = [v for (v,) in query(
         "SELECT DISTINCT r.ev_class::regclass::text FROM pg_depend d JOIN pg_rewrite r ON r.oid "
         f"= d.objid WHERE d.refobjid = {oid} AND r.ev_class <> d.refobjid ORDER BY 1",
@@ -128,9 +143,14 @@ def table_plan(facts: TableFacts, plan: StorePlan, dim: int, in_place: bool) -> 
     )
     carried += [f"tablespace {facts.tablespace!r}"] if facts.tablespace else []
     carried += [f"foreign key {name!r}" for name, _ in facts.foreign_keys]
-    if facts.triggers:
-        (dropped if in_place else plan.input_only).append(
-            f"triggers {', '.join(map(repr, facts.triggers))} (they stay on the old table)"
+    if facts.triggers and in_place:
+        carried.append(
+            f"triggers {', '.join(map(repr, facts.triggers))} (created again on the new table; "
+            "the backup keeps its own)"
+        )
+    elif facts.triggers:
+        plan.input_only.append(
+            f"triggers {', '.join(map(repr, facts.triggers))} (they stay on the input)"
         )
     dropped += [f"foreign key {name!r} to the table itself (the new table's would point at "
                 "the old one)" for name in facts.self_keys]  # fmt: skip
@@ -179,3 +199,18 @@ def carry_to(writer, new: str, facts: TableFacts, quote) -> None:
         writer.execute(f"GRANT {privilege} ON {new} TO {grantee}{option}")
     for name, definition in facts.foreign_keys:
         writer.execute(f"ALTER TABLE {new} ADD CONSTRAINT {quote(name)} {definition}")
+
+
+# ALTER TABLE's clause for each pg_trigger.tgenabled other than "O" (fires in origin mode)
+_TRIGGER_STATES = {"D": "DISABLE", "R": "ENABLE REPLICA", "A": "ENABLE ALWAYS"}
+
+
+def carry_triggers(writer, table: str, facts: TableFacts, quote) -> None:
+    """The triggers of ``facts`` created again, in ``writer``'s transaction, on the table that
+    now has the migrated table's name (``table``, quoted): their definitions name the table as it
+    was named when read, which is the new table's name once the old one is the backup. Disabled,
+    replica and always triggers keep that state."""
+    for (definition, enabled), name in zip(facts.trigger_definitions, facts.triggers, strict=True):
+        writer.execute(definition)
+        if enabled in _TRIGGER_STATES:
+            writer.execute(f"ALTER TABLE {table} {_TRIGGER_STATES[enabled]} TRIGGER {quote(name)}")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from relrep_hf.migration.disk import reserve_space
 from relrep_hf.migration.space import SPACE_KEY, StoreSpace
 from relrep_hf.migration.stores.base import (
     StoreKind,
@@ -107,7 +108,7 @@ class SafetensorsStore(_RawStore):
             for name in order:
                 begin, end = header[name]["data_offsets"]
                 if name == self.name:
-                    file.truncate(data_start + end)
+                    reserve_space(file, data_start + end, self.describe())
                     file.seek(data_start + end)
                     continue
                 begin, end = entries[name]["data_offsets"]

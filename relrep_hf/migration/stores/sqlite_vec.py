@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from relrep_hf.migration.disk import sqlite_rolled_back
 from relrep_hf.migration.plan import StorePlan
 from relrep_hf.migration.space import StoreSpace
 from relrep_hf.migration.stores import database as db
@@ -194,8 +195,8 @@ class SqliteVecStore(db.DatabaseStore):
                 _move_record(self.connection, name, backup)
             _write_record(self.connection, name, space)
             self.connection.execute("COMMIT")
-        except BaseException:
-            self.connection.execute("ROLLBACK")
+        except BaseException as error:
+            sqlite_rolled_back(self.connection, error, self.describe(), self.path)
             raise
         return db.MigratedLocation(self.location.with_name(name), backup)
 
@@ -285,8 +286,8 @@ class SqliteVecStore(db.DatabaseStore):
             self._restore(backup, force)
             _move_record(self.connection, backup, self.location.name)
             self.connection.execute("COMMIT")
-        except BaseException:
-            self.connection.execute("ROLLBACK")
+        except BaseException as error:
+            sqlite_rolled_back(self.connection, error, self.describe(), self.path)
             raise
 
     def _restore(self, backup: str, force: bool) -> None:
