@@ -222,8 +222,6 @@ def extract_embedding_views(
             world=accelerator.num_processes if accelerator is not None else 1,
             rank=accelerator.process_index if accelerator is not None else 0,
             is_main=accelerator is None or accelerator.is_main_process,
-            # on the CPU the forward wants every core; a GPU should not wait for the disk
-            write_behind=device_and_dtype(encoder)[0].type != "cpu",
         )
         progress = _progress_bar(encoder, dataset, run, encoder_id, show_progress)
         try:

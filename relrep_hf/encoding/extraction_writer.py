@@ -31,6 +31,7 @@ from datasets.arrow_writer import ArrowWriter
 from torch import nn
 
 from relrep_hf.encoding.batches import encode_in_order, warn_truncated
+from relrep_hf.encoding.models import device_and_dtype
 from relrep_hf.encoding.pooling import Pooling, pool_model_outputs
 
 __all__ = [
@@ -127,7 +128,9 @@ class ExtractionRun:
     world: int = 1
     rank: int = 0
     is_main: bool = True
-    write_behind: bool = False  # write a window in a thread while the next one is encoded
+    # a window written in a thread while the next one is encoded; None: on an accelerator (the
+    # device should not wait for the disk), not on the CPU (the forward wants every core)
+    write_behind: bool | None = None
 
 
 def extract_to_folders(
@@ -144,7 +147,10 @@ def extract_to_folders(
     windows = [(s, min(s + size, len(dataset))) for s in range(0, len(dataset), size)]
     folders = [EmbeddingsFolder(folder) for folder, _ in outputs] if run.is_main else []
     writes: list[Future[list[int]]] = []
-    behind = ThreadPoolExecutor(1, "relrep-write") if run.write_behind else nullcontext()
+    write_behind = run.write_behind
+    if write_behind is None:
+        write_behind = device_and_dtype(encoder)[0].type != "cpu"
+    behind = ThreadPoolExecutor(1, "relrep-write") if write_behind else nullcontext()
     try:
         with behind as writer:
             for step in range(math.ceil(len(windows) / run.world)):
