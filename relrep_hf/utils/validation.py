@@ -97,7 +97,8 @@ class DeferredFiniteCheck:
     """NaN / Inf in a device's outputs, recorded without making the host wait, read later.
 
     Reading a value off a GPU (``.item()``, ``bool()``) waits for every kernel queued before
-    it: a check per call cost an 8-row projection 3.5x its one ``addmm`` on an H200 (issue #48).
+    it: with a check per call an 8-row projection took 2.9-3.5x its one ``addmm`` on an H200
+    (issue #48).
     `record` queues one reduction instead (the largest absolute value, NaN kept) into the next
     slot of a buffer on the values' device; `check` reads the slots with one copy and raises
     naming the calls that held NaN or Inf. A full buffer is checked before it is reused, so an
@@ -117,7 +118,8 @@ class DeferredFiniteCheck:
         return self._count
 
     def record(self, values: Tensor) -> None:
-        """Queue the check of ``values`` on their device (no host sync, no allocation)."""
+        """Queue the check of ``values`` on their device (no host sync; no allocation but the
+        buffer's, on the first call or when the device or dtype changes)."""
         if values.numel() == 0:
             return
         slots = self._slots
