@@ -113,6 +113,20 @@ def test_projector_from_statistics_and_its_forward(device):
     assert_on(device, numpy_features)
 
 
+def test_projector_refuses_nan_on_every_device(device):
+    """NaN in the features is an error on every device: at the call on the CPU, at
+    `check_finite` on a GPU (the forward does not wait for the device, issue #48)."""
+    x = on(device, torch.float32)["e1"]
+    projector = RelativeProjector.from_statistics(x[:5], Statistics.from_embeddings(x))
+    bad = x[:6].clone()
+    bad[2, 1] = float("nan")
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        projector(bad)
+        projector.check_finite()
+    assert_on(device, projector(x[:6]))
+    projector.check_finite()  # the record was emptied by the error
+
+
 def anchor_set_of(method: str, spaces: dict[str, torch.Tensor]) -> AnchorSet:
     """The anchor set of ``method`` fitted on encoders e0 and e1 (support: rows 0..23)."""
     training = {"e0": spaces["e0"], "e1": spaces["e1"]}
@@ -288,6 +302,9 @@ DEVICE_BRANCHES = {
     ("functional/least_squares.py", "fit_affine"): "LAPACK gelsd (else pseudo_inverse_solve)",
     # a transfer, not a kernel: pinned host memory and a queued copy exist only toward a GPU
     ("encoding/batches.py", "_to_model"): "pinned memory, non_blocking copy (else .to)",
+    # not a kernel either: the finite check deferred where reading a value waits for the device;
+    # the deferred side runs on the CPU in tests/models/test_modeling_relative_projector.py
+    ("models/modeling_relative_projector.py", "forward"): "deferred finite check (else at once)",
 }
 BRANCH = re.compile(r"\bif\b.*(\.is_cuda\b|device\.type\b|\.is_cpu\b)")
 

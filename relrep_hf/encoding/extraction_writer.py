@@ -5,7 +5,9 @@ folders); this module does the work for the views not cached yet. The dataset is
 windows that go round-robin to the processes of an `accelerate.Accelerator`; each window is
 encoded once for every view (`encoding.encode_in_order`), the windows are gathered in input
 order and only the main process writes them, batch by batch, to a staging folder per view that
-is renamed into place at the end. Memory holds one window per process whatever the dataset size.
+is renamed into place at the end. Memory holds one window per process whatever the dataset size
+(two on an accelerator, where a window is written in a thread while the next one is encoded:
+the device does not wait for the disk).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import math
 import os
 import shutil
 import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +31,7 @@ from datasets.arrow_writer import ArrowWriter
 from torch import nn
 
 from relrep_hf.encoding.batches import encode_in_order, warn_truncated
+from relrep_hf.encoding.models import device_and_dtype
 from relrep_hf.encoding.pooling import Pooling, pool_model_outputs
 
 __all__ = [
@@ -123,6 +128,9 @@ class ExtractionRun:
     world: int = 1
     rank: int = 0
     is_main: bool = True
+    # a window written in a thread while the next one is encoded; None: on an accelerator (the
+    # device should not wait for the disk), not on the CPU (the forward wants every core)
+    write_behind: bool | None = None
 
 
 def extract_to_folders(
@@ -138,16 +146,26 @@ def extract_to_folders(
     size = run.window_size
     windows = [(s, min(s + size, len(dataset))) for s in range(0, len(dataset), size)]
     folders = [EmbeddingsFolder(folder) for folder, _ in outputs] if run.is_main else []
-    truncated: list[int] = []
+    writes: list[Future[list[int]]] = []
+    write_behind = run.write_behind
+    if write_behind is None:
+        write_behind = device_and_dtype(encoder)[0].type != "cpu"
+    behind = ThreadPoolExecutor(1, "relrep-write") if write_behind else nullcontext()
     try:
-        for step in range(math.ceil(len(windows) / run.world)):
-            index = step * run.world + run.rank
-            local = None
-            if index < len(windows):
-                local = _encode_window(encoder, tokenizer, dataset, run, windows[index], progress)
-            gathered = _gather((index, *local) if local else None, run.world)
-            if run.is_main:
-                truncated.extend(_write_gathered(gathered, folders, index, progress))
+        with behind as writer:
+            for step in range(math.ceil(len(windows) / run.world)):
+                index = step * run.world + run.rank
+                local = None
+                if index < len(windows):
+                    local = _encode_window(
+                        encoder, tokenizer, dataset, run, windows[index], progress
+                    )
+                gathered = _gather((index, *local) if local else None, run.world)
+                if run.is_main:
+                    if writes and writer is not None:
+                        writes[-1].result()  # one window written behind at a time (memory)
+                    writes.append(_write(writer, gathered, folders, index, progress))
+        truncated = [i for write in writes for i in write.result()]  # a write's error here
         if not run.is_main:
             return
         for folder, (_, info) in zip(folders, outputs, strict=True):
@@ -156,6 +174,21 @@ def extract_to_folders(
     finally:
         for folder in folders:
             folder.close()
+
+
+def _write(
+    writer: ThreadPoolExecutor | None,
+    gathered: list[Any],
+    folders: list[EmbeddingsFolder],
+    index: int,
+    progress: Any,
+) -> Future[list[int]]:
+    """`_write_gathered` in ``writer``'s thread (windows in order), or here and now."""
+    if writer is not None:
+        return writer.submit(_write_gathered, gathered, folders, index, progress)
+    done: Future[list[int]] = Future()
+    done.set_result(_write_gathered(gathered, folders, index, progress))
+    return done
 
 
 def _encode_window(

@@ -14,6 +14,11 @@ squared norm of exactly 1). sentence-transformers normalises by default, so
 ``projector(st_model.encode(texts))`` on a projector fitted on unnormalised pooling gives
 features far from the wrapper's; the first batch's row norms are checked (once, cheaply) and a
 warning says so.
+
+NaN or Inf in the output is an error, checked where it costs nothing: at once on the CPU, and
+on an accelerator recorded on the device and read at the next point that waits for it anyway
+(`RelativeWrapper.encode`, `RelativeProjector.check_finite`), since reading a GPU value in every
+forward made the host wait for the GPU at every call (``finite_check`` chooses).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import math
 import os
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, get_args
 
 import torch
 from torch import Tensor, nn
@@ -36,6 +41,7 @@ from relrep_hf.models.remote_code import write_remote_code
 from relrep_hf.models.remote_code.modeling_relative_projector import declare_tensors
 from relrep_hf.utils.hub_files import artifact_kind
 from relrep_hf.utils.validation import (
+    DeferredFiniteCheck,
     EmbeddingsLike,
     as_embeddings,
     check_embeddings,
@@ -50,6 +56,9 @@ if TYPE_CHECKING:
 UNIT_NORM_TOLERANCE = 1e-2
 # Rows of the first batch whose norms are checked against the statistics.
 NORM_CHECK_ROWS = 1024
+# When the forward checks its output for NaN / Inf: "auto" is at once on the CPU (reading a
+# value there costs nothing) and deferred elsewhere (reading a GPU value waits for the GPU).
+FiniteCheck = Literal["auto", "immediate", "deferred"]
 
 
 class RelativeProjector(RelrepPreTrainedModel):
@@ -75,6 +84,8 @@ class RelativeProjector(RelrepPreTrainedModel):
         super().__init__(config)
         declare_tensors(self, config.hidden_size, config.num_anchors)  # the remote code's layout
         self._norms_checked = False  # the first forward compares input norms with the statistics
+        self._finite_check: FiniteCheck = "auto"
+        self._nonfinite = DeferredFiniteCheck("RelativeProjector")  # the deferred checks' record
         # read once: the weights are prepared for this width and similarity
         self._shape_and_similarity = (config.hidden_size, config.similarity)
         self.post_init()
@@ -241,7 +252,8 @@ class RelativeProjector(RelrepPreTrainedModel):
         (L2-normalised, as sentence-transformers returns them) for a projector fitted on
         unnormalised embeddings, or the reverse. Embed the way the projector was built.
         Tensors must be on the projector's device (NumPy arrays and lists go there); the
-        features come back there.
+        features come back there. NaN or Inf in the features is a ``ValueError``: at once on the
+        CPU, at the next `check_finite` elsewhere (see `finite_check`).
         """
         # The work around the one matmul is kept to a few tensor calls and no config reads
         # (each read of a transformers config attribute cost ~35 us): on a GPU they are not
@@ -265,6 +277,41 @@ class RelativeProjector(RelrepPreTrainedModel):
         if embeddings.dtype != weight.dtype:
             embeddings = embeddings.to(weight.dtype)
         relative = apply_prepared(embeddings, weight, self.bias, similarity=similarity)
+        mode = self._finite_check
+        if mode == "deferred" or (mode == "auto" and relative.device.type != "cpu"):
+            self._nonfinite.record(relative)  # one queued reduction, read at `check_finite`
+        else:
+            self._check_output(embeddings, relative)
+        return relative
+
+    @property
+    def finite_check(self) -> FiniteCheck:
+        """When the forward checks its output for NaN / Inf: ``"immediate"`` (every call, naming
+        the bad rows; on a GPU each call then waits for the device), ``"deferred"`` (recorded on
+        the device, raised by `check_finite`, which `RelativeWrapper.encode` calls at its end,
+        or after `~relrep_hf.utils.validation.DEFERRED_CHECK_CAPACITY` calls), or ``"auto"``
+        (the default: immediate on the CPU, deferred elsewhere)."""
+        return self._finite_check
+
+    @finite_check.setter
+    def finite_check(self, mode: FiniteCheck) -> None:
+        if mode not in get_args(FiniteCheck):
+            valid = ", ".join(map(repr, get_args(FiniteCheck)))
+            raise ValueError(f"Invalid finite_check {mode!r}. Valid: {valid}.")
+        self._finite_check = mode
+        self._nonfinite.check()  # what the previous mode recorded is not dropped
+
+    def check_finite(self) -> None:
+        """Raise ``ValueError`` if a deferred forward since the last check gave NaN or Inf.
+
+        One wait for the device; call it where the features are read anyway (a copy to the CPU),
+        or after each call while looking for a bad batch. Nothing to do on the CPU, where every
+        forward checks its own output.
+        """
+        self._nonfinite.check()
+
+    def _check_output(self, embeddings: Tensor, relative: Tensor) -> None:
+        """NaN / Inf in ``relative`` as an error that names the rows, or the overflow."""
         # A non-finite input row always yields a non-finite output row, and a sum is the
         # cheapest reduction that sees one (isfinite().all() costs half the addmm on CPU).
         if not math.isfinite(relative.sum().item()) and not bool(torch.isfinite(relative).all()):
@@ -273,7 +320,6 @@ class RelativeProjector(RelrepPreTrainedModel):
                 "The projection overflowed although the embeddings are finite: the projector's "
                 f"dtype {self.weight.dtype} is too narrow for them; load it in float32."
             )
-        return relative
 
     def _check_norms(self, embeddings: Tensor) -> None:
         """Warn when the rows' L2-normalisation differs from that of the statistics."""

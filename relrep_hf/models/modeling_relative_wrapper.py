@@ -302,18 +302,26 @@ class RelativeWrapper(nn.Module):
         device: torch.device | str | None,
         eval_modules: Sequence[nn.Module] = (),
     ) -> tuple[Tensor, ...]:
-        """`encoding.encode_in_order` as `encode` and the head run it (one truncation warning)."""
-        return encode_in_order(
-            self.encoder,
-            self.preprocessor,
-            inputs,
-            forward,
-            batch_size=batch_size,
-            eval_modules=(self.projector, *eval_modules),
-            show_progress=show_progress,
-            output_device=device,
-            output_dtype=dtype,
-        )[0]
+        """`encoding.encode_in_order` as `encode` and the head run it (one truncation warning),
+        then the projector's deferred finite checks read once (the outputs are complete: on a
+        GPU, no forward waited for them)."""
+        try:
+            outputs = encode_in_order(
+                self.encoder,
+                self.preprocessor,
+                inputs,
+                forward,
+                batch_size=batch_size,
+                eval_modules=(self.projector, *eval_modules),
+                show_progress=show_progress,
+                output_device=device,
+                output_dtype=dtype,
+            )[0]
+        except BaseException:
+            self.projector._nonfinite.discard()  # the run's records die with it
+            raise
+        self.projector.check_finite()
+        return outputs
 
     def with_head(
         self, head: RelativeHeadForClassification | str | os.PathLike, **hub_kwargs: Any

@@ -301,3 +301,29 @@ def test_several_views_of_one_model_in_one_pass(bert, tmp_path, capfd):
         assert counter.calls == 10 + 4 * 10  # the cached reads ran nothing; fresh ones did
     finally:
         counter.remove()
+
+
+def test_windows_written_behind_are_the_same_files(bert, tmp_path):
+    """On an accelerator a window is written in a thread while the next one is encoded (issue
+    #48); run here on the CPU, the files are byte for byte those written in line, and an error
+    in the thread comes out of the extraction with nothing renamed into place."""
+    from tqdm.auto import tqdm
+
+    from relrep_hf.encoding.extraction_writer import ExtractionRun, extract_to_folders
+
+    _, model, tokenizer = bert
+    dataset = dataset_of(TEXTS)
+    written = {}
+    for behind in (False, True):
+        run = ExtractionRun("text", [("mean", -1), ("cls", 1)], 4, None, 7, write_behind=behind)
+        outputs = [(tmp_path / f"{behind}-{view}", {"view": view}) for view in ("mean", "cls")]
+        extract_to_folders(model, tokenizer, dataset, run, outputs, tqdm(disable=True))
+        written[behind] = [(folder / "embeddings.arrow").read_bytes() for folder, _ in outputs]
+    assert written[True] == written[False]
+    # a window that fails while the one before it is written behind: nothing is left
+    broken = dataset_of([*TEXTS[:20], None, *TEXTS[:3]])
+    run = ExtractionRun("text", [("mean", -1)], 4, None, 7, write_behind=True)
+    with pytest.raises(ValueError, match="is a NoneType, not a string"):
+        extract_to_folders(model, tokenizer, broken, run, [(tmp_path / "broken", {})],
+                           tqdm(disable=True))  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir() if "broken" in p.name) == []

@@ -1,3 +1,4 @@
+import copy
 import json
 
 import pytest
@@ -259,3 +260,134 @@ def test_unnormalised_input_to_a_normalised_projector_warns(data):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         cosine(data[:4].float())  # cosine ignores the input's scale: nothing to warn about
+
+
+# ---------------------------------------------------------------------------------------------
+# The finite check off the hot path (issue #48): deferred where reading a value waits
+
+
+class HostReads(torch.overrides.TorchFunctionMode):
+    """Records the tensor calls that copy a value to the host (on a GPU, each one waits for it)."""
+
+    READS = frozenset(
+        {
+            "item",
+            "__bool__",
+            "__float__",
+            "__int__",
+            "__index__",
+            "tolist",
+            "numpy",
+            "cpu",
+            "nonzero",
+        }
+    )
+
+    def __init__(self):
+        super().__init__()
+        self.calls: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name in self.READS:
+            self.calls.append(name)
+        return func(*args, **(kwargs or {}))
+
+
+def _deferred(projector) -> RelativeProjector:
+    projector = RelativeProjector.from_statistics(
+        projector.anchors.double(), None, similarity="inner"
+    )  # a fresh one: the mode and its record are per projector
+    projector.finite_check = "deferred"
+    return projector
+
+
+def test_a_deferred_forward_reads_nothing_off_the_device(projector, data):
+    """The forward a GPU runs ("auto" defers off the CPU) makes no host read: no .item(), no
+    bool(), no copy to the CPU; the immediate check does (so the recorder sees reads)."""
+    deferred = _deferred(projector)
+    x = data[:8].float()
+    deferred(x)  # the first call checks input norms once (a read, on purpose): not per call
+    with HostReads() as reads:
+        for _ in range(3):
+            deferred(x)
+    assert reads.calls == []
+    assert deferred._nonfinite.pending == 4
+    immediate = copy.deepcopy(deferred)
+    immediate.finite_check = "immediate"
+    with HostReads() as reads:
+        immediate(x)
+    assert "item" in reads.calls
+
+
+def test_a_deferred_check_raises_at_check_finite(projector, data):
+    deferred = _deferred(projector)
+    x = data[:6].float().clone()
+    deferred(x)
+    x[3, 2] = float("nan")
+    relative = deferred(x)  # no error yet: nothing waited for the device
+    assert not bool(torch.isfinite(relative[3]).any())
+    deferred(data[:6].float())
+    with pytest.raises(ValueError, match=r"NaN or Inf in the output of 1 of the 3 calls since the "
+                       r"last check on cpu \(call 2\).*finite_check='immediate'"):  # fmt: skip
+        deferred.check_finite()
+    deferred.check_finite()  # the record is emptied by the check that raised
+    deferred.finite_check = "immediate"  # and then the rows are named at the call
+    with pytest.raises(ValueError, match=r"NaN or Inf in 1 row\(s\) \(row 3\)"):
+        deferred(x)
+
+
+def test_a_full_record_is_checked_before_reuse(projector, data):
+    deferred = _deferred(projector)
+    deferred._nonfinite.capacity = 3
+    bad = data[:2].float().clone()
+    bad[0, 0] = float("inf")
+    deferred(bad)
+    deferred(data[:2].float())
+    deferred(data[:2].float())
+    with pytest.raises(ValueError, match="1 of the 3 calls"):
+        deferred(data[:2].float())  # the fourth call would reuse the slot of the first
+    # a change of mode checks what the old one recorded
+    deferred(bad)
+    with pytest.raises(ValueError, match="1 of the 1 calls"):
+        deferred.finite_check = "auto"
+    assert deferred.finite_check == "auto"  # the mode is set, then the old record read
+    deferred.finite_check = "deferred"
+    # an empty batch records nothing; a float64 output gets a record of its own dtype
+    deferred(data[:0].float())
+    deferred.double()(bad.double())
+    with pytest.raises(ValueError, match="1 of the 1 calls"):
+        deferred.check_finite()
+
+
+def test_finite_check_modes(projector, data):
+    assert projector.finite_check == "auto"
+    with pytest.raises(ValueError, match=r"Invalid finite_check 'lazy'\. Valid: 'auto', "):
+        projector.finite_check = "lazy"
+    bad = data[:4].float().clone()
+    bad[1, 0] = float("nan")
+    with pytest.raises(ValueError, match=r"row 1\)"):  # "auto" on the CPU: at the call
+        projector(bad)
+    projector.check_finite()  # nothing deferred on the CPU
+
+
+def test_the_deferred_check_errors_are_documented(projector, data):
+    from tests.test_reliability import BAD_INPUTS_DOC, first_sentence
+
+    section = BAD_INPUTS_DOC.read_text().split("## The projector's deferred finite check")[1]
+    deferred = _deferred(projector)
+    bad = data[:3].float().clone()
+    bad[0, 0] = float("nan")
+    errors = []
+    for call in (
+        lambda: [deferred(x) for x in (data[:3].float(), bad, data[:3].float())],
+        deferred.check_finite,
+        lambda: setattr(deferred, "finite_check", "lazy"),
+    ):
+        try:
+            call()
+        except ValueError as error:
+            errors.append(first_sentence(str(error)).replace(" on cpu ", " on cuda:0 "))
+    assert len(errors) == 2
+    for error in errors:
+        assert f"| ValueError: {error} |" in section, error

@@ -528,3 +528,23 @@ def test_normalised_statistics_are_applied_to_the_pooled_embeddings(saved):
     raw = torch.stack([alone(wrapper, text) for text in TEXTS[:5]])
     expected = projector(torch.nn.functional.normalize(raw, dim=-1))
     torch.testing.assert_close(output.relative, expected, atol=ATOL, rtol=0)
+
+
+def test_encode_reads_the_projectors_deferred_checks_once(saved):
+    """On a GPU the projector defers its finite check (issue #48); `encode` reads it at its end,
+    where the features are complete, and an error on the way drops the run's record."""
+    projector = make_projector(32)
+    wrapper = RelativeWrapper.from_pretrained(saved["bert"], projector)
+    projector.finite_check = "deferred"  # what "auto" does off the CPU, run here
+    texts = ["a first text", "a second one", "and a third, longer than the others"]
+    assert torch.isfinite(wrapper.encode(texts, batch_size=2)).all()
+    assert projector._nonfinite.pending == 0
+    with torch.no_grad():
+        projector.bias[3] = float("nan")  # every row's feature 3
+    with pytest.raises(ValueError, match=r"NaN or Inf in the output of 2 of the 2 calls since"):
+        wrapper.encode(texts, batch_size=2)
+    assert projector._nonfinite.pending == 0
+    with pytest.raises(ValueError, match="non-empty list"), torch.no_grad():
+        projector(torch.randn(2, 32))  # recorded, then the run fails before its end
+        wrapper.encode([])
+    assert projector._nonfinite.pending == 0
