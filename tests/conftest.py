@@ -18,6 +18,33 @@ if _WORKERS > 1:
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // _WORKERS)))
 
 
+# What a test costs, roughly, for ordering the files (seconds): a test marked slow takes more
+# than a few seconds (20-130 s for the longest), an unmarked one well under one, a doctest less.
+_SLOW_WEIGHT, _TEST_WEIGHT, _DOCTEST_WEIGHT = 10.0, 0.2, 0.02
+
+
+def _weight(item) -> float:
+    if item.get_closest_marker("slow") is not None:
+        return _SLOW_WEIGHT
+    return _DOCTEST_WEIGHT if type(item).__name__ == "DoctestItem" else _TEST_WEIGHT
+
+
+@pytest.hookimpl(trylast=True)  # after ``-m`` / ``-k`` deselected: order what runs
+def pytest_collection_modifyitems(session, config, items):
+    """The files with the most slow tests first, each file's tests kept together and in their
+    order. xdist's ``--dist loadfile`` hands whole files to the workers in collection order
+    (``--no-loadscope-reorder`` in pyproject.toml; its default order is by number of tests):
+    the longest work first, so that no worker starts a long file while the other is done (the
+    longest-first rule of scheduling). Module-scoped fixtures and tests that read what an earlier
+    test of their file wrote see the order they always did."""
+    files: dict = {}
+    for item in items:
+        files.setdefault(item.path, []).append(item)
+    cost = {path: sum(_weight(item) for item in group) for path, group in files.items()}
+    ordered = sorted(files, key=lambda path: -cost[path])  # stable: ties keep their order
+    items[:] = [item for path in ordered for item in files[path]]
+
+
 def pytest_collection_finish(session):
     """Freeze the objects alive after collection (the imported modules of torch, transformers,
     datasets, ...: about half a million) out of the cyclic garbage collector. transformers'
@@ -76,3 +103,19 @@ def device(request):
     import torch
 
     return torch.device(request.param)
+
+
+@pytest.fixture(scope="session")
+def postgres(tmp_path_factory):
+    """One real PostgreSQL with pgvector (pgserver) for the session, shared by every test file
+    that asks for it (the database stores, rollback, store safety): its URI. Defined once here,
+    not per file: a session fixture re-exported by several test modules is one fixture per
+    module, and each started its own server (three a run; one start: 1.5 s of CPU, 9 s at a
+    load of 22)."""
+    from tests.fixtures import store_writers
+
+    server = store_writers.postgres(tmp_path_factory.mktemp("pg"))
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()

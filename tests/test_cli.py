@@ -255,36 +255,39 @@ def test_heads_carry_the_topic_names_and_the_swap_example_prints_one(run_dir):
 
 
 @pytest.mark.slow
-def test_help_and_version_import_no_pipeline():
+def test_help_and_version_import_no_pipeline_and_no_torch():
     """`relrep-hf --help` / `--version` answer without datasets, evaluate, matplotlib or the
-    pipeline (their import took ~11 s); `import relrep_hf` still registers the Auto classes.
-    Both in one fresh interpreter (a second one took 20 s at a load of 4): what either
-    imported is still in sys.modules after both."""
+    pipeline (their import took ~11 s); `import relrep_hf` still registers the Auto classes. A
+    fact, not a timing: the parser is built, and every form answered, without torch. Every form in
+    one fresh interpreter (a second one took 20 s at a load of 4): what any form imported is
+    still in sys.modules after it, so each form's lines answer for it and every one before it."""
     code = (
-        "import sys\n"
+        "import sys, json\n"
         "from relrep_hf.cli import main\n"
-        "for flag in sys.argv[1:]:\n"
+        "heavy = ('datasets', 'evaluate', 'matplotlib', 'relrep_hf.pipeline.steps', 'relrep_hf.training.param_trainer')\n"
+        "for argv in json.loads(sys.argv[1]):\n"
         "    try:\n"
-        "        main([flag])\n"
+        "        main(argv)\n"
         "    except SystemExit:\n"
         "        pass\n"
+        "    print('torch' in sys.modules)\n"
+        "    print(sorted(m for m in heavy if m in sys.modules))\n"
         "    print('---')\n"
-        "heavy = ('datasets', 'evaluate', 'matplotlib', 'relrep_hf.pipeline.steps', 'relrep_hf.training.param_trainer')\n"
-        "print(sorted(m for m in heavy if m in sys.modules))\n"
         "from transformers import AutoConfig\n"
         "print(type(AutoConfig.for_model('relative_projector')).__name__)\n"
     )
+    forms = [["--version"], ["--help"], ["fit", "--help"], ["demo", "--help"]]
     result = subprocess.run(
-        [sys.executable, "-c", code, "--version", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=120,
+        [sys.executable, "-c", code, json.dumps(forms)], capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr
-    version, help_text, rest = result.stdout.split("---\n")
+    version, help_text, fit_help, demo_help, rest = result.stdout.split("---\n")
     assert version.startswith("relrep-hf 0.1.0")
     assert help_text.startswith("usage: relrep-hf")
-    assert rest.strip().splitlines() == ["[]", "RelativeProjectorConfig"]
+    # after --version and --help: neither torch nor the pipeline; after the commands' help: no torch
+    assert version.splitlines()[-2:] == help_text.splitlines()[-2:] == ["False", "[]"]
+    assert [part.splitlines()[-2] for part in (fit_help, demo_help)] == ["False", "False"]
+    assert rest.strip().splitlines() == ["RelativeProjectorConfig"]
 
 
 def test_quiet_and_debug_go_before_or_after_the_command(tmp_path):
@@ -325,29 +328,6 @@ def test_demo_sizes_follow_the_limit_and_are_checked_before_embedding(tmp_path, 
     assert main(argv) == 2
     assert "--test-size 600 leaves 0 training rows out of 500" in capsys.readouterr().err
     assert not run_dir.exists()  # nothing was embedded
-
-
-@pytest.mark.slow
-def test_help_and_version_do_not_import_torch():
-    """A fact, not a timing: the parser is built, and --help / --version answered, without torch.
-    Every form in one fresh interpreter: torch imported by any of them would still be there."""
-    code = (
-        "import sys, json\n"
-        "from relrep_hf.cli import main\n"
-        "for argv in json.loads(sys.argv[1]):\n"
-        "    try:\n"
-        "        main(argv)\n"
-        "    except SystemExit:\n"
-        "        pass\n"
-        "    print('torch' in sys.modules)\n"
-    )
-    forms = [["--help"], ["--version"], ["fit", "--help"], ["demo", "--help"]]
-    result = subprocess.run(
-        [sys.executable, "-c", code, json.dumps(forms)], capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stderr
-    answers = [line for line in result.stdout.splitlines() if line in ("True", "False")]
-    assert answers == ["False"] * len(forms), result.stdout
 
 
 def test_every_training_argument_is_a_flag(capsys):

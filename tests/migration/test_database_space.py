@@ -18,11 +18,9 @@ from relrep_hf.migration.rollback import rollback_store
 from relrep_hf.migration.space import map_fingerprint
 from relrep_hf.migration.stores.database import parse_location
 from tests.fixtures.database_stores import KINDS, build, contents
-from tests.migration import test_databases
 
 pytestmark = pytest.mark.slow  # a real database each (PostgreSQL starts in seconds)
 
-postgres = test_databases.postgres  # the fixture: one real PostgreSQL + pgvector per session
 D_OLD = D_NEW = 8  # same-width encoders: a second pass would run (issue #46's case)
 ROWS = {"qdrant": 12, "chroma": 40, "pgvector": 40, "sqlite-vec": 40}
 _names = itertools.count()

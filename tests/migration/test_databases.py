@@ -21,7 +21,7 @@ import torch
 from relrep_hf.migration import MigrationMap, migrate_store, open_store
 from relrep_hf.migration.stores import VectorStoreError
 from relrep_hf.migration.stores.database import StoreBusyError, parse_location
-from tests.fixtures import database_stores, store_writers
+from tests.fixtures import database_stores
 from tests.fixtures.database_stores import KINDS, build, contents, nearest, row_id
 from tests.fixtures.killable_migration import migrate_and_hang
 
@@ -29,16 +29,6 @@ D_OLD, D_NEW = 8, 12
 # Qdrant's local mode commits every point on its own (about 30 ms each here): fewer rows
 ROWS = {"qdrant": 30, "chroma": 200, "pgvector": 200, "sqlite-vec": 200}
 _tables = itertools.count()
-
-
-@pytest.fixture(scope="session")
-def postgres(tmp_path_factory):
-    """One real PostgreSQL with pgvector (pgserver) for the session; its URI."""
-    server = store_writers.postgres(tmp_path_factory.mktemp("pg"))
-    try:
-        yield server.get_uri()
-    finally:
-        server.cleanup()
 
 
 @pytest.fixture

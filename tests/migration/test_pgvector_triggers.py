@@ -11,11 +11,9 @@ import pytest
 from relrep_hf.migration import open_store
 from relrep_hf.migration.migrate import plan_migration
 from relrep_hf.migration.rollback import rollback_store
-from tests.migration import test_databases
 from tests.migration.test_databases import D_NEW, D_OLD, a_map, applied, migrate, table_name
 from tests.migration.test_store_safety import pg_execute, pg_table
 
-postgres = test_databases.postgres  # the fixture: one real PostgreSQL + pgvector per session
 pytestmark = pytest.mark.slow  # a PostgreSQL server is started for the module
 
 

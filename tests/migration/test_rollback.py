@@ -21,7 +21,6 @@ from tests.fixtures.database_stores import build, contents
 from tests.migration import test_databases
 from tests.migration.test_databases import a_map, migrate, old_vectors, table_name
 
-postgres = test_databases.postgres  # the fixture: one real PostgreSQL + pgvector per session
 where = test_databases.where
 
 

@@ -15,10 +15,7 @@ from relrep_hf.migration.plan import StorePlanError
 from relrep_hf.migration.stores import VectorStoreError
 from relrep_hf.migration.stores.database import StoreBusyError, backup_name
 from tests.fixtures.database_stores import build, contents, row_id
-from tests.migration import test_databases
 from tests.migration.test_databases import D_NEW, D_OLD, a_map, applied, migrate, table_name
-
-postgres = test_databases.postgres  # the fixture: one real PostgreSQL + pgvector per session
 
 
 def pg_execute(uri: str, *statements: str) -> list:
