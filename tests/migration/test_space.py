@@ -41,7 +41,10 @@ def a_map(seed: int, source: str | None = "old", target: str | None = "new") -> 
     return MigrationMap(weight, bias, {"source": source, "target": target})
 
 
-@pytest.fixture(params=list(NAMES))
+# LanceDB's first import and table write: 12 s on the shared 2 cores
+@pytest.fixture(
+    params=[pytest.param(k, marks=pytest.mark.slow) if k == "lancedb" else k for k in NAMES]
+)
 def store(request, tmp_path):
     """An unrecorded store of each file kind (written as users and older versions write)."""
     rows = np.random.default_rng(0).standard_normal((9, D)).astype(np.float32)

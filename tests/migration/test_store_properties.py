@@ -76,9 +76,10 @@ def others(kind: str, path: Path) -> dict:
 
 
 def leftovers(folder: Path, names: set[str]) -> list[str]:
-    """Whatever is in ``folder`` beyond ``names`` and a .npy store's record of its space
+    """Whatever is in ``folder`` beyond ``names`` and a .npy or FAISS store's record of its space
     (``NAME.space.json``): partial files, staging folders, locks."""
-    stores = names | {f"{name}.space.json" for name in names if name.endswith(".npy")}
+    sidecars = {f"{name}.space.json" for name in names if name.endswith((".npy", ".faiss"))}
+    stores = names | sidecars
     return sorted(p.name for p in folder.iterdir() if p.name not in stores)
 
 

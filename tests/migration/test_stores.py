@@ -106,7 +106,8 @@ def test_every_store_is_migrated_in_chunks_with_its_other_columns(kind, data, tm
     if ids is not None:
         np.testing.assert_array_equal(np.sort(ids), np.arange(ROWS) * 3)
     np.testing.assert_array_equal(open_store(old, **table).read_all(), vectors)  # as it was
-    sidecar = [f"{new.name}.space.json"] if kind == "npy" else []  # .npy: its space's record
+    # .npy and FAISS: their space's record beside them
+    sidecar = [f"{new.name}.space.json"] if kind in ("npy", "faiss") else []
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([old.name, new.name, *sidecar])
     if kind == "lancedb":  # the database's other table comes along
         assert lancedb.connect(str(new)).open_table("other").count_rows() == 3

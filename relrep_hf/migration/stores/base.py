@@ -85,7 +85,10 @@ def register_store_kind(kind: StoreKind) -> StoreKind:
     """Add ``kind``: `open_store`, `migrate_store` and ``relrep-hf migrate`` then take it (a
     ValueError if its name is taken)."""
     if not isinstance(kind, StoreKind):
-        raise ValueError(f"register_store_kind takes a StoreKind, got {type(kind).__name__}.")
+        raise ValueError(
+            f"register_store_kind takes a StoreKind, got {type(kind).__name__}: pass "
+            "StoreKind(name, recognises, open, help)."
+        )
     return STORE_KINDS.register(kind)
 
 
