@@ -282,15 +282,18 @@ def _parse(encoder: str) -> Any:
     return spec
 
 
-def _embed(spec: Any, texts: list[str], cache: Path, batch_size: int) -> tuple[np.ndarray, Any]:
+def embed_texts(
+    spec: Any, texts: list[str], cache: Path, batch_size: int, device: str | None = None
+) -> tuple[np.ndarray, Any]:
     """``texts`` embedded by ``spec`` through the library's loop (`embed_encoders`, its cache
-    in ``cache``): ``[n, d]`` float vectors and the `Embedded` (spec decided, provenance)."""
+    in ``cache``, a model on ``device``): ``[n, d]`` float vectors and the `Embedded` (spec
+    decided, provenance). The one embedding of a re-embed, here and in the Ray engine's actors."""
     import datasets
 
     from relrep_hf.encoding.encoder_kinds import EmbedRequest, embed_encoders
 
     data = datasets.Dataset.from_dict({"text": texts})
-    request = EmbedRequest(data, cache, batch_size, show_progress=False)
+    request = EmbedRequest(data, cache, batch_size, show_progress=False, device=device)
     (embedded,) = embed_encoders([spec], ["text"], request)
     vectors = np.asarray(embedded.dataset.with_format("numpy")["embedding"])
     return vectors.reshape(len(texts), -1), embedded
@@ -311,7 +314,7 @@ def _dry_run(
     with tempfile.TemporaryDirectory(prefix="relrep-reembed-dry-") as cache:
         start = time.perf_counter()
         if texts:
-            _embed(spec, texts, Path(cache), batch_size)
+            embed_texts(spec, texts, Path(cache), batch_size)
         seconds = time.perf_counter() - start
     return ReembedEstimate(len(texts), seconds, total)
 
@@ -413,7 +416,7 @@ def _embed_chunks(
                 continue
             cache = staging / f"cache-{index:06d}"
             shutil.rmtree(cache, ignore_errors=True)  # a killed run's
-            vectors, embedded = _embed(spec, texts, cache, options["batch_size"])
+            vectors, embedded = embed_texts(spec, texts, cache, options["batch_size"])
             shutil.rmtree(cache, ignore_errors=True)
             if "dim" in progress and vectors.shape[1] != progress["dim"]:
                 raise VectorStoreError(

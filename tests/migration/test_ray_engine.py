@@ -407,3 +407,124 @@ def test_a_ray_dataset_is_reembedded_as_one_process_embeds_it(tmp_path, ray_clus
     with pytest.raises(ValueError, match="no text column 'body'") as e:
         reembed_dataset(ds, spec, text_column="body")
     _documented(e.value, tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Onboarding from a corpus on Ray: statistics and support embeddings
+# ---------------------------------------------------------------------------------------------
+
+
+def _corpus(folder: Path, rows: int = 90, dim: int = D_OLD) -> tuple[list[Path], np.ndarray]:
+    """Three parquet shards of ``rows`` distinct texts and their float32 vectors."""
+    paths = _parquet_shards(folder, sizes=(rows // 3, rows // 3, rows - 2 * (rows // 3)), dim=dim)
+    tables = [pq.read_table(p) for p in paths]
+    vectors = np.concatenate([np.array(t.column("embedding").to_pylist()) for t in tables])
+    return paths, vectors.astype(np.float32)
+
+
+@pytest.mark.slow
+def test_onboarding_statistics_and_support_match_one_process(tmp_path, ray_cluster):
+    from relrep_hf import AnchorSet, RelativeProjector
+    from relrep_hf.migration.ray_onboarding import (
+        onboard_dataset,
+        onboarding_from_dataset,
+        support_keys,
+    )
+
+    paths, vectors = _corpus(tmp_path / "corpus")
+    support_rows = [71, 3, 40, 12, 88, 30]  # across the three shards, not in order
+    anchor_set = AnchorSet.random([f"row {i}" for i in support_rows], num_anchors=4, seed=0)
+    key_column, keys = support_keys(anchor_set)
+    ds = ray_cluster.data.read_parquet([str(p) for p in paths], override_num_blocks=3)
+    support, stats = onboarding_from_dataset(ds, keys, key_column=key_column)
+    # the one-process result: every row's statistics, the support rows in the anchor set's order
+    reference = Statistics.from_embeddings(torch.from_numpy(vectors).double())
+    assert stats.count == reference.count == 90
+    for ours, want in ((stats.mean, reference.mean), (stats.scatter, reference.scatter)):
+        assert float((ours - want).abs().max() / want.abs().max()) < 1e-9
+    assert torch.equal(support, torch.from_numpy(vectors[support_rows]).double())
+
+    projector = onboard_dataset(anchor_set, ds)
+    local = RelativeProjector.from_anchor_set(
+        anchor_set, torch.from_numpy(vectors[support_rows]), reference
+    )
+    rows = torch.from_numpy(vectors[:20])
+    with torch.no_grad():
+        ours, want = projector(rows), local(rows)
+    assert float((ours - want).abs().max() / want.abs().max()) < 1e-5  # float32 buffers
+
+    some = {f"row {i}" for i in range(0, 90, 2)}  # statistics of half the rows
+    _, half = onboarding_from_dataset(ds, keys, statistics_keys=some)
+    even = Statistics.from_embeddings(torch.from_numpy(vectors[::2]).double())
+    assert half.count == 45
+    assert float((half.scatter - even.scatter).abs().max() / even.scatter.abs().max()) < 1e-9
+
+    with pytest.raises(ValueError, match=r"lacks 1 of the anchor set's 7 support inputs") as e:
+        onboarding_from_dataset(ds, [*keys, "not in the corpus"])
+    _documented(e.value, tmp_path)
+    with pytest.raises(VectorStoreError, match="no key column 'doc_id'") as e:
+        onboarding_from_dataset(ds, keys, key_column="doc_id")
+    _documented(e.value, tmp_path)
+
+
+@pytest.mark.slow
+def test_onboarding_from_texts_embeds_them_on_ray(tmp_path, ray_cluster):
+    from relrep_hf.encoding.encoder_kinds import EmbedRequest, embed_encoders, parse_encoder
+    from relrep_hf.migration.ray_onboarding import onboarding_from_dataset
+
+    spec = _tiny_bert(tmp_path / "bert")
+    texts = [" ".join(["row", str(i)] + ["a b c d"[: 1 + i % 7]] * (i % 5)) for i in range(48)]
+    ds = ray_cluster.data.from_arrow(
+        [pa.table({"id": np.arange(24) + s, "text": texts[s : s + 24]}) for s in (0, 24)]
+    )
+    keys = [5, 30, 17]
+    support, stats = onboarding_from_dataset(
+        ds, keys, key_column="id", encoder=spec, batch_size=16, concurrency=2
+    )
+    request = EmbedRequest(datasets.Dataset.from_dict({"text": texts}), tmp_path / "cache")
+    (reference,) = embed_encoders([parse_encoder(spec)[0]], ["text"], request)
+    embeddings = torch.tensor(np.array(reference.dataset["embedding"]), dtype=torch.float64)
+    np.testing.assert_allclose(support.numpy(), embeddings[keys].numpy(), rtol=0, atol=1e-6)
+    want = Statistics.from_embeddings(embeddings)
+    assert stats.count == 48
+    np.testing.assert_allclose(stats.mean.numpy(), want.mean.numpy(), rtol=0, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_a_run_is_onboarded_from_shards_as_the_local_engine_onboards_it(tmp_path, ray_cluster):
+    from relrep_hf import RelativeProjector
+    from relrep_hf.pipeline.run_folder import run_dataset
+
+    rows, generator = 80, np.random.default_rng(0)
+    for name, dim in (("a", 8), ("b", 6), ("new", 7)):
+        np.save(tmp_path / f"{name}.npy", generator.standard_normal((rows, dim)))
+    run = tmp_path / "run"
+    argv = ["--quiet", "embed", str(run), "--limit", str(rows), "--test-size", "20"]
+    assert main([*argv, "--embeddings", f"a={tmp_path / 'a.npy'}",
+                 "--embeddings", f"b={tmp_path / 'b.npy'}"]) == 0  # fmt: skip
+    assert main(["--quiet", "fit", str(run), "--method", "random", "--num-anchors", "5",
+                 "--support-size", "12", "--held-out", "b"]) == 0  # fmt: skip
+    record = json.loads((run / "run.json").read_text())
+    texts = run_dataset(record)[record["dataset"]["column"]]
+    train = record["train_rows"]
+    assert len({texts[i] for i in train}) == len(train)  # the support is found by its text
+    new = np.load(tmp_path / "new.npy").astype(np.float32)
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    for i, part in enumerate(np.array_split(np.array(train), 3)):
+        column = pa.FixedSizeListArray.from_arrays(pa.array(new[part].reshape(-1)), 7)
+        table = pa.table({"text": [texts[j] for j in part], "embedding": column})
+        pq.write_table(table, shards / f"part-{i}.parquet")
+    spec = f"new={tmp_path / 'new.npy'}"
+    out = tmp_path / "new-projector"
+    assert main(["--quiet", "onboard", str(run), "--encoder", spec, "--engine", "ray",
+                 "--shards", str(shards / "part-*.parquet"), "--out", str(out),
+                 "--column", "embedding"]) == 0  # fmt: skip
+    assert main(["--quiet", "onboard", str(run), "--encoder", spec]) == 0  # the local engine
+    ours = RelativeProjector.from_pretrained(out)
+    local = RelativeProjector.from_pretrained(run / "projectors" / "new")
+    assert ours.config.encoder_kind == "precomputed"
+    features = torch.from_numpy(new)
+    with torch.no_grad():
+        got, want = ours(features), local(features)
+    assert float((got - want).abs().max() / want.abs().max()) < 1e-5
