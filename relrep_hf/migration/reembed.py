@@ -41,6 +41,7 @@ from relrep_hf.migration.stores import (
     check_finite_output,
     records_space,
 )
+from relrep_hf.migration.throughput import Throughput, dry_run_text
 from relrep_hf.utils.defaults import DEFAULT_EMBED_BATCH_SIZE, DEFAULT_REEMBED_CHUNK_ROWS
 from relrep_hf.utils.io import atomic_write_bytes, fsync_directory
 from relrep_hf.utils.locking import folder_lock
@@ -82,17 +83,10 @@ class ReembedEstimate:
         return self.total_rows / self.rows_per_second
 
     def __str__(self) -> str:
-        return (
-            f"Embedded {self.rows} rows in {self.seconds:.1f} s ({self.rows_per_second:.1f} "
-            f"rows/s, one encoder load included); the whole store ({self.total_rows} rows) "
-            f"would take about {_duration(self.projected_seconds)}. Nothing was written."
+        measured = Throughput("re-embed", self.rows, self.seconds)
+        return dry_run_text(
+            measured, self.total_rows, done="Embedded", note="one encoder load included"
         )
-
-
-def _duration(seconds: float) -> str:
-    minutes, rest = divmod(round(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min {rest:02d} s"
 
 
 # ---------------------------------------------------------------------------------------------
