@@ -70,24 +70,31 @@ def _loaded_map(migration_map: MigrationMap | str | os.PathLike) -> Any:
 
 
 def migrate_batch(
-    table: pa.Table, *, migration_map: Any, column: str, dtype: np.dtype | None
+    table: pa.Table | pa.RecordBatch,
+    *,
+    migration_map: Any,
+    column: str,
+    dtype: np.dtype | None,
+    where: str = DATASET,
 ) -> pa.Table:
     """``table`` with its vector ``column`` mapped by ``migration_map`` (`affine_chunks`, in
     the vectors' dtype as `migrate_store` computes), checked finite as read and as written in
-    the output's dtype (``dtype``, default the column's)."""
+    the output's dtype (``dtype``, default the column's); errors name ``where``."""
     from relrep_hf.migration.migrate import affine_chunks
 
+    if isinstance(table, pa.RecordBatch):
+        table = pa.Table.from_batches([table])
     d_old = int(migration_map.weight.shape[0])
     vectors = _matrix(table.column(column), DATASET, column)  # [n, d_old]
     if len(vectors) and vectors.shape[1] != d_old:
         raise VectorStoreError(
-            f"{DATASET}: column {column!r} holds {vectors.shape[1]}-d vectors, the map takes "
+            f"{where}: column {column!r} holds {vectors.shape[1]}-d vectors, the map takes "
             f"{d_old}-d vectors of the old encoder. Give the vectors of the map's source encoder."
         )
     wanted = vectors.dtype if dtype is None else dtype
     if not np.isfinite(vectors).all():
         raise VectorStoreError(
-            f"{DATASET}: column {column!r} holds NaN or infinite values. Re-embed or drop those "
+            f"{where}: column {column!r} holds NaN or infinite values. Re-embed or drop those "
             "rows first."
         )
     transform = affine_chunks(migration_map, wanted)
@@ -95,7 +102,7 @@ def migrate_batch(
         mapped = transform(vectors).astype(wanted, copy=False)  # [n, d_new]
     if not np.isfinite(mapped).all():
         raise VectorStoreError(
-            f"{DATASET}: migrated values overflow {mapped.dtype} although the vectors read are "
+            f"{where}: migrated values overflow {mapped.dtype} although the vectors read are "
             "finite. Ask for a wider dtype (dtype='float32'), or check the map's weights."
         )
     index = table.schema.get_field_index(column)

@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from relrep_hf.migration.files import _is_datasets
+from relrep_hf.migration.ray_lance import is_lance_dataset, migrate_lance
 from relrep_hf.migration.report import check_recommendation
 from relrep_hf.migration.stores import (
     DEFAULT_CHUNK_ROWS,
@@ -219,9 +220,18 @@ def _start_work(work: Path, plan: dict[str, Any], resume: bool) -> None:
 def _run_tasks(
     migration_map: Any, kind: str, todo: list[Path], work: Path, options: dict[str, Any]
 ) -> None:
-    """One Ray task per shard of ``todo``. The others still finish when one fails (their
-    shards are kept for a resume); then the first failure is raised naming its shard (a worker
-    that died ``max_retries + 1`` times included)."""
+    """One Ray task per shard of ``todo`` (`migrate_one_shard`), run by `run_shard_tasks`."""
+    args = (str(work), options["column"], options["dtype"], options["chunk_rows"])
+    jobs = {str(shard): (kind, str(shard), *args) for shard in todo}
+    run_shard_tasks(migrate_one_shard, migration_map, jobs, work, options)
+
+
+def run_shard_tasks(
+    function: Any, migration_map: Any, jobs: dict[str, tuple], work: Path, options: dict
+) -> None:
+    """One Ray task ``function(map, *args)`` per ``{shard name: args}`` of ``jobs``. The others
+    still finish when one fails (their shards are kept for a resume); then the first failure is
+    raised naming its shard (a worker that died ``max_retries + 1`` times included)."""
     from tqdm.auto import tqdm
 
     from relrep_hf.migration.ray_engine import require_ray
@@ -229,13 +239,12 @@ def _run_tasks(
     ray = require_ray()
     if not ray.is_initialized():
         ray.init()  # RAY_ADDRESS, if set, names the cluster; else a local one
-    task = ray.remote(max_retries=options["max_retries"])(migrate_one_shard)
+    task = ray.remote(max_retries=options["max_retries"])(function)
     shared_map = ray.put(migration_map)
-    args = (str(work), options["column"], options["dtype"], options["chunk_rows"])
-    pending = {task.remote(shared_map, kind, str(s), *args): s for s in todo}
+    pending = {task.remote(shared_map, *args): shard for shard, args in jobs.items()}
     failure: Exception | None = None
     disable = None if options["show_progress"] is None else not options["show_progress"]
-    with tqdm(total=len(todo), unit="shard", desc="migrating on Ray", disable=disable) as bar:
+    with tqdm(total=len(jobs), unit="shard", desc="migrating on Ray", disable=disable) as bar:
         while pending:
             (ready,), _ = ray.wait(list(pending), num_returns=1)
             shard = pending.pop(ready)
@@ -255,7 +264,7 @@ def _run_tasks(
         raise failure
 
 
-def _task_failure(error: Any, shard: Path) -> Exception:
+def _task_failure(error: Any, shard: str) -> Exception:
     """The error a shard's task raised, as the driver raises it (without Ray's wrapping)."""
     cause = getattr(error, "cause", None)
     if isinstance(cause, VectorStoreError):
@@ -365,6 +374,16 @@ def migrate_shards(
     if not isinstance(chunk_rows, int) or isinstance(chunk_rows, bool) or chunk_rows < 1:
         raise ValueError(f"chunk_rows must be a positive int, got {chunk_rows!r}.")
     source, out = Path(vectors), Path(os.path.abspath(out))
+    options = {"max_retries": max_retries, "show_progress": show_progress}
+    if is_lance_dataset(source):
+        from relrep_hf.migration.migrate import _dtype
+
+        wanted = None if dtype is None else str(_dtype(dtype))
+        options["map"] = _map_digest(migration_map)
+        return migrate_lance(
+            migration_map, source, out, column=column, dtype=wanted, chunk_rows=chunk_rows,
+            overwrite=overwrite, resume=resume, options=options,
+        )  # fmt: skip
     kind, shards = sharded_store(source)
     _check_out(source, out, kind, overwrite)
     d_old = int(migration_map.weight.shape[0])

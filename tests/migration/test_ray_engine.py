@@ -528,3 +528,80 @@ def test_a_run_is_onboarded_from_shards_as_the_local_engine_onboards_it(tmp_path
     with torch.no_grad():
         got, want = ours(features), local(features)
     assert float((got - want).abs().max() / want.abs().max()) < 1e-5
+
+
+# ---------------------------------------------------------------------------------------------
+# Lance datasets: one Ray task per fragment
+# ---------------------------------------------------------------------------------------------
+
+
+def _tree_hashes(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _lance_table(tmp_path: Path, vectors: np.ndarray) -> Path:
+    """A LanceDB database holding table 'docs' (3 fragments): its folder docs.lance."""
+    lance = pytest.importorskip("lance")
+    db = tmp_path / "db"
+    db.mkdir()
+    lance.write_dataset(_table(vectors, 0), str(db / "docs.lance"), max_rows_per_file=30)
+    return db / "docs.lance"
+
+
+@pytest.mark.slow
+def test_a_lance_dataset_matches_the_single_process_path(tmp_path, ray_cluster, migration_map):
+    import lance
+
+    vectors = np.random.default_rng(5).standard_normal((80, D_OLD)).astype(np.float32)
+    source = _lance_table(tmp_path, vectors)
+    assert len(lance.dataset(str(source)).get_fragments()) == 3
+    before = _tree_hashes(source)
+    out = migrate_shards(migration_map, source, tmp_path / "new.lance", chunk_rows=7)
+    assert _tree_hashes(source) == before  # the input was only read
+    local = migrate_store(migration_map, source.parent, tmp_path / "local_db", table="docs")
+    reference = lance.dataset(str(Path(local) / "docs.lance")).to_table().sort_by("id")
+    ours = lance.dataset(str(out)).to_table().sort_by("id")
+    _same_table(ours.select(reference.column_names), reference)
+    assert not (tmp_path / ".new.lance.ray-shards").exists()
+    # ray.data.read_lance gives a Ray dataset that migrate_dataset maps the same way
+    from relrep_hf.migration.ray_engine import migrate_dataset
+
+    ds = ray_cluster.data.read_lance(str(source))
+    mapped = pa.concat_tables(ray_cluster.get(migrate_dataset(migration_map, ds).to_arrow_refs()))
+    _same_table(mapped.sort_by("id").select(reference.column_names), reference)
+
+    with pytest.raises(VectorStoreError, match="is the input dataset itself") as e:
+        migrate_shards(migration_map, source, source, overwrite=True)
+    _documented(e.value, tmp_path)
+
+
+@pytest.mark.slow
+def test_a_lance_run_that_stopped_resumes_by_fragment(tmp_path, ray_cluster, migration_map):
+    vectors = np.random.default_rng(6).standard_normal((90, D_OLD)).astype(np.float32)
+    vectors[75, 2] = np.inf  # in the third fragment
+    source = _lance_table(tmp_path, vectors)
+    before = _tree_hashes(source)
+    out, work = tmp_path / "new.lance", tmp_path / ".new.lance.ray-shards"
+    with pytest.raises(VectorStoreError, match=r"fragment 2: column 'embedding' holds NaN") as e:
+        migrate_shards(migration_map, source, out)
+    _documented(e.value, tmp_path)
+    assert _tree_hashes(source) == before and not out.exists()
+    done = sorted(p.name for p in (work / ".done").iterdir())
+    assert done == ["0.json", "1.json"]  # the fragments that finished are kept
+    kept = {p.name: p.stat().st_ino for p in (work / "dataset" / "data").iterdir()}
+    with pytest.raises(VectorStoreError, match="Pass resume=True"):
+        migrate_shards(migration_map, source, out)
+    with pytest.raises(VectorStoreError, match="fragment 2"):  # only fragment 2 runs again
+        migrate_shards(migration_map, source, out, resume=True)
+    again = {p.name: p.stat().st_ino for p in (work / "dataset" / "data").iterdir()}
+    assert {name: again[name] for name in kept} == kept and len(again) == len(kept)
+
+    (tmp_path / "wide").mkdir()
+    wide = _lance_table(tmp_path / "wide", np.ones((4, D_OLD + 1), np.float32))
+    with pytest.raises(VectorStoreError, match="holds 9-d vectors, the map takes 8-d") as e:
+        migrate_shards(migration_map, wide, tmp_path / "w.lance")
+    _documented(e.value, tmp_path)
