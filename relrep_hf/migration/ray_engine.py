@@ -14,7 +14,10 @@ rewritten shard by shard, resumably, by `relrep_hf.migration.ray_shards.migrate_
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -23,6 +26,7 @@ import pyarrow as pa
 from relrep_hf.migration.stores import VectorStoreError
 from relrep_hf.migration.tables import _column, _matrix, _pick_column, _vector_type
 from relrep_hf.utils.defaults import DEFAULT_EMBED_BATCH_SIZE, DEFAULT_REEMBED_CHUNK_ROWS
+from relrep_hf.utils.io import atomic_write_bytes
 
 if TYPE_CHECKING:
     import ray.data
@@ -304,3 +308,88 @@ def statistics_from_dataset(ds: ray.data.Dataset, column: str | None = None) -> 
     if merged is None:
         raise ValueError(f"{DATASET} has no rows: statistics need at least 2 embeddings.")
     return merged
+
+
+# ---------------------------------------------------------------------------------------------
+# What the sharded runs share (`ray_shards`, `ray_lance`): the work folder and one task a shard
+# ---------------------------------------------------------------------------------------------
+
+PLAN_FILE = "plan.json"
+DONE_FOLDER = ".done"
+
+
+def _map_digest(migration_map: Any) -> str:
+    digest = hashlib.sha256()
+    for tensor in (migration_map.weight, migration_map.bias):
+        array = tensor.detach().to("cpu").double().numpy()
+        digest.update(str(array.shape).encode() + array.tobytes())
+    return digest.hexdigest()
+
+
+def _start_work(work: Path, plan: dict[str, Any], resume: bool) -> None:
+    """Create the work folder with ``plan``; or, with ``resume``, check an existing one's plan."""
+    plan_path = work / PLAN_FILE
+    if work.exists():
+        if not resume:
+            raise VectorStoreError(
+                f"{str(work)!r}: an earlier run of this migration stopped before it finished and "
+                "left its shards there. Pass resume=True (--resume) to keep the shards it "
+                "finished, or remove that folder to start again. Nothing was written."
+            )
+        try:
+            found = json.loads(plan_path.read_text("utf-8"))
+        except (OSError, ValueError):
+            found = None
+        if found != plan:
+            raise VectorStoreError(
+                f"{str(work)!r} holds shards of another migration (another map, input, column "
+                f"or dtype: {found} against {plan}). Remove that folder to start again, or "
+                "resume with the same arguments. Nothing was written."
+            )
+        return
+    (work / DONE_FOLDER).mkdir(parents=True)
+    atomic_write_bytes(plan_path, json.dumps(plan, sort_keys=True).encode())
+
+
+def run_shard_tasks(
+    function: Any, migration_map: Any, jobs: dict[str, tuple], work: Path, options: dict
+) -> None:
+    """One Ray task ``function(map, *args)`` per ``{shard name: args}`` of ``jobs``. The others
+    still finish when one fails (their shards are kept for a resume); then the first failure is
+    raised naming its shard (a worker that died ``max_retries + 1`` times included)."""
+    from tqdm.auto import tqdm
+
+    ray = require_ray()
+    if not ray.is_initialized():
+        ray.init()  # RAY_ADDRESS, if set, names the cluster; else a local one
+    task = ray.remote(max_retries=options["max_retries"])(function)
+    shared_map = ray.put(migration_map)
+    pending = {task.remote(shared_map, *args): shard for shard, args in jobs.items()}
+    failure: Exception | None = None
+    disable = None if options["show_progress"] is None else not options["show_progress"]
+    with tqdm(total=len(jobs), unit="shard", desc="migrating on Ray", disable=disable) as bar:
+        while pending:
+            (ready,), _ = ray.wait(list(pending), num_returns=1)
+            shard = pending.pop(ready)
+            try:
+                ray.get(ready)
+                bar.update(1)
+            except ray.exceptions.RayTaskError as error:
+                failure = failure or _task_failure(error, shard)
+            except ray.exceptions.RayError as error:  # the worker or its node died
+                failure = failure or VectorStoreError(
+                    f"Shard {str(shard)!r}: the Ray worker migrating it died "
+                    f"{options['max_retries'] + 1} time(s) ({type(error).__name__}). The "
+                    f"shards already written are kept in {str(work)!r}: run again with "
+                    "resume=True (--resume) once the cause (memory, a lost node) is fixed."
+                )
+    if failure is not None:
+        raise failure
+
+
+def _task_failure(error: Any, shard: str) -> Exception:
+    """The error a shard's task raised, as the driver raises it (without Ray's wrapping)."""
+    cause = getattr(error, "cause", None)
+    if isinstance(cause, VectorStoreError):
+        return VectorStoreError(str(cause))
+    return RuntimeError(f"Shard {str(shard)!r} failed: {cause or error}")

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from relrep_hf.migration.ray_engine import DONE_FOLDER
 from relrep_hf.migration.stores import VectorStoreError
 from relrep_hf.migration.tables import _pick_column, _vector_type
 from relrep_hf.utils.io import atomic_directory, atomic_write_bytes, fsync_directory
@@ -33,7 +34,6 @@ from relrep_hf.utils.manifest import file_digest
 
 __all__ = ["is_lance_dataset", "migrate_lance"]
 
-DONE_FOLDER = ".done"
 DATA = "dataset"  # the work folder's Lance dataset, whose data files the tasks write
 
 
@@ -156,7 +156,7 @@ def migrate_lance(
     """The Lance dataset ``source`` migrated into a new one at ``out``, one Ray task per
     fragment (see the module's text); called by `migrate_shards`, which loaded the map and
     checked its report. ``options``: ``max_retries``, ``show_progress``, ``map`` (its digest)."""
-    from relrep_hf.migration.ray_shards import _start_work, run_shard_tasks
+    from relrep_hf.migration.ray_engine import _start_work, run_shard_tasks
     from relrep_hf.utils.locking import folder_lock
 
     lance = require_lance()
