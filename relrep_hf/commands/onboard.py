@@ -44,13 +44,18 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    ray_only = [f for f in ("shards", "out", "column", "key_column") if getattr(args, f)]
+    if args.engine == "local" and ray_only:
+        raise ValueError(
+            f"--{ray_only[0].replace('_', '-')} applies to --engine ray (statistics from "
+            "shards on Ray Data), not --engine local."
+        )
+    if args.engine == "ray" and (args.shards is None or args.out is None):
+        raise ValueError("--engine ray needs --shards (the corpus) and --out (the projector).")
     check_run_folder(args.run_dir)  # at once, before the pipeline's imports
     if args.engine == "ray":
         _run_ray(args)
         return
-    ray_only = [f for f in ("shards", "out", "column", "key_column") if getattr(args, f)]
-    if ray_only:
-        raise ValueError(f"--{ray_only[0].replace('_', '-')} applies to --engine ray.")
     from relrep_hf.pipeline import steps as pipeline
 
     projector = pipeline.onboard(args.run_dir, args.encoder, show_progress=show_progress(args))
@@ -61,8 +66,6 @@ def run(args: argparse.Namespace) -> None:
 
 
 def _run_ray(args: argparse.Namespace) -> None:
-    if args.shards is None or args.out is None:
-        raise ValueError("--engine ray needs --shards (the corpus) and --out (the projector).")
     from relrep_hf.migration.ray_onboarding import onboard_shards
     from relrep_hf.pipeline.run_folder import read_run
 

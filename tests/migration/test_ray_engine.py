@@ -190,6 +190,21 @@ def test_resume_is_refused_without_the_ray_engine(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["old.npy"]
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--shards", "corpus"], "--shards applies to --engine ray"),
+        (["--engine", "ray", "--out", "p"], "--engine ray needs --shards (the corpus) and --out"),
+    ],
+)
+def test_onboard_flags_of_the_other_engine_are_refused(tmp_path, capsys, flags, message):
+    assert main(["onboard", str(tmp_path / "run"), "--encoder", "minilm", *flags]) == 2
+    error = capsys.readouterr().err
+    assert message in error
+    _documented(ValueError(error.split("error: ", 1)[1].strip()), tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_a_batch_is_migrated_as_migrate_store_migrates_its_file(tmp_path, migration_map, dtype):
     from relrep_hf.migration.ray_engine import migrate_batch
