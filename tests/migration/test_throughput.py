@@ -71,3 +71,29 @@ def test_migrate_max_rows_prints_the_projection_and_writes_nothing(tmp_path, cap
     assert "the whole store (300 rows) would take about" in printed
     assert "per CPU hour, an assumption). Nothing was written." in printed
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def _documented(error: Exception) -> None:
+    """The error's first sentence is the one docs/bad_inputs.md's dry-run section gives."""
+    from pathlib import Path
+
+    from tests.test_reliability import first_sentence
+
+    docs = Path(__file__).resolve().parents[2] / "docs" / "bad_inputs.md"
+    section = docs.read_text("utf-8").split("## Throughput dry runs")[1]
+    assert f"{type(error).__name__}: {first_sentence(str(error))}" in section, str(error)
+
+
+def test_the_bad_inputs_are_the_documented_ones(tmp_path, capsys):
+    np.save(tmp_path / "old.npy", np.ones((3, 8), np.float32))
+    argv = ["migrate", "map", "--vectors", str(tmp_path / "old.npy"), "--out", "new.npy"]
+    assert main([*argv, "--max-rows", "0"]) == 2
+    _documented(ValueError(capsys.readouterr().err.split("error: ", 1)[1].strip()))
+    for bad in (
+        lambda: Throughput("migrate", 1, 1.0, kind="TPU"),
+        lambda: project(Throughput("migrate", 1, 1.0), 10, hour_usd=-1),
+    ):
+        with pytest.raises(ValueError) as e:
+            bad()
+        _documented(e.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.npy"]
