@@ -41,6 +41,14 @@ def register(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="--engine ray: keep the verified shards of an earlier run that stopped",
     )
+    parser.add_argument(
+        "--max-rows",
+        type=int,
+        default=None,
+        metavar="N",
+        help="dry run: migrate the first N rows to a scratch file, write nothing, print rows/s "
+        "and the whole store's projected time and cost",
+    )
     parser.set_defaults(func=run)
 
 
@@ -112,6 +120,12 @@ def migrate_vectors(args: argparse.Namespace, migration_map: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    if args.max_rows is not None:
+        from relrep_hf.migration.migrate import estimate_migration
+
+        where = {"column": args.column, "table": args.table, "chunk_rows": args.chunk_rows}
+        print(estimate_migration(args.map, args.vectors, args.max_rows, **where))
+        return
     if args.engine == "ray":
         from relrep_hf.migration.ray_shards import migrate_shards
 

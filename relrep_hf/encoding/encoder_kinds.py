@@ -51,12 +51,14 @@ ENCODER_KINDS: Registry[EncoderKind] = Registry("encoder kind")
 
 @dataclass(frozen=True)
 class EmbedRequest:
-    """What every kind embeds: the run's rows, the cache folder, texts per call, a progress bar."""
+    """What every kind embeds: the run's rows, the cache folder, texts per call, a progress bar,
+    and where a transformers or GGUF model runs (``device``; None: where it loads, the CPU)."""
 
     data: datasets.Dataset
     cache_dir: Path
     batch_size: int = DEFAULT_EMBED_BATCH_SIZE
     show_progress: bool | None = None
+    device: str | None = None
 
 
 @dataclass(frozen=True)
@@ -253,6 +255,8 @@ def _load_and_embed(group: Sequence[tuple[Any, str]], request: EmbedRequest) -> 
     from relrep_hf.encoding.extraction import extract_embedding_views
 
     model, tokenizer, provenance = load_encoder(group[0][0])
+    if request.device is not None:
+        model = model.to(request.device)
     specs = [resolve_pooling(spec, model) for spec, _ in group]
     results: dict[int, Embedded] = {}
     for read in dict.fromkeys(column for _, column in group):

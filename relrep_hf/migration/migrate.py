@@ -24,6 +24,7 @@ from relrep_hf.migration.stores import (
     open_store,
     rewrite_store,
 )
+from relrep_hf.migration.stores.base import check_rows_finite
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from relrep_hf.translation.translator import translation_map
 
@@ -163,3 +164,43 @@ def plan_migration(
     cannot (`relrep_hf.migration.plan.StorePlan`); nothing is written."""
     migration_map, store, d_new = _opened(migration_map, vectors, column, table)
     return store.plan(out, d_new)
+
+
+def estimate_migration(
+    migration_map: MigrationMap | str | os.PathLike,
+    vectors: str | os.PathLike,
+    max_rows: int,
+    *,
+    column: str | None = None,
+    table: str | None = None,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+) -> str:
+    """A dry run of `migrate_store` (``relrep-hf migrate --max-rows``): the store's first
+    ``max_rows`` rows read, mapped (`affine_chunks`, checked finite) and written to a scratch
+    .npy, timed; the whole store's time and cost projected from that rate
+    (`relrep_hf.migration.throughput`). Writes nothing beside the store."""
+    import tempfile
+    import time
+
+    from relrep_hf.migration.throughput import Throughput, dry_run_text
+
+    if not isinstance(max_rows, int) or isinstance(max_rows, bool) or max_rows < 1:
+        raise ValueError(f"max_rows must be a positive int, got {max_rows!r}.")
+    migration_map, store, d_new = _opened(migration_map, vectors, column, table)
+    transform = affine_chunks(migration_map, store.dtype)
+    done = 0
+    with tempfile.TemporaryDirectory(prefix="relrep-migrate-dry-") as scratch:
+        start = time.perf_counter()
+        with open(Path(scratch) / "rows.npy", "wb") as sink:
+            for chunk in store.chunks(min(chunk_rows, max_rows)):
+                chunk = chunk[: max_rows - done]
+                check_rows_finite(chunk, done, store)
+                np.save(sink, transform(chunk).astype(store.dtype, copy=False))
+                done += len(chunk)
+                if done >= max_rows:
+                    break
+        seconds = time.perf_counter() - start
+    measured = Throughput("migrate", done, seconds)
+    return dry_run_text(
+        measured, store.rows, done="Migrated", note=f"read, mapped to {d_new}-d, written aside"
+    )

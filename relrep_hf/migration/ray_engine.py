@@ -6,15 +6,18 @@ Each is the single-process path applied per batch with ``map_batches``: the same
 `relrep_hf.migration.migrate_store` (`affine_chunks`: float32, float64 for float64 vectors),
 the same encoder loading and pooling as the pipeline's embed step, the same mergeable
 `Statistics`. Ray is an optional dependency (``pip install 'relrep-hf[ray]'``), imported when
-one of these runs. A sharded store on disk (a folder of parquet shards, a datasets folder) is
+one of these runs. Re-embedding runs `reembed_store`'s own embedding function per batch. A
+sharded store on disk (a folder of parquet shards, a datasets folder) is
 rewritten shard by shard, resumably, by `relrep_hf.migration.ray_shards.migrate_shards`.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import os
-from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,6 +25,8 @@ import pyarrow as pa
 
 from relrep_hf.migration.stores.arrow import _column, _matrix, _pick_column, _vector_type
 from relrep_hf.migration.stores.base import VectorStoreError
+from relrep_hf.utils.defaults import DEFAULT_EMBED_BATCH_SIZE, DEFAULT_REEMBED_CHUNK_ROWS
+from relrep_hf.utils.io import atomic_write_bytes
 
 if TYPE_CHECKING:
     import ray.data
@@ -30,7 +35,6 @@ if TYPE_CHECKING:
     from relrep_hf.migration.map import MigrationMap
 
 __all__ = [
-    "load_text_encoder",
     "migrate_dataset",
     "reembed_dataset",
     "require_ray",
@@ -70,24 +74,31 @@ def _loaded_map(migration_map: MigrationMap | str | os.PathLike) -> Any:
 
 
 def migrate_batch(
-    table: pa.Table, *, migration_map: Any, column: str, dtype: np.dtype | None
+    table: pa.Table | pa.RecordBatch,
+    *,
+    migration_map: Any,
+    column: str,
+    dtype: np.dtype | None,
+    where: str = DATASET,
 ) -> pa.Table:
     """``table`` with its vector ``column`` mapped by ``migration_map`` (`affine_chunks`, in
     the vectors' dtype as `migrate_store` computes), checked finite as read and as written in
-    the output's dtype (``dtype``, default the column's)."""
+    the output's dtype (``dtype``, default the column's); errors name ``where``."""
     from relrep_hf.migration.migrate import affine_chunks
 
+    if isinstance(table, pa.RecordBatch):
+        table = pa.Table.from_batches([table])
     d_old = int(migration_map.weight.shape[0])
     vectors = _matrix(table.column(column), DATASET, column)  # [n, d_old]
     if len(vectors) and vectors.shape[1] != d_old:
         raise VectorStoreError(
-            f"{DATASET}: column {column!r} holds {vectors.shape[1]}-d vectors, the map takes "
+            f"{where}: column {column!r} holds {vectors.shape[1]}-d vectors, the map takes "
             f"{d_old}-d vectors of the old encoder. Give the vectors of the map's source encoder."
         )
     wanted = vectors.dtype if dtype is None else dtype
     if not np.isfinite(vectors).all():
         raise VectorStoreError(
-            f"{DATASET}: column {column!r} holds NaN or infinite values. Re-embed or drop those "
+            f"{where}: column {column!r} holds NaN or infinite values. Re-embed or drop those "
             "rows first."
         )
     transform = affine_chunks(migration_map, wanted)
@@ -95,7 +106,7 @@ def migrate_batch(
         mapped = transform(vectors).astype(wanted, copy=False)  # [n, d_new]
     if not np.isfinite(mapped).all():
         raise VectorStoreError(
-            f"{DATASET}: migrated values overflow {mapped.dtype} although the vectors read are "
+            f"{where}: migrated values overflow {mapped.dtype} although the vectors read are "
             "finite. Ask for a wider dtype (dtype='float32'), or check the map's weights."
         )
     index = table.schema.get_field_index(column)
@@ -145,78 +156,32 @@ def migrate_dataset(
     return ds.map_batches(function, batch_format="pyarrow", batch_size=batch_size)
 
 
-def load_text_encoder(spec: str, *, batch_size: int = 64) -> Callable[[Sequence[str]], np.ndarray]:
-    """``texts -> [N, d]`` float32 NumPy for an encoder spec (`parse_encoder`): a transformers
-    or GGUF model loaded once (`load_encoder`, its pooling decided as the embed step decides
-    it, on the GPU when one is visible), a sentence-transformers model or a callable."""
-    from relrep_hf.encoding.encoder_kinds import parse_encoder
-
-    parsed, _ = parse_encoder(spec)
-    if parsed.kind in ("transformers", "gguf"):
-        return _model_encoder(parsed, batch_size)
-    if parsed.kind == "callable":
-        from relrep_hf.encoding.array_encoders import load_callable
-
-        function = load_callable(parsed.source)
-        return lambda texts: np.asarray(function(list(texts)), dtype=np.float32)
-    if parsed.kind == "sentence-transformers":
-        from relrep_hf.encoding.array_encoders import _sentence_transformer
-
-        model, _ = _sentence_transformer(parsed.source)
-        return lambda texts: model.encode(
-            list(texts), batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False
-        ).astype(np.float32, copy=False)
-    raise ValueError(
-        f"Encoder {spec!r} is of kind {parsed.kind!r}, which gives no embeddings of new texts: "
-        "re-embed with a model ('ID:POOLING'), 'st:FOLDER_OR_ID' or 'py:module:function'."
-    )
-
-
-def _model_encoder(spec: Any, batch_size: int) -> Callable[[Sequence[str]], np.ndarray]:
-    import torch
-
-    from relrep_hf.encoding.batches import encode_in_order
-    from relrep_hf.encoding.encoders import load_encoder, resolve_pooling
-    from relrep_hf.encoding.pooling import pool_model_outputs
-
-    model, tokenizer, _ = load_encoder(spec)
-    if torch.cuda.is_available():  # an actor with num_gpus sees its GPU(s) only
-        model = model.to("cuda")
-    spec = resolve_pooling(spec, model)
-    views = [(spec.pooling, spec.layer)]
-
-    def encode(texts: Sequence[str]) -> np.ndarray:
-        (pooled,), _ = encode_in_order(
-            model,
-            tokenizer,
-            list(texts),
-            lambda batch: pool_model_outputs(model, batch, views),
-            batch_size=batch_size,
-            output_device="cpu",
-            output_dtype=torch.float32,
-            show_progress=False,
-            warn=False,
-        )
-        return pooled.numpy()  # [n, d]
-
-    return encode
-
-
 class EncoderActor:
-    """A Ray Data actor: the encoder loaded once (`load_text_encoder`), each batch of texts
-    embedded into ``output_column`` (fixed-size lists of float32)."""
+    """A Ray Data actor: each batch of texts embedded into ``output_column`` (fixed-size lists of
+    float32) by `relrep_hf.migration.reembed.embed_texts`, the single-process re-embed's one
+    embedding (the encoder kinds' registry: any kind `parse_encoder` reads), one encoder load
+    per batch as `reembed_store` loads it once per chunk; on the GPU when the actor sees one."""
 
     def __init__(self, spec: str, text_column: str, output_column: str, batch_size: int):
-        self.encode = load_text_encoder(spec, batch_size=batch_size)
+        import torch
+
+        from relrep_hf.encoding.encoder_kinds import parse_encoder
+
+        self.spec, _ = parse_encoder(spec)
         self.text_column, self.output_column = text_column, output_column
+        self.batch_size = batch_size
+        self.device = "cuda" if torch.cuda.is_available() else None  # an actor's own GPU(s)
 
     def __call__(self, table: pa.Table) -> pa.Table:
+        import tempfile
+        from pathlib import Path
+
+        from relrep_hf.migration.reembed import embed_texts
+
         texts = table.column(self.text_column).to_pylist()
-        vectors = np.ascontiguousarray(self.encode(texts), dtype=np.float32)  # [n, d]
-        if vectors.shape[0] != len(texts) or vectors.ndim != 2:
-            raise ValueError(
-                f"The encoder gave {vectors.shape} for {len(texts)} texts; expected [n, d]."
-            )
+        with tempfile.TemporaryDirectory(prefix="relrep-ray-embed-") as cache:
+            vectors, _ = embed_texts(self.spec, texts, Path(cache), self.batch_size, self.device)
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)  # [n, d]
         column = pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), vectors.shape[1])
         if self.output_column in table.column_names:
             index = table.column_names.index(self.output_column)
@@ -241,7 +206,8 @@ def reembed_dataset(
     encoder_spec: str,
     *,
     text_column: str = "text",
-    batch_size: int = 64,
+    batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
+    chunk_rows: int = DEFAULT_REEMBED_CHUNK_ROWS,
     num_gpus: float | None = None,
     concurrency: int | tuple[int, int] | None = None,
     output_column: str = "embedding",
@@ -249,10 +215,11 @@ def reembed_dataset(
     """``ds`` with ``output_column`` (float32 vectors) embedded from ``text_column`` by
     ``encoder_spec`` (any spec `parse_encoder` reads but precomputed), lazily (Ray Data).
 
-    Encoder actors (`EncoderActor`) each load the encoder once; ``num_gpus``: GPUs per actor
+    Encoder actors (`EncoderActor`) embed ``chunk_rows`` rows per call (one encoder load, as a
+    chunk of `reembed_store`), ``batch_size`` texts per forward; ``num_gpus``: GPUs per actor
     (default: 1 where the cluster has GPUs, else none); ``concurrency``: actors, a number or a
-    ``(min, max)`` range (default: from 1 up to as many as the cluster holds). Each row's embedding is the one the single-process embed step
-    gives for its text (to float32 round-off).
+    ``(min, max)`` range (default: from 1 up to as many as the cluster holds). Each row's
+    embedding is the one `reembed_store` gives for its text (the same function).
 
     Example:
         >>> ds = ray.data.read_parquet("s3://bucket/docs/")  # doctest: +SKIP
@@ -265,11 +232,12 @@ def reembed_dataset(
             f"{DATASET} has no text column {text_column!r}; its columns are {names}. Name the "
             "column holding the texts (text_column=..., --text-column)."
         )
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}.")
-    from relrep_hf.encoding.encoder_kinds import parse_encoder
+    for name, value in (("batch_size", batch_size), ("chunk_rows", chunk_rows)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}.")
+    from relrep_hf.migration.reembed import _parse
 
-    parse_encoder(encoder_spec)  # on the driver first: a bad spec fails at once
+    _parse(encoder_spec)  # on the driver first: a bad spec fails at once
     if num_gpus is None:
         num_gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else None
     return ds.map_batches(
@@ -281,7 +249,7 @@ def reembed_dataset(
             "batch_size": batch_size,
         },
         batch_format="pyarrow",
-        batch_size=batch_size,
+        batch_size=chunk_rows,
         num_gpus=num_gpus,
         concurrency=concurrency or _concurrency(num_gpus),
     )
@@ -340,3 +308,88 @@ def statistics_from_dataset(ds: ray.data.Dataset, column: str | None = None) -> 
     if merged is None:
         raise ValueError(f"{DATASET} has no rows: statistics need at least 2 embeddings.")
     return merged
+
+
+# ---------------------------------------------------------------------------------------------
+# What the sharded runs share (`ray_shards`, `ray_lance`): the work folder and one task a shard
+# ---------------------------------------------------------------------------------------------
+
+PLAN_FILE = "plan.json"
+DONE_FOLDER = ".done"
+
+
+def _map_digest(migration_map: Any) -> str:
+    digest = hashlib.sha256()
+    for tensor in (migration_map.weight, migration_map.bias):
+        array = tensor.detach().to("cpu").double().numpy()
+        digest.update(str(array.shape).encode() + array.tobytes())
+    return digest.hexdigest()
+
+
+def _start_work(work: Path, plan: dict[str, Any], resume: bool) -> None:
+    """Create the work folder with ``plan``; or, with ``resume``, check an existing one's plan."""
+    plan_path = work / PLAN_FILE
+    if work.exists():
+        if not resume:
+            raise VectorStoreError(
+                f"{str(work)!r}: an earlier run of this migration stopped before it finished and "
+                "left its shards there. Pass resume=True (--resume) to keep the shards it "
+                "finished, or remove that folder to start again. Nothing was written."
+            )
+        try:
+            found = json.loads(plan_path.read_text("utf-8"))
+        except (OSError, ValueError):
+            found = None
+        if found != plan:
+            raise VectorStoreError(
+                f"{str(work)!r} holds shards of another migration (another map, input, column "
+                f"or dtype: {found} against {plan}). Remove that folder to start again, or "
+                "resume with the same arguments. Nothing was written."
+            )
+        return
+    (work / DONE_FOLDER).mkdir(parents=True)
+    atomic_write_bytes(plan_path, json.dumps(plan, sort_keys=True).encode())
+
+
+def run_shard_tasks(
+    function: Any, migration_map: Any, jobs: dict[str, tuple], work: Path, options: dict
+) -> None:
+    """One Ray task ``function(map, *args)`` per ``{shard name: args}`` of ``jobs``. The others
+    still finish when one fails (their shards are kept for a resume); then the first failure is
+    raised naming its shard (a worker that died ``max_retries + 1`` times included)."""
+    from tqdm.auto import tqdm
+
+    ray = require_ray()
+    if not ray.is_initialized():
+        ray.init()  # RAY_ADDRESS, if set, names the cluster; else a local one
+    task = ray.remote(max_retries=options["max_retries"])(function)
+    shared_map = ray.put(migration_map)
+    pending = {task.remote(shared_map, *args): shard for shard, args in jobs.items()}
+    failure: Exception | None = None
+    disable = None if options["show_progress"] is None else not options["show_progress"]
+    with tqdm(total=len(jobs), unit="shard", desc="migrating on Ray", disable=disable) as bar:
+        while pending:
+            (ready,), _ = ray.wait(list(pending), num_returns=1)
+            shard = pending.pop(ready)
+            try:
+                ray.get(ready)
+                bar.update(1)
+            except ray.exceptions.RayTaskError as error:
+                failure = failure or _task_failure(error, shard)
+            except ray.exceptions.RayError as error:  # the worker or its node died
+                failure = failure or VectorStoreError(
+                    f"Shard {str(shard)!r}: the Ray worker migrating it died "
+                    f"{options['max_retries'] + 1} time(s) ({type(error).__name__}). The "
+                    f"shards already written are kept in {str(work)!r}: run again with "
+                    "resume=True (--resume) once the cause (memory, a lost node) is fixed."
+                )
+    if failure is not None:
+        raise failure
+
+
+def _task_failure(error: Any, shard: str) -> Exception:
+    """The error a shard's task raised, as the driver raises it (without Ray's wrapping)."""
+    cause = getattr(error, "cause", None)
+    if isinstance(cause, VectorStoreError):
+        return VectorStoreError(str(cause))
+    return RuntimeError(f"Shard {str(shard)!r} failed: {cause or error}")

@@ -1,5 +1,6 @@
 """A sharded store migrated on Ray, shard by shard: a folder of parquet shards, or a
-``datasets`` folder (``save_to_disk``: its ``data-*.arrow`` shards).
+``datasets`` folder (``save_to_disk``: its ``data-*.arrow`` shards); a Lance dataset, fragment by
+fragment, in `relrep_hf.migration.ray_lance`.
 
 `migrate_shards` gives each input shard to one Ray task, which rewrites it exactly as the
 single-process path rewrites a store (`relrep_hf.migration.stores`: the same chunks, the same
@@ -17,7 +18,6 @@ Every node must see the input and ``out`` at the same paths (a shared file syste
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -28,6 +28,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from relrep_hf.migration.ray_engine import (
+    DONE_FOLDER,
+    _map_digest,
+    _start_work,
+    run_shard_tasks,
+)
+from relrep_hf.migration.ray_lance import is_lance_dataset, migrate_lance
 from relrep_hf.migration.report import check_recommendation
 from relrep_hf.migration.stores.arrow import _ArrowStore
 from relrep_hf.migration.stores.base import (
@@ -47,8 +54,6 @@ from relrep_hf.utils.manifest import file_digest
 __all__ = ["SHARDS_FILE", "ArrowShard", "migrate_shards", "sharded_store"]
 
 SHARDS_FILE = "_relrep_shards.json"  # "_": parquet readers skip it
-PLAN_FILE = "plan.json"
-DONE_FOLDER = ".done"
 
 
 class ArrowShard(_ArrowStore):
@@ -87,8 +92,8 @@ def sharded_store(folder: str | os.PathLike) -> tuple[str, list[Path]]:
     folder = Path(folder)
     if not folder.is_dir():
         raise VectorStoreError(
-            f"{str(folder)!r}: no such folder. The Ray engine reads a folder of parquet shards "
-            "or a datasets folder (save_to_disk)."
+            f"{str(folder)!r}: no such folder. The Ray engine reads a folder of parquet shards, "
+            "a datasets folder (save_to_disk) or a Lance dataset."
         )
     if _is_datasets(folder):
         try:
@@ -104,7 +109,8 @@ def sharded_store(folder: str | os.PathLike) -> tuple[str, list[Path]]:
     if not shards:
         raise VectorStoreError(
             f"{str(folder)!r} holds no .parquet shards and is not a datasets folder: the Ray "
-            "engine reads a folder of parquet shards or a datasets folder (save_to_disk)."
+            "engine reads a folder of parquet shards, a datasets folder (save_to_disk) or a "
+            "Lance dataset."
         )
     return "parquet", shards
 
@@ -171,14 +177,6 @@ def migrate_one_shard(
     return record
 
 
-def _map_digest(migration_map: Any) -> str:
-    digest = hashlib.sha256()
-    for tensor in (migration_map.weight, migration_map.bias):
-        array = tensor.detach().to("cpu").double().numpy()
-        digest.update(str(array.shape).encode() + array.tobytes())
-    return digest.hexdigest()
-
-
 def _verified(work: Path, shard: Path) -> dict[str, Any] | None:
     """The record of ``shard`` in ``work`` if its new file is there, matches its sha256, and
     its input shard is unchanged; else None (it is migrated again)."""
@@ -192,76 +190,13 @@ def _verified(work: Path, shard: Path) -> dict[str, Any] | None:
         return None
 
 
-def _start_work(work: Path, plan: dict[str, Any], resume: bool) -> None:
-    """Create the work folder with ``plan``; or, with ``resume``, check an existing one's plan."""
-    plan_path = work / PLAN_FILE
-    if work.exists():
-        if not resume:
-            raise VectorStoreError(
-                f"{str(work)!r}: an earlier run of this migration stopped before it finished and "
-                "left its shards there. Pass resume=True (--resume) to keep the shards it "
-                "finished, or remove that folder to start again. Nothing was written."
-            )
-        try:
-            found = json.loads(plan_path.read_text("utf-8"))
-        except (OSError, ValueError):
-            found = None
-        if found != plan:
-            raise VectorStoreError(
-                f"{str(work)!r} holds shards of another migration (another map, input, column "
-                f"or dtype: {found} against {plan}). Remove that folder to start again, or "
-                "resume with the same arguments. Nothing was written."
-            )
-        return
-    (work / DONE_FOLDER).mkdir(parents=True)
-    atomic_write_bytes(plan_path, json.dumps(plan, sort_keys=True).encode())
-
-
 def _run_tasks(
     migration_map: Any, kind: str, todo: list[Path], work: Path, options: dict[str, Any]
 ) -> None:
-    """One Ray task per shard of ``todo``. The others still finish when one fails (their
-    shards are kept for a resume); then the first failure is raised naming its shard (a worker
-    that died ``max_retries + 1`` times included)."""
-    from tqdm.auto import tqdm
-
-    from relrep_hf.migration.ray_engine import require_ray
-
-    ray = require_ray()
-    if not ray.is_initialized():
-        ray.init()  # RAY_ADDRESS, if set, names the cluster; else a local one
-    task = ray.remote(max_retries=options["max_retries"])(migrate_one_shard)
-    shared_map = ray.put(migration_map)
+    """One Ray task per shard of ``todo`` (`migrate_one_shard`), run by `run_shard_tasks`."""
     args = (str(work), options["column"], options["dtype"], options["chunk_rows"])
-    pending = {task.remote(shared_map, kind, str(s), *args): s for s in todo}
-    failure: Exception | None = None
-    disable = None if options["show_progress"] is None else not options["show_progress"]
-    with tqdm(total=len(todo), unit="shard", desc="migrating on Ray", disable=disable) as bar:
-        while pending:
-            (ready,), _ = ray.wait(list(pending), num_returns=1)
-            shard = pending.pop(ready)
-            try:
-                ray.get(ready)
-                bar.update(1)
-            except ray.exceptions.RayTaskError as error:
-                failure = failure or _task_failure(error, shard)
-            except ray.exceptions.RayError as error:  # the worker or its node died
-                failure = failure or VectorStoreError(
-                    f"Shard {str(shard)!r}: the Ray worker migrating it died "
-                    f"{options['max_retries'] + 1} time(s) ({type(error).__name__}). The "
-                    f"shards already written are kept in {str(work)!r}: run again with "
-                    "resume=True (--resume) once the cause (memory, a lost node) is fixed."
-                )
-    if failure is not None:
-        raise failure
-
-
-def _task_failure(error: Any, shard: Path) -> Exception:
-    """The error a shard's task raised, as the driver raises it (without Ray's wrapping)."""
-    cause = getattr(error, "cause", None)
-    if isinstance(cause, VectorStoreError):
-        return VectorStoreError(str(cause))
-    return RuntimeError(f"Shard {str(shard)!r} failed: {cause or error}")
+    jobs = {str(shard): (kind, str(shard), *args) for shard in todo}
+    run_shard_tasks(migrate_one_shard, migration_map, jobs, work, options)
 
 
 def _carry_files(kind: str, source: Path, staging: Path, shards: list[Path], options: dict) -> None:
@@ -366,6 +301,16 @@ def migrate_shards(
     if not isinstance(chunk_rows, int) or isinstance(chunk_rows, bool) or chunk_rows < 1:
         raise ValueError(f"chunk_rows must be a positive int, got {chunk_rows!r}.")
     source, out = Path(vectors), Path(os.path.abspath(out))
+    options = {"max_retries": max_retries, "show_progress": show_progress}
+    if is_lance_dataset(source):
+        from relrep_hf.migration.migrate import _dtype
+
+        wanted = None if dtype is None else str(_dtype(dtype))
+        options["map"] = _map_digest(migration_map)
+        return migrate_lance(
+            migration_map, source, out, column=column, dtype=wanted, chunk_rows=chunk_rows,
+            overwrite=overwrite, resume=resume, options=options,
+        )  # fmt: skip
     kind, shards = sharded_store(source)
     _check_out(source, out, kind, overwrite)
     d_old = int(migration_map.weight.shape[0])

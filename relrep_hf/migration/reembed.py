@@ -41,6 +41,7 @@ from relrep_hf.migration.stores.base import (
     open_store,
     records_space,
 )
+from relrep_hf.migration.throughput import Throughput, dry_run_text
 from relrep_hf.utils.defaults import DEFAULT_EMBED_BATCH_SIZE, DEFAULT_REEMBED_CHUNK_ROWS
 from relrep_hf.utils.io import atomic_write_bytes, fsync_directory
 from relrep_hf.utils.locking import folder_lock
@@ -82,17 +83,10 @@ class ReembedEstimate:
         return self.total_rows / self.rows_per_second
 
     def __str__(self) -> str:
-        return (
-            f"Embedded {self.rows} rows in {self.seconds:.1f} s ({self.rows_per_second:.1f} "
-            f"rows/s, one encoder load included); the whole store ({self.total_rows} rows) "
-            f"would take about {_duration(self.projected_seconds)}. Nothing was written."
+        measured = Throughput("re-embed", self.rows, self.seconds)
+        return dry_run_text(
+            measured, self.total_rows, done="Embedded", note="one encoder load included"
         )
-
-
-def _duration(seconds: float) -> str:
-    minutes, rest = divmod(round(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min {rest:02d} s"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -282,15 +276,18 @@ def _parse(encoder: str) -> Any:
     return spec
 
 
-def _embed(spec: Any, texts: list[str], cache: Path, batch_size: int) -> tuple[np.ndarray, Any]:
+def embed_texts(
+    spec: Any, texts: list[str], cache: Path, batch_size: int, device: str | None = None
+) -> tuple[np.ndarray, Any]:
     """``texts`` embedded by ``spec`` through the library's loop (`embed_encoders`, its cache
-    in ``cache``): ``[n, d]`` float vectors and the `Embedded` (spec decided, provenance)."""
+    in ``cache``, a model on ``device``): ``[n, d]`` float vectors and the `Embedded` (spec
+    decided, provenance). The one embedding of a re-embed, here and in the Ray engine's actors."""
     import datasets
 
     from relrep_hf.encoding.encoder_kinds import EmbedRequest, embed_encoders
 
     data = datasets.Dataset.from_dict({"text": texts})
-    request = EmbedRequest(data, cache, batch_size, show_progress=False)
+    request = EmbedRequest(data, cache, batch_size, show_progress=False, device=device)
     (embedded,) = embed_encoders([spec], ["text"], request)
     vectors = np.asarray(embedded.dataset.with_format("numpy")["embedding"])
     return vectors.reshape(len(texts), -1), embedded
@@ -313,7 +310,7 @@ def _dry_run(
     with tempfile.TemporaryDirectory(prefix="relrep-reembed-dry-") as cache:
         start = time.perf_counter()
         if texts:
-            _embed(spec, texts, Path(cache), batch_size)
+            embed_texts(spec, texts, Path(cache), batch_size)
         seconds = time.perf_counter() - start
     return ReembedEstimate(len(texts), seconds, total)
 
@@ -415,7 +412,7 @@ def _embed_chunks(
                 continue
             cache = staging / f"cache-{index:06d}"
             shutil.rmtree(cache, ignore_errors=True)  # a killed run's
-            vectors, embedded = _embed(spec, texts, cache, options["batch_size"])
+            vectors, embedded = embed_texts(spec, texts, cache, options["batch_size"])
             shutil.rmtree(cache, ignore_errors=True)
             if "dim" in progress and vectors.shape[1] != progress["dim"]:
                 raise VectorStoreError(

@@ -65,6 +65,13 @@ DEFAULT_EMBED_BATCH_SIZE = 64  # inputs per encoder forward when a run or datase
 # rows per committed chunk of a re-embed (`relrep_hf.migration.reembed`): what a killed run
 # may lose, and one encoder load each
 DEFAULT_REEMBED_CHUNK_ROWS = 8192
+# the prices a throughput projection's cost assumes (`relrep_hf.migration.throughput`), in US$
+# per hour of one worker: ASSUMPTIONS, not quotes; pass your own (--cpu-hour-usd, --gpu-hour-usd).
+# A CPU worker is one vCPU of an on-demand cloud machine (about $0.04-0.05 per vCPU-hour on the
+# large clouds' general-purpose machines in 2025), a GPU worker one data-centre GPU (H100-class
+# on-demand rentals ranged about $2-4 per GPU-hour in 2025).
+DEFAULT_CPU_HOUR_USD = 0.05
+DEFAULT_GPU_HOUR_USD = 3.0
 DEFAULT_ENCODE_BATCH_SIZE = 32  # inputs per forward of `encode` (sentence-transformers' default)
 DEFAULT_STATISTICS_BATCH_SIZE = 16384  # rows per chunk when whitening statistics are streamed
 DEFAULT_TEST_SIZE = 1000  # held-out evaluation rows

@@ -190,6 +190,21 @@ def test_resume_is_refused_without_the_ray_engine(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["old.npy"]
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--shards", "corpus"], "--shards applies to --engine ray"),
+        (["--engine", "ray", "--out", "p"], "--engine ray needs --shards (the corpus) and --out"),
+    ],
+)
+def test_onboard_flags_of_the_other_engine_are_refused(tmp_path, capsys, flags, message):
+    assert main(["onboard", str(tmp_path / "run"), "--encoder", "minilm", *flags]) == 2
+    error = capsys.readouterr().err
+    assert message in error
+    _documented(ValueError(error.split("error: ", 1)[1].strip()), tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_a_batch_is_migrated_as_migrate_store_migrates_its_file(tmp_path, migration_map, dtype):
     from relrep_hf.migration.ray_engine import migrate_batch
@@ -406,4 +421,202 @@ def test_a_ray_dataset_is_reembedded_as_one_process_embeds_it(tmp_path, ray_clus
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
     with pytest.raises(ValueError, match="no text column 'body'") as e:
         reembed_dataset(ds, spec, text_column="body")
+    _documented(e.value, tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Onboarding from a corpus on Ray: statistics and support embeddings
+# ---------------------------------------------------------------------------------------------
+
+
+def _corpus(folder: Path, rows: int = 90, dim: int = D_OLD) -> tuple[list[Path], np.ndarray]:
+    """Three parquet shards of ``rows`` distinct texts and their float32 vectors."""
+    paths = _parquet_shards(folder, sizes=(rows // 3, rows // 3, rows - 2 * (rows // 3)), dim=dim)
+    tables = [pq.read_table(p) for p in paths]
+    vectors = np.concatenate([np.array(t.column("embedding").to_pylist()) for t in tables])
+    return paths, vectors.astype(np.float32)
+
+
+@pytest.mark.slow
+def test_onboarding_statistics_and_support_match_one_process(tmp_path, ray_cluster):
+    from relrep_hf import AnchorSet, RelativeProjector
+    from relrep_hf.migration.ray_onboarding import (
+        onboard_dataset,
+        onboarding_from_dataset,
+        support_keys,
+    )
+
+    paths, vectors = _corpus(tmp_path / "corpus")
+    support_rows = [71, 3, 40, 12, 88, 30]  # across the three shards, not in order
+    anchor_set = AnchorSet.random([f"row {i}" for i in support_rows], num_anchors=4, seed=0)
+    key_column, keys = support_keys(anchor_set)
+    ds = ray_cluster.data.read_parquet([str(p) for p in paths], override_num_blocks=3)
+    support, stats = onboarding_from_dataset(ds, keys, key_column=key_column)
+    # the one-process result: every row's statistics, the support rows in the anchor set's order
+    reference = Statistics.from_embeddings(torch.from_numpy(vectors).double())
+    assert stats.count == reference.count == 90
+    for ours, want in ((stats.mean, reference.mean), (stats.scatter, reference.scatter)):
+        assert float((ours - want).abs().max() / want.abs().max()) < 1e-9
+    assert torch.equal(support, torch.from_numpy(vectors[support_rows]).double())
+
+    projector = onboard_dataset(anchor_set, ds)
+    local = RelativeProjector.from_anchor_set(
+        anchor_set, torch.from_numpy(vectors[support_rows]), reference
+    )
+    rows = torch.from_numpy(vectors[:20])
+    with torch.no_grad():
+        ours, want = projector(rows), local(rows)
+    assert float((ours - want).abs().max() / want.abs().max()) < 1e-5  # float32 buffers
+
+    some = {f"row {i}" for i in range(0, 90, 2)}  # statistics of half the rows
+    _, half = onboarding_from_dataset(ds, keys, statistics_keys=some)
+    even = Statistics.from_embeddings(torch.from_numpy(vectors[::2]).double())
+    assert half.count == 45
+    assert float((half.scatter - even.scatter).abs().max() / even.scatter.abs().max()) < 1e-9
+
+    with pytest.raises(ValueError, match=r"lacks 1 of the anchor set's 7 support inputs") as e:
+        onboarding_from_dataset(ds, [*keys, "not in the corpus"])
+    _documented(e.value, tmp_path)
+    with pytest.raises(VectorStoreError, match="no key column 'doc_id'") as e:
+        onboarding_from_dataset(ds, keys, key_column="doc_id")
+    _documented(e.value, tmp_path)
+
+
+@pytest.mark.slow
+def test_onboarding_from_texts_embeds_them_on_ray(tmp_path, ray_cluster):
+    from relrep_hf.encoding.encoder_kinds import EmbedRequest, embed_encoders, parse_encoder
+    from relrep_hf.migration.ray_onboarding import onboarding_from_dataset
+
+    spec = _tiny_bert(tmp_path / "bert")
+    texts = [" ".join(["row", str(i)] + ["a b c d"[: 1 + i % 7]] * (i % 5)) for i in range(48)]
+    ds = ray_cluster.data.from_arrow(
+        [pa.table({"id": np.arange(24) + s, "text": texts[s : s + 24]}) for s in (0, 24)]
+    )
+    keys = [5, 30, 17]
+    support, stats = onboarding_from_dataset(
+        ds, keys, key_column="id", encoder=spec, batch_size=16, concurrency=2
+    )
+    request = EmbedRequest(datasets.Dataset.from_dict({"text": texts}), tmp_path / "cache")
+    (reference,) = embed_encoders([parse_encoder(spec)[0]], ["text"], request)
+    embeddings = torch.tensor(np.array(reference.dataset["embedding"]), dtype=torch.float64)
+    np.testing.assert_allclose(support.numpy(), embeddings[keys].numpy(), rtol=0, atol=1e-6)
+    want = Statistics.from_embeddings(embeddings)
+    assert stats.count == 48
+    np.testing.assert_allclose(stats.mean.numpy(), want.mean.numpy(), rtol=0, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_a_run_is_onboarded_from_shards_as_the_local_engine_onboards_it(tmp_path, ray_cluster):
+    from relrep_hf import RelativeProjector
+    from relrep_hf.pipeline.run_folder import run_dataset
+
+    rows, generator = 80, np.random.default_rng(0)
+    for name, dim in (("a", 8), ("b", 6), ("new", 7)):
+        np.save(tmp_path / f"{name}.npy", generator.standard_normal((rows, dim)))
+    run = tmp_path / "run"
+    argv = ["--quiet", "embed", str(run), "--limit", str(rows), "--test-size", "20"]
+    assert main([*argv, "--embeddings", f"a={tmp_path / 'a.npy'}",
+                 "--embeddings", f"b={tmp_path / 'b.npy'}"]) == 0  # fmt: skip
+    assert main(["--quiet", "fit", str(run), "--method", "random", "--num-anchors", "5",
+                 "--support-size", "12", "--held-out", "b"]) == 0  # fmt: skip
+    record = json.loads((run / "run.json").read_text())
+    texts = run_dataset(record)[record["dataset"]["column"]]
+    train = record["train_rows"]
+    assert len({texts[i] for i in train}) == len(train)  # the support is found by its text
+    new = np.load(tmp_path / "new.npy").astype(np.float32)
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    for i, part in enumerate(np.array_split(np.array(train), 3)):
+        column = pa.FixedSizeListArray.from_arrays(pa.array(new[part].reshape(-1)), 7)
+        table = pa.table({"text": [texts[j] for j in part], "embedding": column})
+        pq.write_table(table, shards / f"part-{i}.parquet")
+    spec = f"new={tmp_path / 'new.npy'}"
+    out = tmp_path / "new-projector"
+    assert main(["--quiet", "onboard", str(run), "--encoder", spec, "--engine", "ray",
+                 "--shards", str(shards / "part-*.parquet"), "--out", str(out),
+                 "--column", "embedding"]) == 0  # fmt: skip
+    assert main(["--quiet", "onboard", str(run), "--encoder", spec]) == 0  # the local engine
+    ours = RelativeProjector.from_pretrained(out)
+    local = RelativeProjector.from_pretrained(run / "projectors" / "new")
+    assert ours.config.encoder_kind == "precomputed"
+    features = torch.from_numpy(new)
+    with torch.no_grad():
+        got, want = ours(features), local(features)
+    assert float((got - want).abs().max() / want.abs().max()) < 1e-5
+
+
+# ---------------------------------------------------------------------------------------------
+# Lance datasets: one Ray task per fragment
+# ---------------------------------------------------------------------------------------------
+
+
+def _tree_hashes(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _lance_table(tmp_path: Path, vectors: np.ndarray) -> Path:
+    """A LanceDB database holding table 'docs' (3 fragments): its folder docs.lance."""
+    lance = pytest.importorskip("lance")
+    db = tmp_path / "db"
+    db.mkdir()
+    lance.write_dataset(_table(vectors, 0), str(db / "docs.lance"), max_rows_per_file=30)
+    return db / "docs.lance"
+
+
+@pytest.mark.slow
+def test_a_lance_dataset_matches_the_single_process_path(tmp_path, ray_cluster, migration_map):
+    import lance
+
+    vectors = np.random.default_rng(5).standard_normal((80, D_OLD)).astype(np.float32)
+    source = _lance_table(tmp_path, vectors)
+    assert len(lance.dataset(str(source)).get_fragments()) == 3
+    before = _tree_hashes(source)
+    out = migrate_shards(migration_map, source, tmp_path / "new.lance", chunk_rows=7)
+    assert _tree_hashes(source) == before  # the input was only read
+    local = migrate_store(migration_map, source.parent, tmp_path / "local_db", table="docs")
+    reference = lance.dataset(str(Path(local) / "docs.lance")).to_table().sort_by("id")
+    ours = lance.dataset(str(out)).to_table().sort_by("id")
+    _same_table(ours.select(reference.column_names), reference)
+    assert not (tmp_path / ".new.lance.ray-shards").exists()
+    # ray.data.read_lance gives a Ray dataset that migrate_dataset maps the same way
+    from relrep_hf.migration.ray_engine import migrate_dataset
+
+    ds = ray_cluster.data.read_lance(str(source))
+    mapped = pa.concat_tables(ray_cluster.get(migrate_dataset(migration_map, ds).to_arrow_refs()))
+    _same_table(mapped.sort_by("id").select(reference.column_names), reference)
+
+    with pytest.raises(VectorStoreError, match="is the input dataset itself") as e:
+        migrate_shards(migration_map, source, source, overwrite=True)
+    _documented(e.value, tmp_path)
+
+
+@pytest.mark.slow
+def test_a_lance_run_that_stopped_resumes_by_fragment(tmp_path, ray_cluster, migration_map):
+    vectors = np.random.default_rng(6).standard_normal((90, D_OLD)).astype(np.float32)
+    vectors[75, 2] = np.inf  # in the third fragment
+    source = _lance_table(tmp_path, vectors)
+    before = _tree_hashes(source)
+    out, work = tmp_path / "new.lance", tmp_path / ".new.lance.ray-shards"
+    with pytest.raises(VectorStoreError, match=r"fragment 2: column 'embedding' holds NaN") as e:
+        migrate_shards(migration_map, source, out)
+    _documented(e.value, tmp_path)
+    assert _tree_hashes(source) == before and not out.exists()
+    done = sorted(p.name for p in (work / ".done").iterdir())
+    assert done == ["0.json", "1.json"]  # the fragments that finished are kept
+    kept = {p.name: p.stat().st_ino for p in (work / "dataset" / "data").iterdir()}
+    with pytest.raises(VectorStoreError, match="Pass resume=True"):
+        migrate_shards(migration_map, source, out)
+    with pytest.raises(VectorStoreError, match="fragment 2"):  # only fragment 2 runs again
+        migrate_shards(migration_map, source, out, resume=True)
+    again = {p.name: p.stat().st_ino for p in (work / "dataset" / "data").iterdir()}
+    assert {name: again[name] for name in kept} == kept and len(again) == len(kept)
+
+    (tmp_path / "wide").mkdir()
+    wide = _lance_table(tmp_path / "wide", np.ones((4, D_OLD + 1), np.float32))
+    with pytest.raises(VectorStoreError, match="holds 9-d vectors, the map takes 8-d") as e:
+        migrate_shards(migration_map, wide, tmp_path / "w.lance")
     _documented(e.value, tmp_path)

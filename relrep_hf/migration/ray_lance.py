@@ -1,0 +1,198 @@
+"""A Lance dataset migrated on Ray, fragment by fragment: a folder `lance.write_dataset` wrote,
+or a LanceDB table's ``TABLE.lance`` folder (`migrate_shards` sends such a folder here).
+
+Each fragment of the dataset's current version is one Ray task: its rows read in chunks, mapped
+as `relrep_hf.migration.ray_engine.migrate_batch` maps a Ray Data batch (the single-process
+affine apply and its NaN/overflow checks, every other column carried over), and written with
+pylance's ``write_fragments`` into a work folder beside ``out`` (``.<out>.ray-shards``), the
+new data files recorded with their sha256. The input is only read (at its version when the run
+began). When every fragment is written, a new dataset is committed (one ``Overwrite``) in a
+staging folder holding links to those files, and swapped in at ``out`` in one step. A stopped
+run resumes (``resume=True``) from the fragments whose files still match their sha256.
+Ray Data's own ``write_lance`` is not used: Ray 2.60 calls pylance with an argument pylance 14
+does not take (``storage_options_provider``); ``ray.data.read_lance`` works and gives a
+`ray.data.Dataset` for `migrate_dataset` (tested).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from relrep_hf.migration.ray_engine import DONE_FOLDER
+from relrep_hf.migration.stores import VectorStoreError
+from relrep_hf.migration.stores.arrow import _pick_column, _vector_type
+from relrep_hf.utils.io import atomic_directory, atomic_write_bytes, fsync_directory
+from relrep_hf.utils.manifest import file_digest
+
+__all__ = ["is_lance_dataset", "migrate_lance"]
+
+DATA = "dataset"  # the work folder's Lance dataset, whose data files the tasks write
+
+
+def is_lance_dataset(folder: Path) -> bool:
+    """A Lance dataset's folder: it holds ``_versions``."""
+    return (Path(folder) / "_versions").is_dir()
+
+
+def require_lance() -> Any:
+    """The ``lance`` module (pylance), or an ImportError saying how to install it."""
+    try:
+        import lance
+    except ImportError as error:
+        raise ImportError(
+            f"A Lance dataset on the Ray engine needs pylance: pip install pylance ({error})."
+        ) from None
+    return lance
+
+
+def migrate_lance_fragment(
+    migration_map: Any,
+    source: str,
+    version: int,
+    fragment_id: int,
+    work: str,
+    column: str,
+    dtype: str | None,
+    chunk_rows: int,
+) -> dict[str, Any]:
+    """Migrate one fragment into ``work`` (the task each Ray worker runs), recorded with the
+    sha256 of its new files."""
+    from lance.fragment import write_fragments
+
+    from relrep_hf.migration.ray_engine import migrate_batch
+
+    lance = require_lance()
+    fragment = lance.dataset(source, version=version).get_fragment(fragment_id)
+    where = f"Lance dataset {source!r}, fragment {fragment_id}"
+    wanted = None if dtype is None else np.dtype(dtype)
+    mapped = (
+        migrate_batch(batch, migration_map=migration_map, column=column, dtype=wanted, where=where)
+        for batch in fragment.to_batches(batch_size=chunk_rows)
+    )
+    first = next(mapped)
+    batches = itertools.chain([first], mapped)
+    reader = pa.RecordBatchReader.from_batches(
+        first.schema, (b for table in batches for b in table.to_batches())
+    )
+    dataset = Path(work) / DATA
+    metadata = write_fragments(reader, str(dataset), schema=first.schema)
+    files = [f.path for m in metadata for f in m.data_files()]
+    record = {
+        "fragment": fragment_id,
+        "rows": int(fragment.count_rows()),
+        "metadata": [json.dumps(m.to_json()) for m in metadata],
+        "files": {name: file_digest(dataset / "data" / name) for name in files},
+        "schema": first.schema.serialize().to_pybytes().hex(),
+    }
+    atomic_write_bytes(
+        Path(work) / DONE_FOLDER / f"{fragment_id}.json", json.dumps(record).encode()
+    )
+    return record
+
+
+def _verified(work: Path, fragment_id: int) -> dict[str, Any] | None:
+    """The record of a fragment whose new files are all there with their sha256; else None."""
+    try:
+        record = json.loads((work / DONE_FOLDER / f"{fragment_id}.json").read_text("utf-8"))
+        data = work / DATA / "data"
+        same = all(file_digest(data / n) == h for n, h in record["files"].items())
+        return record if same else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _check_lance_out(source: Path, out: Path, overwrite: bool) -> None:
+    if out.resolve() == source.resolve():
+        raise VectorStoreError(
+            f"{str(out)!r} is the input dataset itself: the Ray engine writes the new dataset "
+            "beside the input and never replaces it. Give another --out."
+        )
+    if out.exists() and not (overwrite and is_lance_dataset(out)):
+        raise VectorStoreError(
+            f"{str(out)!r} exists already; nothing was written. Give a new path, or pass "
+            "overwrite (--overwrite) to replace a Lance dataset there once the new one is complete."
+        )
+
+
+def _commit(out: Path, work: Path, records: list[dict[str, Any]]) -> None:
+    """The new dataset (links to the tasks' files, one ``Overwrite`` commit) swapped in."""
+    lance = require_lance()
+    from lance.fragment import FragmentMetadata
+
+    schema = pa.ipc.read_schema(pa.py_buffer(bytes.fromhex(records[0]["schema"])))
+    fragments = [FragmentMetadata.from_json(m) for r in records for m in r["metadata"]]
+    with atomic_directory(out) as staging:
+        (staging / "data").mkdir()
+        for name in (n for r in records for n in r["files"]):
+            try:
+                os.link(work / DATA / "data" / name, staging / "data" / name)
+            except OSError:  # another file system: a copy
+                shutil.copy2(work / DATA / "data" / name, staging / "data" / name)
+        lance.LanceDataset.commit(str(staging), lance.LanceOperation.Overwrite(schema, fragments))
+    shutil.rmtree(work, ignore_errors=True)
+    fsync_directory(out.parent)
+
+
+def migrate_lance(
+    migration_map: Any,
+    source: Path,
+    out: Path,
+    *,
+    column: str | None,
+    dtype: str | None,
+    chunk_rows: int,
+    overwrite: bool,
+    resume: bool,
+    options: dict[str, Any],
+) -> Path:
+    """The Lance dataset ``source`` migrated into a new one at ``out``, one Ray task per
+    fragment (see the module's text); called by `migrate_shards`, which loaded the map and
+    checked its report. ``options``: ``max_retries``, ``show_progress``, ``map`` (its digest)."""
+    from relrep_hf.migration.ray_engine import _start_work, run_shard_tasks
+    from relrep_hf.utils.locking import folder_lock
+
+    lance = require_lance()
+    _check_lance_out(source, out, overwrite)
+    dataset = lance.dataset(str(source))
+    column = _pick_column(dataset.schema.names, column, source)
+    _, dim = _vector_type(dataset.schema.field(column), source)
+    d_old = int(migration_map.weight.shape[0])
+    if dim is not None and dim != d_old:
+        raise VectorStoreError(
+            f"Lance dataset {str(source)!r}: column {column!r} holds {dim}-d vectors, the map "
+            f"takes {d_old}-d vectors of the old encoder. Give the vectors of the map's source "
+            "encoder."
+        )
+    plan = {"map": options["map"], "source": str(source.resolve()), "kind": "lance"}
+    plan |= {"version": dataset.version, "column": column, "dtype": dtype}
+    work = out.parent / f".{out.name}.ray-shards"
+    ids = [fragment.fragment_id for fragment in dataset.get_fragments()]
+    if not ids:
+        raise VectorStoreError(f"Lance dataset {str(source)!r} has no rows to migrate.")
+    with folder_lock(work):
+        _start_work(work, plan, resume)
+        args = (os.path.abspath(source), dataset.version)
+        jobs = {
+            f"{source}#fragment-{i}": (*args, i, str(work), column, dtype, chunk_rows)
+            for i in ids
+            if _verified(work, i) is None
+        }
+        if jobs:
+            run_shard_tasks(migrate_lance_fragment, migration_map, jobs, work, options)
+        _check_lance_out(source, out, overwrite)
+        records = [_verified(work, i) for i in ids]
+        if any(record is None for record in records):
+            raise VectorStoreError(
+                f"{str(work)!r}: a fragment's new files changed while this run wrote the "
+                "others. Run again with resume=True (--resume): it migrates that fragment again."
+            )
+        _commit(out, work, records)
+    return out
