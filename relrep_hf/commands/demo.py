@@ -123,7 +123,11 @@ def run(args: argparse.Namespace) -> None:
     pipeline.fit(args.run_dir, method=DEFAULT_METHOD, args=fit_args)
     _banner(args, 3, "Evaluating: retrieval and heads across encoders, beside PARAM and random")
     report = pipeline.evaluate(
-        args.run_dir, head_epochs=sizes["head_epochs"], param_args=training_args(args)
+        args.run_dir,
+        head_epochs=sizes["head_epochs"],
+        param_args=training_args(args),
+        show_progress=show_progress(args),
+        progress=None if args.quiet else lambda line: print(f"      {line} ...", flush=True),
     )
     print_report(report)
     print(
