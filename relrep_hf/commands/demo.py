@@ -14,6 +14,7 @@ from relrep_hf.commands.arguments import (
     fitting_flags,
     method_args,
     print_report,
+    settle_garbage_collector,
     show_progress,
     training_args,
 )
@@ -100,6 +101,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> None:
     from relrep_hf.pipeline import steps as pipeline  # datasets, evaluate, matplotlib: only now
 
+    settle_garbage_collector()
     start = time.perf_counter()
     sizes = _sizes(args)  # checked before anything is embedded
     for name, value in sizes.items():

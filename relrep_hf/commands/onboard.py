@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from relrep_hf.commands.arguments import add_command, add_run_dir, show_progress
+from relrep_hf.commands.arguments import (
+    add_command,
+    add_run_dir,
+    settle_garbage_collector,
+    show_progress,
+)
 from relrep_hf.encoding.encoder_kinds import ENCODER_KINDS_HELP
 from relrep_hf.pipeline.run_file import check_run_folder
 
@@ -21,6 +26,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> None:
     check_run_folder(args.run_dir)  # at once, before the pipeline's imports
     from relrep_hf.pipeline import steps as pipeline
+
+    settle_garbage_collector()
 
     projector = pipeline.onboard(args.run_dir, args.encoder, show_progress=show_progress(args))
     print(
