@@ -156,8 +156,10 @@ def compared_methods(
     )
     methods = [saved]
     other = ANCHOR_METHODS[own.compared_with] if own else None
-    if other is not None and other.name == "param":
-        other_args = param_args  # PARAM trains for minutes: only when the caller asks
+    if other is not None and other.name == "param":  # PARAM trains for minutes: when asked
+        # in a temporary folder: no checkpoints (one per epoch: 95 writes, 16 s of the profiled
+        # main job), the same anchors (they come from the weights in memory)
+        other_args = None if param_args is None else replace(param_args, save_strategy="no")
     elif other is not None:  # as the quality benchmark fits it, with this set's m and eps
         other_args = other.arguments(
             "unused", num_anchors=anchor_set.num_anchors, eps=anchor_set.eps
