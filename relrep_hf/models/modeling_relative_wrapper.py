@@ -408,8 +408,14 @@ class RelativeModelForSequenceClassification(RelrepPreTrainedModel):
     artifact_kind = "classifier"  # its names follow from it and the config (RelrepPreTrainedModel)
     main_input_name = "input_ids"
 
-    def __init__(self, config: RelativeClassifierConfig):
-        super().__init__(config)
+    def __init__(self, config: RelativeClassifierConfig, *inputs: Any):
+        if not isinstance(config, RelativeClassifierConfig):  # RelativeWrapperWithHead(w, h)
+            raise TypeError(
+                f"RelativeModelForSequenceClassification takes a RelativeClassifierConfig, got "
+                f"{type(config).__name__}. Compose an encoder's wrapper and a head with "
+                f"wrapper.with_head(head) (RelativeModelForSequenceClassification.from_wrapper)."
+            )
+        super().__init__(config, *inputs)
         projector_config, head_config = config.projector_config, config.head_config
         check_head_matches_projector(head_config, projector_config)
         self.projector = RelativeProjector(projector_config)

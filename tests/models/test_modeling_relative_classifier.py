@@ -150,6 +150,18 @@ def test_head_of_another_anchor_set_is_refused_as_with_head_refuses_it(parts):
     assert "fingerprint" in str(by_classifier.value)
 
 
+def test_with_head_is_the_classifier_and_the_old_constructor_says_what_to_call(parts):
+    from relrep_hf import RelativeWrapperWithHead
+
+    wrapper, head = parts["wrappers"]["B"], parts["head"]
+    classifier = wrapper.with_head(head)
+    assert type(classifier) is RelativeModelForSequenceClassification
+    assert classifier.wrapper is wrapper and classifier.head is head  # its modules, shared
+    assert RelativeWrapperWithHead is RelativeModelForSequenceClassification  # the old name
+    with pytest.raises(TypeError, match=r"got RelativeWrapper\. .*wrapper\.with_head\(head\)"):
+        RelativeWrapperWithHead(wrapper, head)
+
+
 def test_a_classifier_built_from_its_config_alone_has_no_encoder_and_says_so(parts):
     from relrep_hf import RelativeClassifierConfig
 
