@@ -42,15 +42,13 @@ from relrep_hf.models.configuration_relative_head import (
 from relrep_hf.models.configuration_relative_projector import (
     RelativeProjectorConfig as RelativeProjectorConfig,
 )
-from relrep_hf.models.modeling_relative_classifier import (
-    RelativeModelForSequenceClassification as RelativeModelForSequenceClassification,
-)
 from relrep_hf.models.modeling_relative_head import (
     RelativeHeadForClassification as RelativeHeadForClassification,
     check_head_matches_projector as check_head_matches_projector,
 )
 from relrep_hf.models.modeling_relative_projector import RelativeProjector as RelativeProjector
 from relrep_hf.models.modeling_relative_wrapper import (
+    RelativeModelForSequenceClassification as RelativeModelForSequenceClassification,
     RelativeWrapper as RelativeWrapper,
     RelativeWrapperOutput as RelativeWrapperOutput,
     RelativeWrapperWithHead as RelativeWrapperWithHead,

@@ -14,6 +14,7 @@ from relrep_hf.commands.arguments import (
     fitting_flags,
     method_args,
     print_report,
+    settle_garbage_collector,
     show_progress,
     training_args,
 )
@@ -100,6 +101,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> None:
     from relrep_hf.pipeline import steps as pipeline  # datasets, evaluate, matplotlib: only now
 
+    settle_garbage_collector()
     start = time.perf_counter()
     sizes = _sizes(args)  # checked before anything is embedded
     for name, value in sizes.items():
@@ -123,7 +125,11 @@ def run(args: argparse.Namespace) -> None:
     pipeline.fit(args.run_dir, method=DEFAULT_METHOD, args=fit_args)
     _banner(args, 3, "Evaluating: retrieval and heads across encoders, beside PARAM and random")
     report = pipeline.evaluate(
-        args.run_dir, head_epochs=sizes["head_epochs"], param_args=training_args(args)
+        args.run_dir,
+        head_epochs=sizes["head_epochs"],
+        param_args=training_args(args),
+        show_progress=show_progress(args),
+        progress=None if args.quiet else lambda line: print(f"      {line} ...", flush=True),
     )
     print_report(report)
     print(

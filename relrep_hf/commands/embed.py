@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from relrep_hf.commands.arguments import add_command, add_encoders_flag, add_run_dir, step_keywords
+from relrep_hf.commands.arguments import (
+    add_command,
+    add_encoders_flag,
+    add_run_dir,
+    settle_garbage_collector,
+    step_keywords,
+)
 from relrep_hf.encoding.corpora import BUNDLED_SENTENCES_ID
 from relrep_hf.encoding.encoder_kinds import ENCODER_KINDS_HELP
 from relrep_hf.utils.defaults import (
@@ -65,6 +71,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> None:
     from relrep_hf.pipeline import steps as pipeline  # datasets, accelerate: only now
+
+    settle_garbage_collector()
 
     run_info = pipeline.embed(
         args.run_dir,

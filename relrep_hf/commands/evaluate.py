@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from relrep_hf.commands.arguments import add_command, add_run_dir, print_report
+from relrep_hf.commands.arguments import (
+    add_command,
+    add_run_dir,
+    print_report,
+    settle_garbage_collector,
+    show_progress,
+)
 from relrep_hf.pipeline.run_file import check_run_folder
 from relrep_hf.utils.defaults import DEFAULT_HEAD_EPOCHS
 
@@ -26,4 +32,9 @@ def run(args: argparse.Namespace) -> None:
     check_run_folder(args.run_dir)  # at once, before the pipeline's imports
     from relrep_hf.pipeline import steps as pipeline  # evaluate, matplotlib: only now
 
-    print_report(pipeline.evaluate(args.run_dir, head_epochs=args.head_epochs))
+    settle_garbage_collector()
+
+    report = pipeline.evaluate(
+        args.run_dir, head_epochs=args.head_epochs, show_progress=show_progress(args)
+    )
+    print_report(report)

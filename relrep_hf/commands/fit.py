@@ -10,6 +10,7 @@ from relrep_hf.commands.arguments import (
     add_run_dir,
     fitting_flags,
     method_args,
+    settle_garbage_collector,
 )
 from relrep_hf.pipeline.run_file import check_run_folder
 
@@ -45,6 +46,8 @@ def run(args: argparse.Namespace) -> None:
     check_run_folder(args.run_dir)  # at once, before the pipeline's imports
 
     from relrep_hf.pipeline import steps as pipeline
+
+    settle_garbage_collector()
 
     anchor_set = pipeline.fit(
         args.run_dir,

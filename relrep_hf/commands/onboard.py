@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import argparse
 
-from relrep_hf.commands.arguments import add_command, add_run_dir, show_progress
+from relrep_hf.commands.arguments import (
+    add_command,
+    add_run_dir,
+    settle_garbage_collector,
+    show_progress,
+)
 from relrep_hf.encoding.encoder_kinds import ENCODER_KINDS_HELP
 from relrep_hf.pipeline.run_file import check_run_folder
 
@@ -57,6 +62,8 @@ def run(args: argparse.Namespace) -> None:
         _run_ray(args)
         return
     from relrep_hf.pipeline import steps as pipeline
+
+    settle_garbage_collector()
 
     projector = pipeline.onboard(args.run_dir, args.encoder, show_progress=show_progress(args))
     print(

@@ -20,6 +20,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
+from relrep_hf.encoding.batches import progress_bar
 from relrep_hf.evaluation.stitching_steps import fit_param, head_f1, standardize, train_classifier
 from relrep_hf.functional.anchor_strategies import sample_support_rows
 from relrep_hf.functional.metrics import retrieval_metrics
@@ -242,23 +243,29 @@ class ZeroShotStitching:
         *,
         targets: Iterable[str] | None = None,
         keys: tuple[str, str] = ("encoder", "classifier"),
+        show_progress: bool | None = None,
     ) -> list[dict[str, Any]]:
         """The rows of the paper's Table 1: for every test encoder t (``targets``, default all)
         and classifier s, each method's weighted F1, and ``"Abs."`` (t's absolute head) on the
-        diagonal. Rows are ``{keys[0]: t, keys[1]: s, "Abs.", method names...}``."""
+        diagonal. Rows are ``{keys[0]: t, keys[1]: s, "Abs.", method names...}``. A progress bar
+        over the rows (each trains the heads it needs the first time): ``show_progress`` True
+        at once, False never, None once it has taken a few seconds."""
         targets = list(targets) if targets is not None else self.names
         unknown = [t for t in targets if t not in self.data]
         if unknown:
             raise ValueError(f"Unknown test encoder(s) {unknown}; the encoders are {self.names}.")
         rows = []
-        for target in targets:
-            for source in self.names:
-                row: dict[str, Any] = {keys[0]: target, keys[1]: source}
-                if source == target:
-                    row["Abs."] = self.absolute_f1(target)
-                for method in methods:
-                    row[method.name] = self.f1(method, source, target)
-                rows.append(row)
+        total = len(targets) * len(self.names)
+        with progress_bar(total, show_progress, desc="Classifiers", unit="pair") as bar:
+            for target in targets:
+                for source in self.names:
+                    row: dict[str, Any] = {keys[0]: target, keys[1]: source}
+                    if source == target:
+                        row["Abs."] = self.absolute_f1(target)
+                    for method in methods:
+                        row[method.name] = self.f1(method, source, target)
+                    rows.append(row)
+                    bar.update()
         return rows
 
 

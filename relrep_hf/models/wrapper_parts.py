@@ -18,11 +18,12 @@ import copy
 import os
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
-from transformers import AutoModel, PreTrainedConfig, PreTrainedTokenizerBase
+from transformers import AutoModel, AutoTokenizer, PreTrainedConfig, PreTrainedTokenizerBase
 from transformers.image_processing_utils import BaseImageProcessor
 
 from relrep_hf.encoding import InputModality, Pooling, embedding_config, validate_pooling
@@ -220,6 +221,19 @@ def projector_with_provenance(
     for name, value in fill.items():
         setattr(projector.config, name, value)
     return projector
+
+
+def saved_tokenizer(name_or_path: str | os.PathLike, kwargs: dict, hub_kwargs: dict) -> Any:
+    """The tokenizer saved beside the classifier, or None when the folder has none."""
+    folder = Path(name_or_path)
+    if folder.is_dir() and not (folder / "tokenizer_config.json").is_file():
+        return None
+    try:
+        return AutoTokenizer.from_pretrained(
+            name_or_path, revision=kwargs.get("revision"), **hub_kwargs
+        )
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 # ---- whether the parts belong together ------------------------------------------------------

@@ -39,9 +39,9 @@ def _register_models() -> None:
     from relrep_hf.models.configuration_relative_classifier import RelativeClassifierConfig
     from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
     from relrep_hf.models.configuration_relative_projector import RelativeProjectorConfig
-    from relrep_hf.models.modeling_relative_classifier import RelativeModelForSequenceClassification
     from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
     from relrep_hf.models.modeling_relative_projector import RelativeProjector
+    from relrep_hf.models.modeling_relative_wrapper import RelativeModelForSequenceClassification
 
     AutoModel.register(RelativeProjectorConfig, RelativeProjector, exist_ok=True)
     AutoModel.register(RelativeHeadConfig, RelativeHeadForClassification, exist_ok=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,8 @@ def evaluate(
     *,
     head_epochs: int = DEFAULT_HEAD_EPOCHS,
     param_args: ParamTrainingArguments | None = None,
+    show_progress: bool | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Zero-shot retrieval (every ordered pair) and classification (a head per source encoder
     evaluated on every encoder), the saved projectors against Random-Cos (and, for PARAM, the
@@ -65,7 +67,10 @@ def evaluate(
 
     Beside a PARAM anchor set it puts the shared linear closed form; beside any other, PARAM-WIP
     trained with ``param_args`` (the paper's method, as ``fit(method="param")`` would train it)
-    when they are given, so the main job shows the winner, the paper's method and Random-Cos."""
+    when they are given, so the main job shows the winner, the paper's method and Random-Cos.
+    ``show_progress``: the classifiers' progress bar (False: none; None: once it has taken a few
+    seconds); ``progress``: called with a line before each of the step's longer parts."""
+    say = progress or (lambda line: None)
     run_dir = Path(run_dir)
     run = read_run(run_dir, fitted=True)
     names = [e["name"] for e in run["encoders"]]
@@ -85,11 +90,12 @@ def evaluate(
     retrieval = {method: retrieval_matrix(relatives) for method, relatives in test.items()}
     classification = []
     if labels is not None:
-        classification = stitching.classification(methods)
+        classification = stitching.classification(methods, show_progress=show_progress)
         save_heads(run_dir, run, stitching, saved, anchor_set)
         write_heads_metrics(run_dir, run, classification, saved.name)  # where they were evaluated
     swappable = []
     if labels is not None and len(training) >= 2:  # the run's published head
+        say("The swappable head: the directions it reads, chosen by leave-one-encoder-out")
         swappable = publish_swappable_head(run_dir, run, stitching, saved, training, anchor_set)
     report = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -113,6 +119,7 @@ def evaluate(
     )
     if pairs:  # encoders on different languages of a parallel dataset
         report["language_pairs"] = pairs
+    say("The report and its figures")
     write_report(run_dir, report, test, None if labels is None else labels[test_rows], id2label)
     anchor_set.metrics["zero_shot_retrieval"] = retrieval[saved.name]
     anchor_set.metrics["zero_shot_classification"] = classification
@@ -149,8 +156,10 @@ def compared_methods(
     )
     methods = [saved]
     other = ANCHOR_METHODS[own.compared_with] if own else None
-    if other is not None and other.name == "param":
-        other_args = param_args  # PARAM trains for minutes: only when the caller asks
+    if other is not None and other.name == "param":  # PARAM trains for minutes: when asked
+        # in a temporary folder: no checkpoints (one per epoch: 95 writes, 16 s of the profiled
+        # main job), the same anchors (they come from the weights in memory)
+        other_args = None if param_args is None else replace(param_args, save_strategy="no")
     elif other is not None:  # as the quality benchmark fits it, with this set's m and eps
         other_args = other.arguments(
             "unused", num_anchors=anchor_set.num_anchors, eps=anchor_set.eps

@@ -134,6 +134,19 @@ def test_given_anchors_and_projectors_are_used_as_given(encoders, tmp_path):
     assert stitching.anchor_set(Method("saved", projectors), "e0", "e1") is None
 
 
+def test_classification_shows_its_progress_unless_told_not_to(encoders, tmp_path, capsys):
+    """The heads train inside `classification` (the main job's longest silent stretch was
+    there): a bar over its (encoder, classifier) pairs, on stderr; none with False."""
+    random = ALGORITHM_1[1]
+    stitching = ZeroShotStitching(encoders, args=small_args(tmp_path), head_epochs=1)
+    quiet = stitching.classification([random], show_progress=False)
+    assert capsys.readouterr().err == ""
+    shown = stitching.classification([random], show_progress=True)
+    err = capsys.readouterr().err
+    assert "Classifiers" in err and "9/9" in err  # 3 encoders x 3 classifiers
+    assert shown == quiet  # the heads trained once, the rows the same
+
+
 def test_stitching_refuses_what_it_cannot_do(encoders, tmp_path):
     with pytest.raises(ValueError, match="at least 2 encoders"):
         ZeroShotStitching({"e0": encoders["e0"]}, args=small_args(tmp_path))

@@ -9,6 +9,7 @@ first token. The head is trained on A's relative features of the bundled labelle
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
@@ -21,6 +22,7 @@ import transformers
 from safetensors import safe_open
 from safetensors.torch import save_file
 from transformers import (
+    AutoModel,
     AutoModelForSequenceClassification,
     AutoTokenizer,
     BertConfig,
@@ -49,6 +51,7 @@ transformers.logging.set_verbosity_error()
 
 M = 12  # anchors
 REPO = "tester/tiny-bert"
+CLASSIFIER = "tester/tiny-bert-relative-classifier"
 SPACES = {"A": {"pooling": "mean", "layer": -1}, "B": {"pooling": "cls", "layer": 1}}
 FINGERPRINT = "test-anchor-set"
 
@@ -147,6 +150,18 @@ def test_head_of_another_anchor_set_is_refused_as_with_head_refuses_it(parts):
     assert "fingerprint" in str(by_classifier.value)
 
 
+def test_with_head_is_the_classifier_and_the_old_constructor_says_what_to_call(parts):
+    from relrep_hf import RelativeWrapperWithHead
+
+    wrapper, head = parts["wrappers"]["B"], parts["head"]
+    classifier = wrapper.with_head(head)
+    assert type(classifier) is RelativeModelForSequenceClassification
+    assert classifier.wrapper is wrapper and classifier.head is head  # its modules, shared
+    assert RelativeWrapperWithHead is RelativeModelForSequenceClassification  # the old name
+    with pytest.raises(TypeError, match=r"got RelativeWrapper\. .*wrapper\.with_head\(head\)"):
+        RelativeWrapperWithHead(wrapper, head)
+
+
 def test_a_classifier_built_from_its_config_alone_has_no_encoder_and_says_so(parts):
     from relrep_hf import RelativeClassifierConfig
 
@@ -164,6 +179,66 @@ def test_a_classifier_built_from_its_config_alone_has_no_encoder_and_says_so(par
         ValueError, match="This classifier has no encoder: build it with .*from_wrapper"
     ):
         model(input_ids=torch.tensor([[101, 2000, 102]]))
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    """The real MiniLM as two encoders (its last layer's mean and CLS poolings) with their
+    projectors of one anchor set, and a head trained on the mean pooling's relative features."""
+    from tests.fixtures.minilm import MODEL_PATH, minilm_spaces
+
+    data = minilm_spaces(240, [(-1, "mean"), (-1, "cls")])
+    names = dict(enumerate(load_sentences(1).features["label"].names))
+    anchors = torch.randperm(240, generator=torch.Generator().manual_seed(0))[:32]
+    encoder = AutoModel.from_pretrained(MODEL_PATH).eval()
+    tokenizer = AutoTokenizer.from_pretrained(MODEL_PATH)
+    wrappers, relative = {}, {}
+    for pooling in ("mean", "cls"):
+        pooled = data["spaces"][f"L-1_{pooling}"].double()
+        with pytest.warns(UserWarning, match="covariance is singular"):  # 240 rows, 384 dims
+            projector = RelativeProjector.from_statistics(
+                pooled[anchors], Statistics.from_embeddings(pooled), pooling=pooling, layer=-1,
+                anchor_set_fingerprint=FINGERPRINT,
+            )  # fmt: skip
+        wrappers[pooling] = RelativeWrapper(encoder, projector, tokenizer)
+        relative[pooling] = projector(pooled.float())
+    head = RelativeHeadForClassification.for_projector(wrappers["mean"].projector, id2label=names)
+    train_in_memory(head, relative["mean"], data["labels"], num_train_epochs=20, seed=0)
+    return {"wrappers": wrappers, "head": head, "texts": data["texts"][200:]}  # 40 not trained on
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pooling", ["mean", "cls"])  # the head's own encoder, and a swap
+def test_pipeline_serves_with_head_on_real_minilm(minilm, pooling):
+    wrapper, head, texts = minilm["wrappers"][pooling], minilm["head"], minilm["texts"]
+    classifier = wrapper.with_head(head)
+    expected, probabilities = classifier.predict(texts), classifier.predict_proba(texts)
+    classify = pipeline(
+        "text-classification", model=classifier, tokenizer=wrapper.tokenizer, device="cpu"
+    )
+    assert classify.model is classifier
+    for batch_size in (1, 8):
+        assert [row["label"] for row in classify(texts, batch_size=batch_size)] == expected
+    names = head.config.id2label
+    for row, p in zip(classify(texts[:4], top_k=2, batch_size=4), probabilities[:4], strict=True):
+        assert [r["label"] for r in row] == [names[int(i)] for i in p.argsort(descending=True)[:2]]
+        torch.testing.assert_close(
+            torch.tensor([r["score"] for r in row]), p.sort(descending=True).values[:2],
+            atol=2e-4, rtol=0,
+        )  # fmt: skip
+    assert set(expected) <= set(names.values()) and len(set(expected)) > 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pooling", ["mean", "cls"])
+def test_feature_extraction_pipeline_equals_encode_on_real_minilm(minilm, pooling):
+    wrapper, texts = minilm["wrappers"][pooling], minilm["texts"]
+    extract = pipeline(
+        "feature-extraction", model=wrapper, tokenizer=wrapper.tokenizer, device="cpu"
+    )
+    features = torch.tensor([row[0] for row in extract(texts, batch_size=8)])  # [1, m] per text
+    # float32 sums over padded batches of another make-up (wrapper.encode sorts by length)
+    torch.testing.assert_close(features, wrapper.encode(texts), atol=1e-4, rtol=1e-4)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -324,3 +399,77 @@ def test_transformers_alone_loads_the_head_and_serves_the_classifier(parts, tmp_
             torch.tensor(result["logits"]), head(features).logits, atol=1e-6, rtol=0
         )
     assert result["labels"] == wrapper_b.with_head(head).predict(texts)
+
+
+# ---------------------------------------------------------------------------------------------
+# End to end: pushed to a Hub, served by transformers alone
+# ---------------------------------------------------------------------------------------------
+
+PUSH = r"""
+import sys
+from relrep_hf.publishing.hub import push_artifact
+
+print("COMMIT " + push_artifact(sys.argv[1], sys.argv[2]))
+"""
+
+FROM_THE_HUB = r"""
+import json, sys
+sys.path += sys.argv[3:]  # the parent's site-packages, without their .pth files
+try:
+    import relrep_hf
+except ModuleNotFoundError:
+    pass
+else:
+    raise AssertionError(f"relrep_hf is importable from {relrep_hf.__file__}")
+from transformers import pipeline
+
+classify = pipeline("text-classification", model=sys.argv[1], trust_remote_code=True)
+texts = json.loads(open(sys.argv[2]).read())
+model = classify.model
+print("RESULT " + json.dumps({
+    "labels": [row["label"] for row in classify(texts, batch_size=4)],
+    "module": type(model).__module__,
+    "encoder": [model.config.encoder_id, model.config.encoder_revision],
+}))
+"""
+
+
+@pytest.mark.slow
+def test_a_classifier_pushed_to_the_hub_serves_its_labels_in_a_clean_environment(parts, tmp_path):
+    """``wrapper.with_head(head)`` saved, pushed (the encoder in its own repo) by relrep_hf's push,
+    then ``pipeline(model=repo_id, trust_remote_code=True)`` in a fresh interpreter where
+    relrep_hf cannot be imported, its Hub cache empty: the parent's ``predict`` labels."""
+    from tests.fixtures.hub_server import LocalHub, client_env, hub_env, run_client
+
+    texts = parts["texts"][:24]
+    (tmp_path / "texts.json").write_text(json.dumps(texts))
+    with LocalHub() as hub:
+        commit = publish_and_cache(hub, parts["root"] / "bert", REPO)  # this server's commit
+        projector = copy.deepcopy(parts["wrappers"]["B"].projector)
+        projector.config.encoder_revision = commit
+        wrapper = RelativeWrapper.from_pretrained(
+            REPO, projector, revision=commit, local_files_only=True
+        )
+        classifier = wrapper.with_head(parts["head"])
+        expected = classifier.predict(texts)
+        classifier.save_pretrained(tmp_path / "clf")
+        pushed = run_client(PUSH, client_env(hub, tmp_path / "push"), tmp_path / "clf", CLASSIFIER)
+        assert "COMMIT " in pushed
+        (tmp_path / "clean").mkdir()
+        paths = sysconfig.get_paths()
+        env = hub_env(
+            hub, tmp_path / "clean", PYTHONPATH=python_path(checkout=False),
+            OMP_NUM_THREADS="1", HF_HUB_DISABLE_PROGRESS_BARS="1",
+        )  # fmt: skip
+        process = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", textwrap.dedent(FROM_THE_HUB), CLASSIFIER,
+             str(tmp_path / "texts.json"), *sorted({paths["purelib"], paths["platlib"]})],
+            env=env, cwd=tmp_path / "clean", stdin=subprocess.DEVNULL, capture_output=True,
+            text=True, timeout=240,
+        )  # fmt: skip
+    assert process.returncode == 0, process.stderr[-6000:]
+    result = json.loads(process.stdout.split("RESULT ", 1)[1])
+    assert "relrep_hf" not in result["module"]  # the repo's own code, not the package's
+    assert result["encoder"] == [REPO, commit]  # loaded from the Hub by its recorded commit
+    assert result["labels"] == expected
+    assert len(set(expected)) > 1  # the labels vary: the agreement is not a constant

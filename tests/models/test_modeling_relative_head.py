@@ -19,7 +19,11 @@ from relrep_hf.models.modeling_relative_head import (
     check_head_matches_projector,
     write_head_metrics,
 )
-from relrep_hf.models.modeling_relative_wrapper import RelativeWrapper, RelativeWrapperWithHead
+from relrep_hf.models.modeling_relative_wrapper import (
+    RelativeModelForSequenceClassification,
+    RelativeWrapper,
+    RelativeWrapperWithHead,
+)
 from relrep_hf.training.head_trainer import HeadTrainer, HeadTrainingArguments
 
 transformers.logging.set_verbosity_error()
@@ -289,6 +293,8 @@ def test_zero_shot_swap_between_layer_and_pooling_spaces(swap):
 def test_wrapper_with_head_maps_texts_to_labels(swap):
     wrapper_b, head = swap["spaces"]["B"]["wrapper"], swap["head"]
     classifier = wrapper_b.with_head(head)
+    # a transformers model (pipeline() serves it); the old name still names its class
+    assert isinstance(classifier, RelativeModelForSequenceClassification)
     assert isinstance(classifier, RelativeWrapperWithHead)
     texts = swap["test"][:12]["text"]
     labels = classifier.predict(texts, batch_size=5)
@@ -310,7 +316,7 @@ def test_head_of_another_anchor_set_is_refused(swap):
         wrapper.with_head(other)
     narrower = RelativeHeadForClassification(RelativeHeadConfig(num_anchors=32, num_labels=5))
     with pytest.raises(ValueError, match="The head has 32 anchors but the projector has 300"):
-        RelativeWrapperWithHead(wrapper, narrower)
+        RelativeModelForSequenceClassification.from_wrapper(wrapper, narrower)
 
 
 def test_numpy_features_and_class_names_train_the_same_head(tmp_path):

@@ -30,3 +30,31 @@ def test_a_run_without_an_anchor_set_is_refused_where_one_is_needed(tmp_path):
     assert read_run(tmp_path) == run
     with pytest.raises(RunError, match="has no anchor set yet: run 'relrep-hf fit' first"):
         read_run(tmp_path, fitted=True)
+
+
+@pytest.mark.slow
+def test_the_evaluate_steps_param_fit_without_checkpoints_gives_the_same_anchors(tmp_path):
+    """`compared_methods` fits PARAM in a temporary folder with save_strategy "no": the
+    projectors it builds are bit-identical to those of a fit that writes every checkpoint."""
+    import torch
+
+    from relrep_hf.pipeline.run_evaluation import method_projectors
+    from relrep_hf.training.anchor_methods import ANCHOR_METHODS
+    from tests.fixtures.synthetic import affine_spaces, small_param_args
+
+    spaces = affine_spaces(("a", "b", "c"), n=600, d=8)
+    rows = torch.arange(500)
+    built = {
+        strategy: method_projectors(
+            ANCHOR_METHODS["param"],
+            small_param_args(tmp_path / strategy, save_strategy=strategy, support_size=200),
+            spaces,
+            ["a", "b"],
+            rows,
+        )
+        for strategy in ("epoch", "no")
+    }
+    for name in spaces:
+        saved, unsaved = built["epoch"][name].state_dict(), built["no"][name].state_dict()
+        assert saved.keys() == unsaved.keys()
+        assert all(torch.equal(saved[key], unsaved[key]) for key in saved), name

@@ -18,9 +18,9 @@ from typing import Any
 
 from relrep_hf.migration.map import MigrationMap
 from relrep_hf.models.anchor_set import AnchorSet
-from relrep_hf.models.modeling_relative_classifier import RelativeModelForSequenceClassification
 from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
+from relrep_hf.models.modeling_relative_wrapper import RelativeModelForSequenceClassification
 from relrep_hf.models.remote_code import write_remote_code
 from relrep_hf.publishing.cards import write_folder_card
 from relrep_hf.publishing.provenance import make_portable
