@@ -119,7 +119,7 @@ def _first_rows(args: FitArguments, data: FitData) -> Tensor:
     return torch.arange(min(args.support_size or n, n))
 
 
-def fit_param(args: FitArguments, data: FitData) -> tuple[AnchorSet, Tensor]:
+def fit_param_anchors(args: FitArguments, data: FitData) -> tuple[AnchorSet, Tensor]:
     """PARAM anchors, trained as the paper does (`ParamTrainer`; saved to ``args.output_dir``)."""
     from relrep_hf.training.param_trainer import ParamTrainer
 
@@ -135,7 +135,7 @@ def fit_param(args: FitArguments, data: FitData) -> tuple[AnchorSet, Tensor]:
     return trainer.train(), trainer.support_indices
 
 
-def fit_shared_linear(args: FitArguments, data: FitData) -> tuple[AnchorSet, Tensor]:
+def fit_shared_linear_anchors(args: FitArguments, data: FitData) -> tuple[AnchorSet, Tensor]:
     """The shared linear closed form over every fit row (`AnchorSet.shared_linear`)."""
     from relrep_hf.models.anchor_set import AnchorSet
 
@@ -151,7 +151,7 @@ def fit_shared_linear(args: FitArguments, data: FitData) -> tuple[AnchorSet, Ten
     return _recorded(anchor_set, data), rows
 
 
-def fit_full_support(args: FitArguments, data: FitData) -> tuple[AnchorSet, Tensor]:
+def fit_full_support_anchors(args: FitArguments, data: FitData) -> tuple[AnchorSet, Tensor]:
     """Every support row an anchor (`AnchorSet.full_support`)."""
     from relrep_hf.models.anchor_set import AnchorSet
 
@@ -217,7 +217,7 @@ for _method in (
         "learned PARAM anchors",
         "a learned convex mixture",
         ParamTrainingArguments,
-        fit_param,
+        fit_param_anchors,
         "stochastic",
         compared_with="shared_linear",
         tags=("whitened-inner-product",),
@@ -228,7 +228,7 @@ for _method in (
         "shared linear anchors",
         "a linear combination of the centred support inputs, fitted in closed form",
         SharedLinearArguments,
-        fit_shared_linear,
+        fit_shared_linear_anchors,
         "linear",
         tags=("whitened-inner-product",),
     ),
@@ -238,7 +238,7 @@ for _method in (
         "full-support anchors",
         "one support input (every support input is an anchor)",
         FitArguments,
-        fit_full_support,
+        fit_full_support_anchors,
         "identity",
         unused={"num_anchors": _EVERY_INPUT},
     ),

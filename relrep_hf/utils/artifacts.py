@@ -13,7 +13,7 @@ everything else is here, once:
   artifact's files present, verified against the manifest while they are read, one version of
   the folder though other processes save to it meanwhile (`read_verified`);
 * **push**: the artifact saved into a temporary folder and pushed as one commit
-  (`relrep_hf.utils.hub_files.push_folder`), its card regenerated for the repo
+  (`relrep_hf.utils.hub_files.commit_folder`), its card regenerated for the repo
   (`relrep_hf.utils.publishing_hooks`).
 
 The `transformers.PreTrainedModel` artifacts (projector, head) take the same base
@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from relrep_hf.utils.file_checks import ArtifactFileError
 from relrep_hf.utils.hub_files import (
     ARTIFACT_FILES,
+    commit_folder,
     detect_artifact_kind,
-    push_folder,
     resolve_folder,
 )
 from relrep_hf.utils.io import atomic_directory
@@ -305,11 +305,11 @@ class ArtifactMixin:
         commit_message: str | None = None,
         create_pr: bool = False,
     ) -> str:
-        """Push the artifact to the Hub as one commit (`relrep_hf.utils.hub_files.push_folder`),
+        """Push the artifact to the Hub as one commit (`relrep_hf.utils.hub_files.commit_folder`),
         with its card regenerated for the repo and portable provenance (the publishing layer's
         ``prepare_upload``, through the hook); returns its sha. The artifact in memory is not
         changed."""
-        return push_folder(
+        return commit_folder(
             lambda folder: write_artifact(folder, self._save_files),
             repo_id,
             prepare=publisher().prepare_upload,

@@ -2,7 +2,7 @@
 
 Like ``transformers.utils.hub``: `resolve_folder` turns a local folder or a Hub repo id into a
 local folder and the commit it was resolved to (the one download path of every artifact);
-`push_folder` uploads a saved folder as one commit (the one upload path); `artifact_kind` tells
+`commit_folder` uploads a saved folder as one commit (the one upload path); `artifact_kind` tells
 what a folder holds; `hub_errors` turns huggingface_hub's failures into a `HubError` that names
 the repo and what to do. The Hub-id and commit rules (`is_hub_id`, `is_commit_hash`,
 `snapshot_record`) are defined here once, on huggingface_hub's own repo-id validation. What a
@@ -38,6 +38,7 @@ from huggingface_hub.errors import (
 )
 from huggingface_hub.utils import validate_repo_id
 
+from relrep_hf.utils.deprecated_import import deprecated_attributes
 from relrep_hf.utils.local_paths import check_local_path
 
 try:  # the HTTP client of huggingface_hub 2.x, then 1.x
@@ -57,12 +58,12 @@ __all__ = [
     "HubDownload",
     "HubError",
     "artifact_kind",
+    "commit_folder",
     "detect_artifact_kind",
     "hub_errors",
     "is_commit_hash",
     "is_hub_id",
     "loaded_provenance",
-    "push_folder",
     "resolve_folder",
     "snapshot_record",
 ]
@@ -257,7 +258,7 @@ def resolve_folder(
     return Path(folder), Path(folder).name  # snapshot folders are named by commit
 
 
-def push_folder(
+def commit_folder(
     save: Callable[[Path], None],
     repo_id: str,
     *,
@@ -498,3 +499,6 @@ def _http_message(
         f"The Hub at {endpoint} failed to {action} {where} ({status}: "
         f"{first_line(error)}). Try again later."
     )
+
+
+__getattr__ = deprecated_attributes(__name__)  # renamed names (`push_folder`), with a warning

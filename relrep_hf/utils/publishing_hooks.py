@@ -3,7 +3,7 @@
 Artifacts (anchor sets, projectors, heads, migration maps) sit below the publishing code and
 never import it. Their ``save_pretrained`` asks the registered `Publisher` to write the model card
 into the folder being saved, and their ``push_to_hub`` asks it to ready the folder for the Hub
-(the upload itself is `relrep_hf.utils.hub_files.push_folder`); the publishing layer registers
+(the upload itself is `relrep_hf.utils.hub_files.commit_folder`); the publishing layer registers
 itself once, like ``AutoConfig.register`` (`relrep_hf.publishing.hub`, imported by
 ``relrep_hf/__init__.py``, so the hook is in effect whenever any relrep_hf module is imported).
 This module imports nothing heavy.

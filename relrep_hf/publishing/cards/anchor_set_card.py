@@ -89,7 +89,7 @@ def anchor_set_card(
     encoder_ids = [
         _recorded(e, "encoder_id", "id") for e in facts["encoders"] if isinstance(e, dict)
     ]
-    hub_encoders = [i for i in encoder_ids if sections.is_hub_id(i)]
+    hub_encoders = [i for i in encoder_ids if sections.is_linkable_hub_id(i)]
     strategy = facts["strategy"]
     method = ANCHOR_METHODS.get(strategy)
     strategy_name = method.title if method else f"{strategy} anchors"
