@@ -22,6 +22,7 @@ from torch import Tensor
 from relrep_hf.functional.least_squares import AffineMap
 from relrep_hf.utils.artifacts import ArtifactMixin
 from relrep_hf.utils.file_checks import ArtifactFileError, safetensors_shapes
+from relrep_hf.utils.hub_files import ArtifactType
 
 __all__ = ["MIGRATION_MAP_FILE", "MigrationMap", "MigrationOverflowError"]
 
@@ -45,6 +46,14 @@ class MigrationMap(ArtifactMixin, AffineMap):
 
     artifact_kind = "migration_map"
     artifact_name = "migration map"
+    artifact_type = ArtifactType(  # what a saved map holds (relrep_hf.utils.hub_files)
+        artifact_kind,
+        "a migration map",
+        "MigrationMap.from_pretrained",
+        (MIGRATION_MAP_FILE,),
+        ("README.md", "manifest.json"),
+        markers=(MIGRATION_MAP_FILE,),
+    )
 
     def __init__(self, weight: Tensor, bias: Tensor, info: dict[str, Any] | None = None):
         if weight.ndim != 2 or bias.shape != (weight.shape[1],):

@@ -48,6 +48,7 @@ from relrep_hf.functional.statistics import DEFAULT_EPS, DEFAULT_SHRINKAGE
 from relrep_hf.utils.artifacts import ArtifactMixin
 from relrep_hf.utils.defaults import SHARED_LINEAR_SHRINKAGE, check_similarity_settings
 from relrep_hf.utils.file_checks import ArtifactFileError, read_json_file, safetensors_shapes
+from relrep_hf.utils.hub_files import ArtifactType
 from relrep_hf.utils.validation import (
     as_embeddings,
     check_distinct_names,
@@ -109,6 +110,14 @@ class AnchorSet(ArtifactMixin):
 
     artifact_kind = "anchor_set"
     artifact_name = "anchor set"
+    artifact_type = ArtifactType(  # what a saved anchor set holds (relrep_hf.utils.hub_files)
+        artifact_kind,
+        "an anchor set",
+        "AnchorSet.from_pretrained",
+        (CONFIG_NAME, WEIGHTS_NAME, SUPPORT_NAME),
+        ("README.md", "stitching_heatmap.png", "manifest.json"),
+        markers=(CONFIG_NAME, WEIGHTS_NAME),
+    )
 
     mixture: Tensor
     support: list[Any]

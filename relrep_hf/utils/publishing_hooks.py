@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-__all__ = ["Publisher", "publisher", "register_publisher"]
+__all__ = ["Publisher", "publisher", "register_publisher", "unregister_publisher"]
 
 
 class Publisher(Protocol):
@@ -43,6 +43,14 @@ def register_publisher(publisher: Publisher, *, exist_ok: bool = False) -> None:
             "replace it."
         )
     _registered[:] = [publisher]
+
+
+def unregister_publisher() -> Publisher:
+    """Take the registered publisher out and return it (a ValueError if none is): cards are
+    then not written, nor artifacts pushed, until one is registered again."""
+    if not _registered:
+        raise ValueError("No publisher is registered: there is nothing to unregister.")
+    return _registered.pop()
 
 
 def publisher() -> Publisher:
