@@ -148,7 +148,9 @@ class _ArtifactFiles(Mapping):
     def __getitem__(self, kind: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         types = artifact_types()
         if kind not in types:  # a KeyError, as a Mapping's (`in` reads it)
-            raise KeyError(f"Unknown artifact type {kind!r}. Registered: {', '.join(types)}.")
+            raise KeyError(
+                f"Unknown artifact type {kind!r}. Registered: {', '.join(map(repr, types))}."
+            )
         return types[kind].required, types[kind].optional
 
     def __iter__(self) -> Iterator[str]:

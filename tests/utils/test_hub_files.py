@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from relrep_hf.utils.hub_files import (
@@ -105,14 +107,20 @@ def test_a_new_artifact_type_is_one_registration(tmp_path):
         assert detect_artifact_kind(tmp_path) == "toy"
         assert ARTIFACT_FILES["toy"] == (("toy.bin",), ())
         assert describe_kind("toy") == "a toy"
-        with pytest.raises(ValueError, match="registered already"):
+        # docs/bad_inputs.md, "Extension points and moved paths": each row's first sentence
+        taken = "The artifact type 'toy' is registered already: unregister it first"
+        with pytest.raises(ValueError, match=re.escape(taken)):
             register_artifact_type(toy)
         clash = ArtifactType("other", "an other", "O", ("config.json",), model_type="relative_head")
-        with pytest.raises(ValueError, match="model_type 'relative_head'"):
+        with pytest.raises(ValueError, match=re.escape("\"other (model_type 'relative_head')\"")):
             register_artifact_type(clash)
     finally:
         assert unregister_artifact_type("toy") is toy
     assert detect_artifact_kind(tmp_path) is None and "toy" not in ARTIFACT_FILES
+    with pytest.raises(KeyError, match=re.escape("Unknown artifact type 'toy'. Registered: 'anc")):
+        ARTIFACT_FILES["toy"]
+    with pytest.raises(ValueError, match=re.escape("Unknown artifact type 'toy'. Registered:")):
+        unregister_artifact_type("toy")
 
 
 def test_each_artifact_declares_the_type_of_its_kind():
