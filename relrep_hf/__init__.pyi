@@ -5,6 +5,13 @@
 
 __version__: str
 
+from relrep_hf.anchors import (
+    ANCHOR_METHODS as ANCHOR_METHODS,
+    AnchorMethod as AnchorMethod,
+    FitData as FitData,
+    register_anchor_method as register_anchor_method,
+    unregister_anchor_method as unregister_anchor_method,
+)
 from relrep_hf.encoding.encoder_kinds import (
     EncoderKind as EncoderKind,
     register_encoder_kind as register_encoder_kind,
@@ -64,13 +71,6 @@ from relrep_hf.training.anchor_arguments import (
     FitArguments as FitArguments,
     ParamTrainingArguments as ParamTrainingArguments,
     SharedLinearArguments as SharedLinearArguments,
-)
-from relrep_hf.training.anchor_methods import (
-    ANCHOR_METHODS as ANCHOR_METHODS,
-    AnchorMethod as AnchorMethod,
-    FitData as FitData,
-    register_anchor_method as register_anchor_method,
-    unregister_anchor_method as unregister_anchor_method,
 )
 from relrep_hf.training.head_directions import choose_num_directions as choose_num_directions
 from relrep_hf.training.head_trainer import (

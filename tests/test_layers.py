@@ -27,7 +27,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "encoding": ("encoding",),
     # the artifacts, and the two features that span them: the way back and migration
     "artifacts": ("models", "translation", "migration"),
-    "training": ("training",),
+    # the trainers, and the anchor methods (one folder each) that fit with them
+    "training": ("training", "anchors"),
     "evaluation": ("evaluation",),
     "publishing": ("publishing",),
     # (the old paths that saved artifacts record are rows of utils/deprecated_import.py)

@@ -27,7 +27,7 @@ from relrep_hf.utils.validation import check_embeddings
 MixingKind = Literal["stochastic", "one_hot", "identity", "linear"]
 MIXING_KINDS: tuple[str, ...] = ("stochastic", "one_hot", "identity", "linear")
 
-# Each anchor method declares its kind (`relrep_hf.training.anchor_methods`) and its anchor sets
+# Each anchor method declares its kind (`relrep_hf.anchors`) and its anchor sets
 # record it. One that does not (saved before kinds were recorded, when every anchor set was
 # PARAM, k-means, random or farthest-point, or built without ``mixing``) is stochastic, unless
 # its strategy is one of these.

@@ -4,7 +4,7 @@ An anchor set is a mixing matrix ``M [m, K]`` over K parallel support inputs (it
 see `relrep_hf.functional.mixing`), plus the similarity settings its anchors were fitted with.
 Any encoder gets its anchors by embedding those inputs: ``A = mu + M @ (X_sub - mu)``, which is
 ``P @ X_sub`` for the paper's row-stochastic ``P``; so one anchor set serves encoders that did
-not exist when it was fitted. Every anchor method makes one (`relrep_hf.training.anchor_methods`),
+not exist when it was fitted. Every anchor method makes one (`relrep_hf.anchors`),
 so every comparison runs through one code path. ``fingerprint`` hashes its content: projectors
 and heads record it, so a head never reads the features of another anchor set.
 
@@ -90,7 +90,7 @@ class AnchorSet(ArtifactMixin):
             (e.g. ``{"index": 17}``) together with ``support_reference``.
         support_reference: for non-text inputs, where they come from (dataset id, revision,
             split, column).
-        strategy: the anchor method that made it (`relrep_hf.training.anchor_methods`):
+        strategy: the anchor method that made it (`relrep_hf.anchors`):
             ``"param"``, ``"shared_linear"``, ``"random"``, ...
         mixing: ``"stochastic"``, ``"one_hot"``, ``"identity"`` or ``"linear"`` (default:
             one-hot for random and farthest-point anchors, else stochastic).

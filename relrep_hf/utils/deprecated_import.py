@@ -38,6 +38,7 @@ DEPRECATED_PATHS: dict[str, str] = {
     ),
     "relrep_hf.packaged_encoders": "relrep_hf.encoding.packaged_encoders",
     "relrep_hf.functional.tables": "relrep_hf.functional.markdown_tables",
+    "relrep_hf.training.anchor_methods": "relrep_hf.anchors.registry",
     # names: old module.name -> new module.name (the old module reads them, see below)
     "relrep_hf.utils.hub_files.push_folder": "relrep_hf.utils.hub_files.commit_folder",
 }

@@ -12,9 +12,9 @@ from typing import Any
 
 from huggingface_hub import ModelCard
 
+from relrep_hf.anchors import ANCHOR_METHODS
 from relrep_hf.publishing.cards import sections
 from relrep_hf.publishing.cards.templates import card_data, render
-from relrep_hf.training.anchor_methods import ANCHOR_METHODS
 
 __all__ = ["ANCHOR_SET_FACTS", "TAGS", "anchor_set_card", "anchor_set_facts", "encoder_names"]
 
