@@ -3,9 +3,10 @@
 Each folder (`param`, `shared_linear`, `full_support`, `random`, `kmeans`, `farthest_point`)
 declares its `AnchorMethod` as ``METHOD``: its arguments class, its fit (its pure math stays in
 `relrep_hf.functional`, below the artifacts, and its folder's docstring says where), its mixing
-kind and card text. The list below is the one place that registers them, in the order reports
-list them (the paper's first); a new in-tree method is one new folder and one entry of that
-list. A method of the user's is one `register_anchor_method` call.
+kind and card text. `METHOD_FOLDERS` is the one list of them, in the order reports list them
+(the paper's first), and `register_anchor_methods` registers it (``import relrep_hf`` calls it;
+importing a folder registers nothing); a new in-tree method is one new folder and one entry of
+that list. A method of the user's is one `register_anchor_method` call.
 
 >>> [m.name for m in ANCHOR_METHODS.values()][:3]
 ['param', 'shared_linear', 'full_support']
@@ -30,11 +31,16 @@ __all__ = [
     "FitData",
     "anchor_method",
     "register_anchor_method",
+    "register_anchor_methods",
     "unregister_anchor_method",
 ]
 
 METHOD_FOLDERS = (param, shared_linear, full_support, random, kmeans, farthest_point)
 """The package's methods, each a folder with its ``METHOD``, in the order reports list them."""
 
-for _folder in METHOD_FOLDERS:
-    register_anchor_method(_folder.METHOD)
+
+def register_anchor_methods() -> None:
+    """Register the package's methods (`METHOD_FOLDERS`) that are not registered yet."""
+    for folder in METHOD_FOLDERS:
+        if folder.METHOD.name not in ANCHOR_METHODS:
+            register_anchor_method(folder.METHOD)

@@ -22,6 +22,11 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from relrep_hf.functional.mixing_kinds import (
+    check_mixing_kind,
+    forget_strategy_mixing,
+    record_strategy_mixing,
+)
 from relrep_hf.training.anchor_arguments import FitArguments
 from relrep_hf.utils.registry import Registry
 
@@ -134,13 +139,19 @@ ANCHOR_METHODS: Registry[AnchorMethod] = Registry("anchor method")
 
 def register_anchor_method(method: AnchorMethod) -> AnchorMethod:
     """Add ``method``: ``relrep-hf fit --method NAME``, the pipeline, the report and the card
-    then take it. A ValueError if its name is taken."""
-    return ANCHOR_METHODS.register(method)
+    then take it, and its anchor sets hold its mixing kind. A ValueError if its name is taken
+    or its mixing kind is not one of `MIXING_KINDS`."""
+    check_mixing_kind(method.name, method.mixing)  # before anything is registered
+    ANCHOR_METHODS.register(method)
+    record_strategy_mixing(method.name, method.mixing)
+    return method
 
 
 def unregister_anchor_method(name: str) -> AnchorMethod:
     """Take method ``name`` out (a ValueError if it is not registered)."""
-    return ANCHOR_METHODS.unregister(name)
+    method = ANCHOR_METHODS.unregister(name)
+    forget_strategy_mixing(name)
+    return method
 
 
 def anchor_method(name: str) -> AnchorMethod:

@@ -36,7 +36,8 @@ from relrep_hf.functional.anchor_strategies import (
     kmeans_mixture,
     random_mixture,
 )
-from relrep_hf.functional.mixing import UNRECORDED_MIXING, check_mixture, fingerprint, mixed_anchors
+from relrep_hf.functional.mixing import check_mixture, fingerprint, mixed_anchors
+from relrep_hf.functional.mixing_kinds import unrecorded_mixing
 from relrep_hf.functional.shared_linear import (
     Normalization,
     check_shared_linear_shrinkage,
@@ -134,7 +135,7 @@ class AnchorSet(ArtifactMixin):
     eps: float = DEFAULT_EPS
 
     def __post_init__(self) -> None:
-        self.mixing = self.mixing or UNRECORDED_MIXING.get(self.strategy, "stochastic")
+        self.mixing = self.mixing or unrecorded_mixing(self.strategy)  # its method's kind
         if not self.support:
             raise ValueError(
                 "An anchor set needs at least one support input, got none: pass the parallel "
