@@ -15,7 +15,7 @@ that list. A method of the user's is one `register_anchor_method` call.
 from __future__ import annotations
 
 from relrep_hf.anchors import farthest_point, full_support, kmeans, param, random, shared_linear
-from relrep_hf.anchors.registry import (
+from relrep_hf.anchors.anchor_methods import (
     ANCHOR_METHODS,
     AnchorMethod,
     FitData,

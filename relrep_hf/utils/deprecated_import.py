@@ -38,7 +38,8 @@ DEPRECATED_PATHS: dict[str, str] = {
     ),
     "relrep_hf.packaged_encoders": "relrep_hf.encoding.packaged_encoders",
     "relrep_hf.functional.tables": "relrep_hf.functional.markdown_tables",
-    "relrep_hf.training.anchor_methods": "relrep_hf.anchors.registry",
+    "relrep_hf.training.anchor_methods": "relrep_hf.anchors.anchor_methods",
+    "relrep_hf.publishing.cards.folders": "relrep_hf.publishing.cards.folder_cards",
     # names: old module.name -> new module.name (the old module reads them, see below)
     "relrep_hf.utils.hub_files.push_folder": "relrep_hf.utils.hub_files.commit_folder",
 }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from relrep_hf.anchors.registry import AnchorMethod, FitData, recorded, sampled_support
+from relrep_hf.anchors.anchor_methods import AnchorMethod, FitData, recorded, sampled_support
 from relrep_hf.training.anchor_arguments import FitArguments
 
 if TYPE_CHECKING:

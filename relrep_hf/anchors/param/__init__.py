@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from relrep_hf.anchors.registry import AnchorMethod, FitData
+from relrep_hf.anchors.anchor_methods import AnchorMethod, FitData
 from relrep_hf.training.anchor_arguments import FitArguments, ParamTrainingArguments
 
 if TYPE_CHECKING:

@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from relrep_hf.anchors.registry import AnchorMethod, FitData, first_rows, recorded, support_inputs
+from relrep_hf.anchors.anchor_methods import (
+    AnchorMethod,
+    FitData,
+    first_rows,
+    recorded,
+    support_inputs,
+)
 from relrep_hf.training.anchor_arguments import FitArguments, SharedLinearArguments
 
 if TYPE_CHECKING:
