@@ -133,6 +133,18 @@ def sampled_support(args: FitArguments, data: FitData) -> tuple[Tensor, list[Any
     return rows, support_inputs(data, rows)
 
 
+def fit_sampled(
+    args: FitArguments, data: FitData, build: Callable[[list[Any], list[Tensor]], AnchorSet]
+) -> tuple[AnchorSet, Tensor]:
+    """A sampling baseline's fit: ``build(support, support_embeddings)`` (an `AnchorSet`
+    constructor) over ``support_size`` rows drawn with ``seed``, with the similarity settings
+    of ``args``."""
+    rows, support = sampled_support(args, data)
+    anchor_set = build(support, [x[rows] for x in data.training.values()])
+    anchor_set.shrinkage, anchor_set.eps = args.shrinkage, args.eps
+    return recorded(anchor_set, data), rows
+
+
 # name -> method, in the order reports list them (the paper's first; `relrep_hf.anchors`)
 ANCHOR_METHODS: Registry[AnchorMethod] = Registry("anchor method")
 

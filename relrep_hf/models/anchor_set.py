@@ -46,10 +46,10 @@ from relrep_hf.functional.shared_linear import (
 )
 from relrep_hf.functional.similarities import get_similarity
 from relrep_hf.functional.statistics import DEFAULT_EPS, DEFAULT_SHRINKAGE
+from relrep_hf.models.artifact_types import ANCHOR_SET_FILES, ANCHOR_SET_TYPE
 from relrep_hf.utils.artifacts import ArtifactMixin
 from relrep_hf.utils.defaults import SHARED_LINEAR_SHRINKAGE, check_similarity_settings
 from relrep_hf.utils.file_checks import ArtifactFileError, read_json_file, safetensors_shapes
-from relrep_hf.utils.hub_files import ArtifactType
 from relrep_hf.utils.validation import (
     as_embeddings,
     check_distinct_names,
@@ -59,9 +59,7 @@ from relrep_hf.utils.validation import (
     check_same_rows,
 )
 
-WEIGHTS_NAME = "anchor_set.safetensors"
-CONFIG_NAME = "anchor_set.json"
-SUPPORT_NAME = "support.jsonl"
+CONFIG_NAME, WEIGHTS_NAME, SUPPORT_NAME = ANCHOR_SET_FILES  # declared in artifact_types.py
 FORMAT_VERSION = 1
 
 _DESCRIPTION_TYPES = {
@@ -111,14 +109,7 @@ class AnchorSet(ArtifactMixin):
 
     artifact_kind = "anchor_set"
     artifact_name = "anchor set"
-    artifact_type = ArtifactType(  # what a saved anchor set holds (relrep_hf.utils.hub_files)
-        artifact_kind,
-        "an anchor set",
-        "AnchorSet.from_pretrained",
-        (CONFIG_NAME, WEIGHTS_NAME, SUPPORT_NAME),
-        ("README.md", "stitching_heatmap.png", "manifest.json"),
-        markers=(CONFIG_NAME, WEIGHTS_NAME),
-    )
+    artifact_type = ANCHOR_SET_TYPE  # what a saved anchor set holds (artifact_types.py)
 
     mixture: Tensor
     support: list[Any]

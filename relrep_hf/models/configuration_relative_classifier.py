@@ -7,28 +7,10 @@ from typing import Any
 
 from transformers import PreTrainedConfig
 
+from relrep_hf.models.artifact_types import CLASSIFIER_TYPE
 from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
 from relrep_hf.models.configuration_relative_projector import RelativeProjectorConfig
 from relrep_hf.models.configuration_utils import ANCHOR_SET_KEYS, RelrepConfig
-from relrep_hf.models.remote_code import REMOTE_CODE
-from relrep_hf.utils.hub_files import ArtifactType
-
-TOKENIZER_FILES = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "added_tokens.json",
-    "chat_template.jinja",
-    "vocab.txt",
-    "vocab.json",
-    "merges.txt",
-    "spiece.model",
-    "sentencepiece.bpe.model",
-    "tokenizer.model",
-    "preprocessor_config.json",
-)
-"""The files a tokenizer (or image processor) may save, which a text classifier carries so
-that ``pipeline(model=folder)`` finds its encoder's tokenizer."""
 
 # keys of a nested config that say nothing about the artifact (transformers' own bookkeeping)
 _BOOKKEEPING = ("transformers_version", "_name_or_path", "architectures", "auto_map", "dtype")
@@ -60,14 +42,7 @@ class RelativeClassifierConfig(RelrepConfig):
 
     model_type = "relative_classifier"
     artifact_name = "text classifier"
-    artifact_type = ArtifactType(  # what a saved text classifier holds (utils/hub_files.py)
-        "classifier",
-        "a text classifier",
-        "RelativeModelForSequenceClassification.from_pretrained",
-        ("config.json", "model.safetensors"),
-        ("README.md", *REMOTE_CODE[model_type][0], *TOKENIZER_FILES, "manifest.json"),
-        model_type=model_type,
-    )
+    artifact_type = CLASSIFIER_TYPE  # what a saved text classifier holds (artifact_types.py)
 
     def __init__(
         self,

@@ -6,13 +6,9 @@ from typing import Any
 
 from transformers.activations import ACT2FN
 
+from relrep_hf.models.artifact_types import HEAD_TYPE
 from relrep_hf.models.configuration_utils import ANCHOR_SET_KEYS, RelrepConfig
-from relrep_hf.models.remote_code import REMOTE_CODE
 from relrep_hf.utils.defaults import DEFAULT_NUM_ANCHORS
-from relrep_hf.utils.hub_files import ArtifactType
-
-HEAD_METRICS_NAME = "metrics.json"
-"""A head's evaluation, beside its weights (written by `write_head_metrics`, shown on its card)."""
 
 # The layers `for_projector` gives a head unless told otherwise: a small MLP transferred best
 # to encoders the head never saw (benchmarks.studies.head_variants, docs/heads.md), where a bare
@@ -62,14 +58,7 @@ class RelativeHeadConfig(RelrepConfig):
 
     model_type = "relative_head"
     artifact_name = "head"
-    artifact_type = ArtifactType(  # what a saved head holds (relrep_hf.utils.hub_files)
-        "head",
-        "a head",
-        "RelativeHeadForClassification.from_pretrained",
-        ("config.json", "model.safetensors"),
-        ("README.md", *REMOTE_CODE[model_type][0], HEAD_METRICS_NAME, "manifest.json"),
-        model_type=model_type,
-    )
+    artifact_type = HEAD_TYPE  # what a saved head holds (artifact_types.py)
 
     def __init__(
         self,

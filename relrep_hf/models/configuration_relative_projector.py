@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from relrep_hf.functional.similarities import get_similarity
+from relrep_hf.models.artifact_types import PROJECTOR_TYPE
 from relrep_hf.models.configuration_utils import RelrepConfig
-from relrep_hf.models.remote_code import REMOTE_CODE
 from relrep_hf.utils.defaults import (
     DEFAULT_EPS,
     DEFAULT_NUM_ANCHORS,
     DEFAULT_SHRINKAGE,
     check_similarity_settings,
 )
-from relrep_hf.utils.hub_files import ArtifactType
 
 
 class RelativeProjectorConfig(RelrepConfig):
@@ -48,14 +47,7 @@ class RelativeProjectorConfig(RelrepConfig):
 
     model_type = "relative_projector"
     artifact_name = "projector"
-    artifact_type = ArtifactType(  # what a saved projector holds (relrep_hf.utils.hub_files)
-        "projector",
-        "a projector",
-        "RelativeProjector.from_pretrained",
-        ("config.json", "model.safetensors"),
-        ("README.md", *REMOTE_CODE[model_type][0], "manifest.json"),
-        model_type=model_type,
-    )
+    artifact_type = PROJECTOR_TYPE  # what a saved projector holds (artifact_types.py)
 
     def __init__(
         self,

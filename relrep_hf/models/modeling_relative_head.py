@@ -22,7 +22,8 @@ from transformers.activations import ACT2FN
 from transformers.modeling_outputs import SequenceClassifierOutput
 
 from relrep_hf.functional.mixing import check_same_anchor_set
-from relrep_hf.models.configuration_relative_head import HEAD_METRICS_NAME, RelativeHeadConfig
+from relrep_hf.models.artifact_types import HEAD_METRICS_NAME
+from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
 from relrep_hf.models.modeling_utils import RelrepPreTrainedModel
 from relrep_hf.models.remote_code import write_remote_code
 from relrep_hf.utils.io import atomic_write_bytes

@@ -85,8 +85,9 @@ LOCAL_PREFIX = "local:"
 
 @dataclass(frozen=True)
 class ArtifactType:
-    """What one kind of artifact saves, declared by the artifact itself (its class, or its
-    config for a transformers model) and registered with `register_artifact_type`.
+    """What one kind of artifact saves, declared in the artifacts' layer (the package's own in
+    `relrep_hf.models.artifact_types`, each named by its class or config as ``artifact_type``)
+    and registered with `register_artifact_type`.
 
     Attributes:
         name: the kind (``"projector"``), as the artifact class's ``artifact_kind``.

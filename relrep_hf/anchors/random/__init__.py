@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from relrep_hf.anchors.anchor_methods import AnchorMethod, FitData, recorded, sampled_support
+from relrep_hf.anchors.anchor_methods import AnchorMethod, FitData, fit_sampled
 from relrep_hf.training.anchor_arguments import FitArguments
 
 if TYPE_CHECKING:
@@ -24,10 +24,10 @@ def fit_random_anchors(args: FitArguments, data: FitData) -> tuple[AnchorSet, Te
     """`AnchorSet.random` anchors over ``support_size`` rows drawn with ``seed``."""
     from relrep_hf.models.anchor_set import AnchorSet
 
-    rows, support = sampled_support(args, data)
-    anchor_set = AnchorSet.random(support, args.num_anchors, seed=args.seed)
-    anchor_set.shrinkage, anchor_set.eps = args.shrinkage, args.eps
-    return recorded(anchor_set, data), rows
+    def build(support: list, embeddings: list) -> AnchorSet:
+        return AnchorSet.random(support, args.num_anchors, seed=args.seed)
+
+    return fit_sampled(args, data, build)
 
 
 METHOD = AnchorMethod(

@@ -19,7 +19,7 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard
 
-from relrep_hf.models.configuration_relative_head import HEAD_METRICS_NAME
+from relrep_hf.models.artifact_types import HEAD_METRICS_NAME
 from relrep_hf.publishing.cards import sections
 from relrep_hf.publishing.cards.anchor_set_card import TAGS
 from relrep_hf.publishing.cards.templates import card_data, render
