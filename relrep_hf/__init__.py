@@ -11,8 +11,12 @@ answers without loading torch.
 
 from __future__ import annotations
 
+from relrep_hf.anchors import register_anchor_methods
+from relrep_hf.models import register_artifact_types
 from relrep_hf.pipeline.auto_registration import install_auto_registration
 from relrep_hf.publishing import hub as _publishing  # noqa: F401  registers the card and push hook
+from relrep_hf.utils.deprecated_import import install_deprecated_imports
+from relrep_hf.utils.hub_files import defer_artifact_types
 from relrep_hf.utils.lazy_imports import lazy_attributes, stub_names
 
 __version__ = "0.1.0"
@@ -24,3 +28,6 @@ __getattr__, __dir__ = lazy_attributes(__name__, globals(), _LAZY)
 
 
 install_auto_registration()
+register_anchor_methods()  # the anchor methods, one folder each (relrep_hf.anchors)
+defer_artifact_types(register_artifact_types)  # what each artifact saves, read on first use
+install_deprecated_imports()  # moved paths (saved artifacts record some) still import, warning

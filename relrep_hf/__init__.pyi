@@ -1,9 +1,17 @@
 # The public names of relrep_hf, each written once: type checkers and IDEs read them here,
 # and __init__.py reads them (`relrep_hf.utils.lazy_imports.stub_names`) to import each on
-# first use.
+# first use. Every extension point's `register_*` and `unregister_*` is among them, the one
+# place they are exported from (docs/architecture.md, "Extension points").
 
 __version__: str
 
+from relrep_hf.anchors import (
+    ANCHOR_METHODS as ANCHOR_METHODS,
+    AnchorMethod as AnchorMethod,
+    FitData as FitData,
+    register_anchor_method as register_anchor_method,
+    unregister_anchor_method as unregister_anchor_method,
+)
 from relrep_hf.encoding.encoder_kinds import (
     EncoderKind as EncoderKind,
     register_encoder_kind as register_encoder_kind,
@@ -15,7 +23,10 @@ from relrep_hf.encoding.extraction import (
 )
 from relrep_hf.functional.similarities import (
     SIMILARITIES as SIMILARITIES,
+    Similarity as Similarity,
+    register_similarity as register_similarity,
     relative_projection as relative_projection,
+    unregister_similarity as unregister_similarity,
 )
 from relrep_hf.functional.statistics import (
     Statistics as Statistics,
@@ -60,13 +71,6 @@ from relrep_hf.training.anchor_arguments import (
     ParamTrainingArguments as ParamTrainingArguments,
     SharedLinearArguments as SharedLinearArguments,
 )
-from relrep_hf.training.anchor_methods import (
-    ANCHOR_METHODS as ANCHOR_METHODS,
-    AnchorMethod as AnchorMethod,
-    FitData as FitData,
-    register_anchor_method as register_anchor_method,
-    unregister_anchor_method as unregister_anchor_method,
-)
 from relrep_hf.training.head_directions import choose_num_directions as choose_num_directions
 from relrep_hf.training.head_trainer import (
     HeadTrainer as HeadTrainer,
@@ -83,4 +87,13 @@ from relrep_hf.translation.inverse import relative_inverse as relative_inverse
 from relrep_hf.translation.translator import (
     LatentTranslator as LatentTranslator,
     translate as translate,
+)
+from relrep_hf.utils.hub_files import (
+    ArtifactType as ArtifactType,
+    register_artifact_type as register_artifact_type,
+    unregister_artifact_type as unregister_artifact_type,
+)
+from relrep_hf.utils.publishing_hooks import (
+    register_publisher as register_publisher,
+    unregister_publisher as unregister_publisher,
 )

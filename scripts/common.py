@@ -2,7 +2,7 @@
 line (``--smoke``, ``--seeds``, ``--output-dir``), the JSON of results, PARAM arguments with the
 paper's Table 5 defaults, a tokenizer for offline smoke runs, and Tables 1 / 2 over seeds.
 
-Algorithm 1 is `relrep_hf.evaluation.zero_shot.ZeroShotStitching`, tables are `relrep_hf.functional.tables`, figures
+Algorithm 1 is `relrep_hf.evaluation.zero_shot.ZeroShotStitching`, tables are `relrep_hf.functional.markdown_tables`, figures
 `relrep_hf.evaluation.plots`; everything model- or data-specific stays in the scripts.
 """
 

@@ -388,7 +388,7 @@ def test_the_default_method_takes_every_training_row_as_support(run_dir, tmp_pat
 
 @pytest.mark.slow
 def test_a_baseline_method_fits_a_run_and_its_report_names_it(run_dir, tmp_path):
-    """Any registered method fits through `relrep-hf fit` (`relrep_hf.training.anchor_methods`);
+    """Any registered method fits through `relrep-hf fit` (`relrep_hf.anchors`);
     the report labels the run's anchor set by the registry."""
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)

@@ -27,18 +27,12 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "encoding": ("encoding",),
     # the artifacts, and the two features that span them: the way back and migration
     "artifacts": ("models", "translation", "migration"),
-    "training": ("training",),
+    # the trainers, and the anchor methods (one folder each) that fit with them
+    "training": ("training", "anchors"),
     "evaluation": ("evaluation",),
     "publishing": ("publishing",),
-    # the old paths of two modules that saved artifacts record (re-exports, imported by nobody)
-    "entry points": (
-        "pipeline",
-        "cli",
-        "commands",
-        "__init__",
-        "packaged_encoders",
-        "sentence_transformers_module",
-    ),
+    # (the old paths that saved artifacts record are rows of utils/deprecated_import.py)
+    "entry points": ("pipeline", "cli", "commands", "__init__"),
 }
 MAX_TOP_LEVEL_MODULES = 8
 # a layer's folder a reader can take in at a glance (the old paths re-exported count too)

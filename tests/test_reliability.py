@@ -496,7 +496,7 @@ def without(path: Path) -> Path:
 
 def st_module():
     """relrep_hf.models.sentence_transformers_module, imported only when a case needs it."""
-    from relrep_hf.training import sentence_transformers_module
+    from relrep_hf.models import sentence_transformers_module
 
     return sentence_transformers_module
 

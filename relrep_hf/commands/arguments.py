@@ -15,8 +15,8 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
+from relrep_hf.anchors import ANCHOR_METHODS, anchor_method
 from relrep_hf.training.anchor_arguments import FitArguments, ParamTrainingArguments
-from relrep_hf.training.anchor_methods import ANCHOR_METHODS, anchor_method
 from relrep_hf.utils.defaults import DEFAULT_METHOD
 
 
@@ -170,7 +170,7 @@ def add_method_flag(parser: argparse.ArgumentParser) -> None:
         "--method",
         choices=list(ANCHOR_METHODS),
         default=DEFAULT_METHOD,
-        help="how the anchor set is fitted (`relrep_hf.training.anchor_methods`): the shared "
+        help="how the anchor set is fitted (`relrep_hf.anchors`): the shared "
         "linear closed form (the quality benchmark's winner: every training row as support, the "
         "shrinkage chosen from them, unless --support-size / --shrinkage say otherwise), the "
         "paper's PARAM, full support, or the random, k-means and farthest-point baselines",

@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> None:
 
 def _print_report(report: dict) -> None:
     """Every search's held-out Recall@1 and retention@10 beside re-embedding, and the advice."""
-    from relrep_hf.functional.tables import format_table
+    from relrep_hf.functional.markdown_tables import format_table
 
     searches = [n for n in report if isinstance(report[n], dict) and "recall@1" in report[n]]
     rows = [

@@ -1,6 +1,6 @@
 """The registry of encoder kinds: how a spec is read, embedded, described and listed in --help.
 
-Like `relrep_hf.training.anchor_methods`: each kind of encoder a run can take is declared once,
+Like `relrep_hf.anchors`: each kind of encoder a run can take is declared once,
 here, as an `EncoderKind`, and `parse_encoder`, the pipeline's embed and onboard steps and the
 ``--encoder`` help read the registry instead of branching on kinds. A new kind is one entry
 (`register_encoder_kind`). This module is light to import (``relrep-hf --help`` reads the help

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from relrep_hf.functional.tables import metric_label
+from relrep_hf.functional.markdown_tables import metric_label
 
 DIAGONAL_NOTE = "Diagonal (—): an encoder against itself, not a stitching result, left blank."
 

@@ -1,7 +1,7 @@
 """The steps of zero-shot stitching, each a plain function on tensors.
 
 Every encoder's projector from one anchor set (`build_projectors`, no gradient step), PARAM
-anchors fitted in a temporary folder (`fit_param`), a linear head on features
+anchors fitted in a temporary folder (`train_param_anchors`), a linear head on features
 (`train_classifier`) and its weighted F1 (`head_f1`), absolute features standardized with the
 training rows' statistics (`standardize`), and how well relative spaces line up without any
 classifier (`retrieval_matrix`, the paper's Table 3). `zero_shot.ZeroShotStitching` composes
@@ -42,11 +42,11 @@ from relrep_hf.utils.defaults import DEFAULT_HEAD_EPOCHS
 
 __all__ = [
     "build_projectors",
-    "fit_param",
     "head_f1",
     "retrieval_matrix",
     "standardize",
     "train_classifier",
+    "train_param_anchors",
 ]
 
 
@@ -130,7 +130,7 @@ def head_f1(head: RelativeHeadForClassification, features: Tensor, labels: Tenso
     return weighted_f1(head(features).logits.argmax(dim=-1), labels)
 
 
-def fit_param(
+def train_param_anchors(
     args: ParamTrainingArguments, spaces: Mapping[str, Tensor], support: Tensor
 ) -> AnchorSet:
     """PARAM anchors on the parallel ``spaces`` with the given support rows (one encoder:

@@ -21,7 +21,12 @@ import torch
 from torch import Tensor
 
 from relrep_hf.encoding.batches import progress_bar
-from relrep_hf.evaluation.stitching_steps import fit_param, head_f1, standardize, train_classifier
+from relrep_hf.evaluation.stitching_steps import (
+    head_f1,
+    standardize,
+    train_classifier,
+    train_param_anchors,
+)
 from relrep_hf.functional.anchor_strategies import sample_support_rows
 from relrep_hf.functional.metrics import retrieval_metrics
 from relrep_hf.functional.similarities import get_similarity
@@ -159,7 +164,7 @@ class ZeroShotStitching:
                 )
                 self.progress(f"  PARAM on {', '.join(fitted_on)}")
                 spaces = {n: self.data[n].parallel for n in fitted_on}
-                anchors = fit_param(self.args, spaces, self.support)
+                anchors = train_param_anchors(self.args, spaces, self.support)
             self._anchor_sets[key] = anchors
         return self._anchor_sets[key]
 

@@ -24,6 +24,13 @@ from relrep_hf.functional.losses import (
     orthogonality_loss as orthogonality_loss,
     param_loss as param_loss,
 )
+from relrep_hf.functional.markdown_tables import (
+    format_table as format_table,
+    markdown_table as markdown_table,
+    mean_std as mean_std,
+    metric_label as metric_label,
+    summarize_seeds as summarize_seeds,
+)
 from relrep_hf.functional.metrics import (
     accuracy as accuracy,
     mean_reciprocal_rank as mean_reciprocal_rank,
@@ -67,11 +74,4 @@ from relrep_hf.functional.statistics import (
     shrunk_covariance as shrunk_covariance,
     whiten as whiten,
     whitening_matrix as whitening_matrix,
-)
-from relrep_hf.functional.tables import (
-    format_table as format_table,
-    markdown_table as markdown_table,
-    mean_std as mean_std,
-    metric_label as metric_label,
-    summarize_seeds as summarize_seeds,
 )

@@ -17,21 +17,24 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch import Tensor
 
+# the kinds, and each anchor method's (declared by the methods, `relrep_hf.anchors`)
+from relrep_hf.functional.mixing_kinds import MIXING_KINDS, MixingKind, unrecorded_mixing
 from relrep_hf.utils.validation import check_embeddings
 
-MixingKind = Literal["stochastic", "one_hot", "identity", "linear"]
-MIXING_KINDS: tuple[str, ...] = ("stochastic", "one_hot", "identity", "linear")
-
-# Each anchor method declares its kind (`relrep_hf.training.anchor_methods`) and its anchor sets
-# record it. One that does not (saved before kinds were recorded, when every anchor set was
-# PARAM, k-means, random or farthest-point, or built without ``mixing``) is stochastic, unless
-# its strategy is one of these.
-UNRECORDED_MIXING: dict[str, str] = {"random": "one_hot", "farthest_point": "one_hot"}
+__all__ = [
+    "MIXING_KINDS",
+    "MixingKind",
+    "check_mixture",
+    "check_same_anchor_set",
+    "fingerprint",
+    "mixed_anchors",
+    "unrecorded_mixing",
+]
 
 
 def check_mixture(mixture: Tensor, kind: str) -> None:

@@ -20,12 +20,12 @@ import torch
 from torch import Tensor
 
 from relrep_hf.functional.least_squares import AffineMap
+from relrep_hf.models.artifact_types import MIGRATION_MAP_FILE, MIGRATION_MAP_TYPE
 from relrep_hf.utils.artifacts import ArtifactMixin
 from relrep_hf.utils.file_checks import ArtifactFileError, safetensors_shapes
 
 __all__ = ["MIGRATION_MAP_FILE", "MigrationMap", "MigrationOverflowError"]
 
-MIGRATION_MAP_FILE = "migration_map.safetensors"
 FORMAT = "relrep_hf.migration_map"
 FORMAT_VERSION = "1"
 
@@ -45,6 +45,7 @@ class MigrationMap(ArtifactMixin, AffineMap):
 
     artifact_kind = "migration_map"
     artifact_name = "migration map"
+    artifact_type = MIGRATION_MAP_TYPE  # what a saved map holds (models/artifact_types.py)
 
     def __init__(self, weight: Tensor, bias: Tensor, info: dict[str, Any] | None = None):
         if weight.ndim != 2 or bias.shape != (weight.shape[1],):

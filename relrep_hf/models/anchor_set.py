@@ -4,7 +4,7 @@ An anchor set is a mixing matrix ``M [m, K]`` over K parallel support inputs (it
 see `relrep_hf.functional.mixing`), plus the similarity settings its anchors were fitted with.
 Any encoder gets its anchors by embedding those inputs: ``A = mu + M @ (X_sub - mu)``, which is
 ``P @ X_sub`` for the paper's row-stochastic ``P``; so one anchor set serves encoders that did
-not exist when it was fitted. Every anchor method makes one (`relrep_hf.training.anchor_methods`),
+not exist when it was fitted. Every anchor method makes one (`relrep_hf.anchors`),
 so every comparison runs through one code path. ``fingerprint`` hashes its content: projectors
 and heads record it, so a head never reads the features of another anchor set.
 
@@ -36,7 +36,8 @@ from relrep_hf.functional.anchor_strategies import (
     kmeans_mixture,
     random_mixture,
 )
-from relrep_hf.functional.mixing import UNRECORDED_MIXING, check_mixture, fingerprint, mixed_anchors
+from relrep_hf.functional.mixing import check_mixture, fingerprint, mixed_anchors
+from relrep_hf.functional.mixing_kinds import unrecorded_mixing
 from relrep_hf.functional.shared_linear import (
     Normalization,
     check_shared_linear_shrinkage,
@@ -45,6 +46,7 @@ from relrep_hf.functional.shared_linear import (
 )
 from relrep_hf.functional.similarities import get_similarity
 from relrep_hf.functional.statistics import DEFAULT_EPS, DEFAULT_SHRINKAGE
+from relrep_hf.models.artifact_types import ANCHOR_SET_FILES, ANCHOR_SET_TYPE
 from relrep_hf.utils.artifacts import ArtifactMixin
 from relrep_hf.utils.defaults import SHARED_LINEAR_SHRINKAGE, check_similarity_settings
 from relrep_hf.utils.file_checks import ArtifactFileError, read_json_file, safetensors_shapes
@@ -57,9 +59,7 @@ from relrep_hf.utils.validation import (
     check_same_rows,
 )
 
-WEIGHTS_NAME = "anchor_set.safetensors"
-CONFIG_NAME = "anchor_set.json"
-SUPPORT_NAME = "support.jsonl"
+CONFIG_NAME, WEIGHTS_NAME, SUPPORT_NAME = ANCHOR_SET_FILES  # declared in artifact_types.py
 FORMAT_VERSION = 1
 
 _DESCRIPTION_TYPES = {
@@ -89,7 +89,7 @@ class AnchorSet(ArtifactMixin):
             (e.g. ``{"index": 17}``) together with ``support_reference``.
         support_reference: for non-text inputs, where they come from (dataset id, revision,
             split, column).
-        strategy: the anchor method that made it (`relrep_hf.training.anchor_methods`):
+        strategy: the anchor method that made it (`relrep_hf.anchors`):
             ``"param"``, ``"shared_linear"``, ``"random"``, ...
         mixing: ``"stochastic"``, ``"one_hot"``, ``"identity"`` or ``"linear"`` (default:
             one-hot for random and farthest-point anchors, else stochastic).
@@ -109,6 +109,7 @@ class AnchorSet(ArtifactMixin):
 
     artifact_kind = "anchor_set"
     artifact_name = "anchor set"
+    artifact_type = ANCHOR_SET_TYPE  # what a saved anchor set holds (artifact_types.py)
 
     mixture: Tensor
     support: list[Any]
@@ -125,7 +126,7 @@ class AnchorSet(ArtifactMixin):
     eps: float = DEFAULT_EPS
 
     def __post_init__(self) -> None:
-        self.mixing = self.mixing or UNRECORDED_MIXING.get(self.strategy, "stochastic")
+        self.mixing = self.mixing or unrecorded_mixing(self.strategy)  # its method's kind
         if not self.support:
             raise ValueError(
                 "An anchor set needs at least one support input, got none: pass the parallel "

@@ -7,6 +7,7 @@ from typing import Any
 
 from transformers import PreTrainedConfig
 
+from relrep_hf.models.artifact_types import CLASSIFIER_TYPE
 from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
 from relrep_hf.models.configuration_relative_projector import RelativeProjectorConfig
 from relrep_hf.models.configuration_utils import ANCHOR_SET_KEYS, RelrepConfig
@@ -41,6 +42,7 @@ class RelativeClassifierConfig(RelrepConfig):
 
     model_type = "relative_classifier"
     artifact_name = "text classifier"
+    artifact_type = CLASSIFIER_TYPE  # what a saved text classifier holds (artifact_types.py)
 
     def __init__(
         self,

@@ -6,6 +6,7 @@ from typing import Any
 
 from transformers.activations import ACT2FN
 
+from relrep_hf.models.artifact_types import HEAD_TYPE
 from relrep_hf.models.configuration_utils import ANCHOR_SET_KEYS, RelrepConfig
 from relrep_hf.utils.defaults import DEFAULT_NUM_ANCHORS
 
@@ -57,6 +58,7 @@ class RelativeHeadConfig(RelrepConfig):
 
     model_type = "relative_head"
     artifact_name = "head"
+    artifact_type = HEAD_TYPE  # what a saved head holds (artifact_types.py)
 
     def __init__(
         self,

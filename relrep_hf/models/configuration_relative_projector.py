@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from relrep_hf.functional.similarities import get_similarity
+from relrep_hf.models.artifact_types import PROJECTOR_TYPE
 from relrep_hf.models.configuration_utils import RelrepConfig
 from relrep_hf.utils.defaults import (
     DEFAULT_EPS,
@@ -46,6 +47,7 @@ class RelativeProjectorConfig(RelrepConfig):
 
     model_type = "relative_projector"
     artifact_name = "projector"
+    artifact_type = PROJECTOR_TYPE  # what a saved projector holds (artifact_types.py)
 
     def __init__(
         self,

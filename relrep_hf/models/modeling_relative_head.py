@@ -22,10 +22,10 @@ from transformers.activations import ACT2FN
 from transformers.modeling_outputs import SequenceClassifierOutput
 
 from relrep_hf.functional.mixing import check_same_anchor_set
+from relrep_hf.models.artifact_types import HEAD_METRICS_NAME
 from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
 from relrep_hf.models.modeling_utils import RelrepPreTrainedModel
 from relrep_hf.models.remote_code import write_remote_code
-from relrep_hf.utils.hub_files import HEAD_METRICS_NAME
 from relrep_hf.utils.io import atomic_write_bytes
 from relrep_hf.utils.manifest import MANIFEST_NAME, manifest_bytes
 from relrep_hf.utils.publishing_hooks import publisher

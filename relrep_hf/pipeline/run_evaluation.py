@@ -1,7 +1,7 @@
 """The evaluate step: zero-shot retrieval and classification of a fitted run folder.
 
 The run's saved projectors are evaluated beside Random-Cos and the method its anchor set's
-method is compared with (`relrep_hf.training.anchor_methods`): the shared linear closed form
+method is compared with (`relrep_hf.anchors`): the shared linear closed form
 beside PARAM, PARAM beside the others. That method is fitted on the same training encoders and
 rows, and kept out of the run folder (the run's anchor set is the one it publishes).
 """
@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from relrep_hf.anchors import ANCHOR_METHODS, AnchorMethod, FitData
 from relrep_hf.evaluation.language_pairs import language_pair_rows
 from relrep_hf.evaluation.stitching_steps import build_projectors, retrieval_matrix
 from relrep_hf.evaluation.zero_shot import EncoderData, Method, ZeroShotStitching
@@ -28,7 +29,6 @@ from relrep_hf.pipeline.run_folder import read_run, run_embeddings, run_labels
 from relrep_hf.pipeline.run_report import write_heads_metrics, write_report
 from relrep_hf.pipeline.swappable_head import publish_swappable_head
 from relrep_hf.training.anchor_arguments import FitArguments, ParamTrainingArguments
-from relrep_hf.training.anchor_methods import ANCHOR_METHODS, AnchorMethod, FitData
 from relrep_hf.utils.defaults import DEFAULT_HEAD_EPOCHS
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from torch import Tensor
 
 from relrep_hf.evaluation.plots import relative_spaces_plot, stitching_heatmap
-from relrep_hf.functional.tables import format_table
+from relrep_hf.functional.markdown_tables import format_table
 from relrep_hf.models.modeling_relative_head import write_head_metrics
 from relrep_hf.utils.io import atomic_write_bytes
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from relrep_hf.anchors import FitData, anchor_method as get_anchor_method
 from relrep_hf.encoding.encoder_kinds import (
     Embedded,
     EmbedRequest,
@@ -54,7 +55,6 @@ from relrep_hf.pipeline.run_folder import (
 )
 from relrep_hf.pipeline.run_report import render_report
 from relrep_hf.training.anchor_arguments import FitArguments
-from relrep_hf.training.anchor_methods import FitData, anchor_method as get_anchor_method
 from relrep_hf.utils.defaults import (
     DEFAULT_EMBED_BATCH_SIZE,
     DEFAULT_ENCODERS,
@@ -222,7 +222,7 @@ def fit(
     overwrite: bool = False,
 ) -> AnchorSet:
     """Fit an anchor set on the training rows of every encoder but the held-out ones, by one
-    of the registered methods (`relrep_hf.training.anchor_methods`: the shared linear closed
+    of the registered methods (`relrep_hf.anchors`: the shared linear closed
     form, the paper's PARAM, full support, the baselines), then build every encoder's projector
     (held-out ones onboarded, no training).
 

@@ -3,7 +3,7 @@
 
 Like transformers' ``training_args.py`` beside ``trainer.py``. Number of anchors, support
 size, the whitening's regularization, eps and seed are common to every method
-(`relrep_hf.training.anchor_methods` names each method's arguments class); PARAM extends them
+(`relrep_hf.anchors` names each method's arguments class); PARAM extends them
 with its training. Each class holds its method's defaults, so a default has one home: the
 paper's 0.15 shrinkage in `FitArguments`, the shared linear map's ``"auto"`` (chosen from the
 fit rows) in `SharedLinearArguments`, Table 5 in `ParamTrainingArguments`. Light to import: the

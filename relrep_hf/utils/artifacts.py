@@ -13,7 +13,7 @@ everything else is here, once:
   artifact's files present, verified against the manifest while they are read, one version of
   the folder though other processes save to it meanwhile (`read_verified`);
 * **push**: the artifact saved into a temporary folder and pushed as one commit
-  (`relrep_hf.utils.hub_files.push_folder`), its card regenerated for the repo
+  (`relrep_hf.utils.hub_files.commit_folder`), its card regenerated for the repo
   (`relrep_hf.utils.publishing_hooks`).
 
 The `transformers.PreTrainedModel` artifacts (projector, head) take the same base
@@ -33,8 +33,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from relrep_hf.utils.file_checks import ArtifactFileError
 from relrep_hf.utils.hub_files import (
     ARTIFACT_FILES,
+    artifact_types,
+    commit_folder,
+    describe_kind,
     detect_artifact_kind,
-    push_folder,
     resolve_folder,
 )
 from relrep_hf.utils.io import atomic_directory
@@ -64,14 +66,6 @@ ALWAYS_KEPT = ("checkpoint-*",)
 """Entries of a saved folder that a new save carries over: a trainer's checkpoints."""
 
 HUB_KWARGS = ("repo_id", "token", "private", "commit_message", "revision", "create_pr")
-_ARTICLE = {
-    "anchor_set": "an anchor set",
-    "projector": "a projector",
-    "head": "a head",
-    "classifier": "a text classifier",
-    "migration_map": "a migration map",
-    "run": "a run folder",
-}
 
 
 class NotAnArtifactFolderError(FileExistsError, ValueError):
@@ -115,7 +109,7 @@ def check_save_folder(
     if found == kind or set(entries) <= own:  # the latter: a damaged save, to be saved again
         return [name for name in entries if name not in own]
     shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
-    holds = f"it holds {_ARTICLE[found]}" if found else f"it holds {shown}"
+    holds = f"it holds {describe_kind(found)}" if found else f"it holds {shown}"
     raise NotAnArtifactFolderError(
         f"Cannot save the {what} into {str(target)!r}: {holds}, not a saved {what}, and a save "
         "replaces the whole folder. Nothing was written or deleted. Save into a new or empty "
@@ -186,27 +180,26 @@ def resolve_artifact_folder(
     found = detect_artifact_kind(folder) if folder.is_dir() else None
     if found not in (None, kind):
         raise ArtifactFileError(
-            f"{source!r} holds {_ARTICLE[found]}, not {_ARTICLE[kind]}: load it with "
-            f"{_LOADERS[found]}." + _ANCHOR_SET_HINT.get((found, kind), "")
+            f"{source!r} holds {describe_kind(found)}, not {describe_kind(kind)}: load it with "
+            f"{_loader(found)}." + _ANCHOR_SET_HINT.get((found, kind), "")
         )
     if missing:
         pickled = any(name.endswith(".safetensors") for name in missing)
         raise ArtifactFileError(
-            f"{source!r} is not {_ARTICLE[kind]}: it lacks {', '.join(missing)}"
+            f"{source!r} is not {describe_kind(kind)}: it lacks {', '.join(missing)}"
             + (" (weights load from safetensors only, never from a pickle)" if pickled else "")
             + f". It is written by {loader}.save_pretrained."
         )
     return folder, commit, source
 
 
-_LOADERS = {
-    "anchor_set": "AnchorSet.from_pretrained",
-    "projector": "RelativeProjector.from_pretrained",
-    "head": "RelativeHeadForClassification.from_pretrained",
-    "classifier": "RelativeModelForSequenceClassification.from_pretrained",
-    "migration_map": "MigrationMap.from_pretrained",
-    "run": "the folders inside it (anchor_set/, projectors/<name>/, heads/<name>/)",
-}
+def _loader(kind: str) -> str:
+    """What loads a kind of folder, for messages."""
+    if kind == "run":
+        return "the folders inside it (anchor_set/, projectors/<name>/, heads/<name>/)"
+    return artifact_types()[kind].loader
+
+
 _ANCHOR_SET_HINT = {
     ("anchor_set", "projector"): " Build projectors from it with "
     "RelativeProjector.from_anchor_set.",
@@ -251,8 +244,10 @@ def read_verified(
 class ArtifactMixin:
     """Save, load (folder or Hub id, verified) and push for an artifact that writes its files.
 
-    A subclass sets `artifact_kind` (its key in `relrep_hf.utils.hub_files.ARTIFACT_FILES`) and
-    `artifact_name` (for messages), and writes `_save_files` and `_load_files`.
+    A subclass sets `artifact_kind` (the name of the `relrep_hf.utils.hub_files.ArtifactType`
+    it declares as ``artifact_type``, or its config does, registered by
+    `relrep_hf.models.register_artifact_types`) and `artifact_name` (for messages), and writes
+    `_save_files` and `_load_files`.
     """
 
     artifact_kind: ClassVar[str] = ""
@@ -305,11 +300,11 @@ class ArtifactMixin:
         commit_message: str | None = None,
         create_pr: bool = False,
     ) -> str:
-        """Push the artifact to the Hub as one commit (`relrep_hf.utils.hub_files.push_folder`),
+        """Push the artifact to the Hub as one commit (`relrep_hf.utils.hub_files.commit_folder`),
         with its card regenerated for the repo and portable provenance (the publishing layer's
         ``prepare_upload``, through the hook); returns its sha. The artifact in memory is not
         changed."""
-        return push_folder(
+        return commit_folder(
             lambda folder: write_artifact(folder, self._save_files),
             repo_id,
             prepare=publisher().prepare_upload,

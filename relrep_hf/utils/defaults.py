@@ -58,7 +58,7 @@ MULTILINGUAL_ENCODERS = (
 )
 QUICK_DEMO_ROWS = 1000  # --quick: about two minutes on 2 CPU cores (docs/main_job.md)
 MULTILINGUAL_DEMO_ROWS = 2000  # verses of the multilingual main job (--quick: 1,000)
-# how an anchor set is fitted (the methods: `relrep_hf.training.anchor_methods`); the default is
+# how an anchor set is fitted (the methods: `relrep_hf.anchors`); the default is
 # the winner of benchmarks/studies/quality.py
 DEFAULT_METHOD = "shared_linear"
 DEFAULT_EMBED_BATCH_SIZE = 64  # inputs per encoder forward when a run or dataset is embedded

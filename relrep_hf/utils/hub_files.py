@@ -2,8 +2,9 @@
 
 Like ``transformers.utils.hub``: `resolve_folder` turns a local folder or a Hub repo id into a
 local folder and the commit it was resolved to (the one download path of every artifact);
-`push_folder` uploads a saved folder as one commit (the one upload path); `artifact_kind` tells
-what a folder holds; `hub_errors` turns huggingface_hub's failures into a `HubError` that names
+`commit_folder` uploads a saved folder as one commit (the one upload path); `artifact_kind` tells
+what a folder holds, read from the artifact types the artifacts declare and register
+(`ArtifactType`, `register_artifact_type`: this layer names none of them); `hub_errors` turns huggingface_hub's failures into a `HubError` that names
 the repo and what to do. The Hub-id and commit rules (`is_hub_id`, `is_commit_hash`,
 `snapshot_record`) are defined here once, on huggingface_hub's own repo-id validation. What a
 folder gets before it is pushed (portable provenance, the card, remote code) is the publishing
@@ -17,9 +18,10 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from huggingface_hub import (
     CommitOperationAdd,
@@ -38,7 +40,9 @@ from huggingface_hub.errors import (
 )
 from huggingface_hub.utils import validate_repo_id
 
+from relrep_hf.utils.deprecated_import import deprecated_attributes
 from relrep_hf.utils.local_paths import check_local_path
+from relrep_hf.utils.registry import Registry
 
 try:  # the HTTP client of huggingface_hub 2.x, then 1.x
     from httpx2 import ConnectError, TimeoutException, TransportError
@@ -50,92 +54,115 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ARTIFACT_FILES",
-    "HEAD_METRICS_NAME",
+    "ARTIFACT_TYPES",
     "LOCAL_PREFIX",
-    "TOKENIZER_FILES",
     "ArtifactKind",
+    "ArtifactType",
     "HubDownload",
     "HubError",
     "artifact_kind",
+    "artifact_types",
+    "commit_folder",
+    "defer_artifact_types",
+    "describe_kind",
     "detect_artifact_kind",
     "hub_errors",
     "is_commit_hash",
     "is_hub_id",
     "loaded_provenance",
-    "push_folder",
+    "register_artifact_type",
     "resolve_folder",
     "snapshot_record",
+    "unregister_artifact_type",
 ]
 
-ArtifactKind = Literal["anchor_set", "projector", "head", "classifier", "migration_map", "run"]
+ArtifactKind = str
+"""A registered artifact type's name (`ARTIFACT_TYPES`: ``"projector"``...), or ``"run"``."""
 
 LOCAL_PREFIX = "local:"
 """Prefix of a provenance record that names a local folder (``"local:<folder name>"``)."""
 
-HEAD_METRICS_NAME = "metrics.json"
-"""A head's evaluation, beside its weights (written by `write_head_metrics`, shown on its card)."""
 
-# The standalone code that loads an artifact with transformers alone (models/remote_code/).
-_PROJECTOR_CODE = ("configuration_relative_projector.py", "modeling_relative_projector.py")
-_HEAD_CODE = ("configuration_relative_head.py", "modeling_relative_head.py")
-TOKENIZER_FILES = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "added_tokens.json",
-    "chat_template.jinja",
-    "vocab.txt",
-    "vocab.json",
-    "merges.txt",
-    "spiece.model",
-    "sentencepiece.bpe.model",
-    "tokenizer.model",
-    "preprocessor_config.json",
-)
-"""The files a tokenizer (or image processor) may save, which a text classifier carries so
-that ``pipeline(model=folder)`` finds its encoder's tokenizer."""
+@dataclass(frozen=True)
+class ArtifactType:
+    """What one kind of artifact saves, declared in the artifacts' layer (the package's own in
+    `relrep_hf.models.artifact_types`, each named by its class or config as ``artifact_type``)
+    and registered with `register_artifact_type`.
 
-# The files of each artifact that are pushed (anything else in a training folder, such as
-# checkpoints, stays local). The first group is required.
-ARTIFACT_FILES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "anchor_set": (
-        ("anchor_set.json", "anchor_set.safetensors", "support.jsonl"),
-        ("README.md", "stitching_heatmap.png", "manifest.json"),
-    ),
-    "projector": (
-        ("config.json", "model.safetensors"),
-        ("README.md", *_PROJECTOR_CODE, "manifest.json"),
-    ),
-    "head": (
-        ("config.json", "model.safetensors"),
-        ("README.md", *_HEAD_CODE, HEAD_METRICS_NAME, "manifest.json"),
-    ),
-    "classifier": (
-        ("config.json", "model.safetensors"),
-        (
-            "README.md",
-            *_PROJECTOR_CODE,
-            *_HEAD_CODE,
-            "configuration_relative_classifier.py",
-            "modeling_relative_classifier.py",
-            *TOKENIZER_FILES,
-            "manifest.json",
-        ),
-    ),
-    "migration_map": (("migration_map.safetensors",), ("README.md", "manifest.json")),
-}
-_ARTICLE = {
-    "anchor_set": "an anchor set",
-    "projector": "a projector",
-    "head": "a head",
-    "classifier": "a text classifier",
-    "migration_map": "a migration map",
-}
-_MODEL_TYPES = {
-    "relative_projector": "projector",
-    "relative_head": "head",
-    "relative_classifier": "classifier",
-}
+    Attributes:
+        name: the kind (``"projector"``), as the artifact class's ``artifact_kind``.
+        article: how messages name one (``"a projector"``).
+        loader: what loads it (``"RelativeProjector.from_pretrained"``), for messages.
+        required: the files a saved folder must hold.
+        optional: the other files of its own that are pushed (card, manifest, remote code);
+            anything else in a folder (checkpoints) stays local.
+        model_type: ``config.json``'s ``model_type`` for a transformers model (how a folder is
+            told to hold one).
+        markers: otherwise, files whose presence says that a folder holds this kind.
+    """
+
+    name: str
+    article: str
+    loader: str
+    required: tuple[str, ...]
+    optional: tuple[str, ...] = ()
+    model_type: str | None = None
+    markers: tuple[str, ...] = ()
+
+
+ARTIFACT_TYPES: Registry[ArtifactType] = Registry("artifact type")
+_PENDING: list[Callable[[], Any]] = []
+
+
+def register_artifact_type(artifact_type: ArtifactType) -> ArtifactType:
+    """Add a kind of artifact: its files are then saved, checked, detected and pushed. A
+    ValueError if its name (or its ``model_type``) is taken."""
+    return artifact_types().register(artifact_type, model_type=artifact_type.model_type)
+
+
+def unregister_artifact_type(name: str) -> ArtifactType:
+    """Take the kind ``name`` out (a ValueError if it is not registered)."""
+    return artifact_types().unregister(name)
+
+
+def defer_artifact_types(register: Callable[[], Any]) -> None:
+    """Run ``register()`` (which registers the package's artifact types) before the types are
+    first read: the artifacts sit above this layer, and importing them loads torch."""
+    _PENDING.append(register)
+
+
+def artifact_types() -> Registry[ArtifactType]:
+    """The registered artifact types (the deferred registrations run first)."""
+    while _PENDING:
+        _PENDING.pop(0)()
+    return ARTIFACT_TYPES
+
+
+def describe_kind(kind: str) -> str:
+    """How messages name a kind of folder: ``"a projector"``, ``"a run folder"``."""
+    return "a run folder" if kind == "run" else artifact_types().lookup(kind).article
+
+
+class _ArtifactFiles(Mapping):
+    """Kind -> ``(required, optional)`` files, read from the registered artifact types."""
+
+    def __getitem__(self, kind: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        types = artifact_types()
+        if kind not in types:  # a KeyError, as a Mapping's (`in` reads it)
+            raise KeyError(
+                f"Unknown artifact type {kind!r}. Registered: {', '.join(map(repr, types))}."
+            )
+        return types[kind].required, types[kind].optional
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(artifact_types()))
+
+    def __len__(self) -> int:
+        return len(artifact_types())
+
+
+ARTIFACT_FILES: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = _ArtifactFiles()
+"""The files of each artifact that are pushed (required, then optional), by kind."""
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 # a folder or file in the Hub cache: .../models--org--name/snapshots/<commit>[/...]
 _SNAPSHOT = re.compile(r"models--(?P<repo>[^/]+)/snapshots/(?P<commit>[0-9a-f]{40})(/|$)")
@@ -257,7 +284,7 @@ def resolve_folder(
     return Path(folder), Path(folder).name  # snapshot folders are named by commit
 
 
-def push_folder(
+def commit_folder(
     save: Callable[[Path], None],
     repo_id: str,
     *,
@@ -349,11 +376,14 @@ def artifact_kind(folder: str | os.PathLike) -> ArtifactKind:
     kind = detect_artifact_kind(folder)
     if kind is None:
         entries = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir())
+        expected = ", ".join(
+            f"{entry.article} ({', '.join(entry.required)}"
+            + (f" with model_type {entry.model_type!r}" if entry.model_type else "")
+            + ")"
+            for entry in artifact_types().values()
+        )
         raise FileNotFoundError(
-            f"{str(folder)!r} holds no relrep_hf artifact. Expected an anchor set "
-            "(anchor_set.json, anchor_set.safetensors, support.jsonl), a projector or head "
-            "(config.json with model_type 'relative_projector' or 'relative_head', "
-            "model.safetensors), a migration map (migration_map.safetensors), or a run folder "
+            f"{str(folder)!r} holds no relrep_hf artifact. Expected {expected}, or a run folder "
             f"(anchor_set/, projectors/<name>/, heads/<name>/); found {entries or 'nothing'}."
         )
     if kind != "run":
@@ -361,24 +391,26 @@ def artifact_kind(folder: str | os.PathLike) -> ArtifactKind:
         missing = [name for name in required if not (folder / name).is_file()]
         if missing:
             raise FileNotFoundError(
-                f"{str(folder)!r} looks like {_ARTICLE[kind]} but lacks "
+                f"{str(folder)!r} looks like {describe_kind(kind)} but lacks "
                 f"{', '.join(missing)}. Save it again (save_pretrained) before pushing."
             )
     return kind
 
 
 def detect_artifact_kind(folder: Path) -> ArtifactKind | None:
-    """`artifact_kind` without the checks: ``None`` when ``folder`` holds no artifact."""
-    if (folder / "anchor_set.json").is_file() or (folder / "anchor_set.safetensors").is_file():
-        return "anchor_set"
+    """`artifact_kind` without the checks: ``None`` when ``folder`` holds no artifact. A
+    registered type's marker files come first, then ``config.json``'s ``model_type``."""
+    types = artifact_types().values()
+    for entry in types:
+        if any((folder / name).is_file() for name in entry.markers):
+            return entry.name
     if (folder / "config.json").is_file():
         try:
             model_type = read_config(folder).get("model_type")
         except (OSError, ValueError, AttributeError):
             return None
-        return _MODEL_TYPES.get(model_type) if isinstance(model_type, str) else None
-    if (folder / "migration_map.safetensors").is_file():
-        return "migration_map"
+        kinds = {entry.model_type: entry.name for entry in types if entry.model_type}
+        return kinds.get(model_type) if isinstance(model_type, str) else None
     if any((folder / name).is_dir() for name in ("anchor_set", "projectors", "heads")):
         return "run"
     return None
@@ -498,3 +530,6 @@ def _http_message(
         f"The Hub at {endpoint} failed to {action} {where} ({status}: "
         f"{first_line(error)}). Try again later."
     )
+
+
+__getattr__ = deprecated_attributes(__name__)  # renamed names (`push_folder`), with a warning

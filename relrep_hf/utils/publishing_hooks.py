@@ -3,7 +3,7 @@
 Artifacts (anchor sets, projectors, heads, migration maps) sit below the publishing code and
 never import it. Their ``save_pretrained`` asks the registered `Publisher` to write the model card
 into the folder being saved, and their ``push_to_hub`` asks it to ready the folder for the Hub
-(the upload itself is `relrep_hf.utils.hub_files.push_folder`); the publishing layer registers
+(the upload itself is `relrep_hf.utils.hub_files.commit_folder`); the publishing layer registers
 itself once, like ``AutoConfig.register`` (`relrep_hf.publishing.hub`, imported by
 ``relrep_hf/__init__.py``, so the hook is in effect whenever any relrep_hf module is imported).
 This module imports nothing heavy.
@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-__all__ = ["Publisher", "publisher", "register_publisher"]
+__all__ = ["Publisher", "publisher", "register_publisher", "unregister_publisher"]
 
 
 class Publisher(Protocol):
@@ -43,6 +43,14 @@ def register_publisher(publisher: Publisher, *, exist_ok: bool = False) -> None:
             "replace it."
         )
     _registered[:] = [publisher]
+
+
+def unregister_publisher() -> Publisher:
+    """Take the registered publisher out and return it (a ValueError if none is): cards are
+    then not written, nor artifacts pushed, until one is registered again."""
+    if not _registered:
+        raise ValueError("No publisher is registered: there is nothing to unregister.")
+    return _registered.pop()
 
 
 def publisher() -> Publisher:

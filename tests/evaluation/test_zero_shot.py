@@ -11,8 +11,8 @@ from relrep_hf.evaluation.zero_shot import (
     ZeroShotStitching,
     zero_shot_classification,
 )
+from relrep_hf.functional.markdown_tables import format_table
 from relrep_hf.functional.metrics import retrieval_metrics
-from relrep_hf.functional.tables import format_table
 from tests.fixtures.synthetic import affine_spaces, small_param_args
 
 

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from relrep_hf.functional.tables import (
+from relrep_hf.functional.markdown_tables import (
     format_cell,
     format_table,
     markdown_table,

@@ -39,7 +39,7 @@ def test_the_evaluate_steps_param_fit_without_checkpoints_gives_the_same_anchors
     import torch
 
     from relrep_hf.pipeline.run_evaluation import method_projectors
-    from relrep_hf.training.anchor_methods import ANCHOR_METHODS
+    from relrep_hf.anchors.anchor_methods import ANCHOR_METHODS
     from tests.fixtures.synthetic import affine_spaces, small_param_args
 
     spaces = affine_spaces(("a", "b", "c"), n=600, d=8)

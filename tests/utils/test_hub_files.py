@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from relrep_hf.utils.hub_files import (
@@ -85,3 +87,63 @@ def test_artifact_kind(tmp_path):
     (tmp_path / "projectors").mkdir()
     assert artifact_kind(tmp_path) == "run"
     assert set(ARTIFACT_FILES) == {"anchor_set", "projector", "head", "classifier", "migration_map"}
+
+
+def test_a_new_artifact_type_is_one_registration(tmp_path):
+    """An artifact declares its files and how a folder is told to hold it; the bottom layer
+    reads the registry (issue #45), so a new kind edits nothing here."""
+    from relrep_hf.utils.hub_files import (
+        ArtifactType,
+        describe_kind,
+        register_artifact_type,
+        unregister_artifact_type,
+    )
+
+    toy = ArtifactType("toy", "a toy", "Toy.from_pretrained", ("toy.bin",), markers=("toy.bin",))
+    (tmp_path / "toy.bin").write_bytes(b"0")
+    assert detect_artifact_kind(tmp_path) is None
+    register_artifact_type(toy)
+    try:
+        assert detect_artifact_kind(tmp_path) == "toy"
+        assert ARTIFACT_FILES["toy"] == (("toy.bin",), ())
+        assert describe_kind("toy") == "a toy"
+        # docs/bad_inputs.md, "Extension points and moved paths": each row's first sentence
+        taken = "The artifact type 'toy' is registered already: unregister it first"
+        with pytest.raises(ValueError, match=re.escape(taken)):
+            register_artifact_type(toy)
+        clash = ArtifactType("other", "an other", "O", ("config.json",), model_type="relative_head")
+        with pytest.raises(ValueError, match=re.escape("\"other (model_type 'relative_head')\"")):
+            register_artifact_type(clash)
+    finally:
+        assert unregister_artifact_type("toy") is toy
+    assert detect_artifact_kind(tmp_path) is None and "toy" not in ARTIFACT_FILES
+    with pytest.raises(KeyError, match=re.escape("Unknown artifact type 'toy'. Registered: 'anc")):
+        ARTIFACT_FILES["toy"]
+    with pytest.raises(ValueError, match=re.escape("Unknown artifact type 'toy'. Registered:")):
+        unregister_artifact_type("toy")
+
+
+def test_each_artifact_declares_the_type_of_its_kind():
+    """The declared types are the ones the artifact classes save and load as."""
+    from relrep_hf import (
+        AnchorSet,
+        MigrationMap,
+        RelativeHeadForClassification,
+        RelativeModelForSequenceClassification,
+        RelativeProjector,
+    )
+
+    kinds = {
+        AnchorSet.artifact_kind: AnchorSet.artifact_type,
+        MigrationMap.artifact_kind: MigrationMap.artifact_type,
+        **{
+            model.artifact_kind: model.config_class.artifact_type
+            for model in (
+                RelativeProjector,
+                RelativeHeadForClassification,
+                RelativeModelForSequenceClassification,
+            )
+        },
+    }
+    assert {kind: t.name for kind, t in kinds.items()} == {kind: kind for kind in kinds}
+    assert set(kinds) == set(ARTIFACT_FILES)

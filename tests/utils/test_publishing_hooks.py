@@ -36,3 +36,15 @@ def test_a_second_publisher_is_refused_unless_asked(monkeypatch):
         publishing_hooks.register_publisher(second)
     publishing_hooks.register_publisher(second, exist_ok=True)
     assert publishing_hooks.publisher() is second
+
+
+def test_the_publisher_is_unregistered_as_it_was_registered(monkeypatch):
+    first = RelrepPublisher()
+    monkeypatch.setattr(publishing_hooks, "_registered", [first])
+    assert publishing_hooks.unregister_publisher() is first
+    with pytest.raises(RuntimeError, match="No publisher is registered"):
+        publishing_hooks.publisher()
+    with pytest.raises(ValueError, match="nothing to unregister"):
+        publishing_hooks.unregister_publisher()
+    publishing_hooks.register_publisher(first)  # back, with no exist_ok needed
+    assert publishing_hooks.publisher() is first

@@ -8,7 +8,7 @@ the network. The metadata is built with `huggingface_hub.ModelCardData` and `Eva
 
 * `relrep_hf.publishing.cards.anchor_set_card`, `.projector_card`, `.head_card`,
   `.migration_map_card`: the four cards;
-* `relrep_hf.publishing.cards.folders`: writing a card into a saved artifact's folder;
+* `relrep_hf.publishing.cards.folder_cards`: writing a card into a saved artifact's folder;
 * `relrep_hf.publishing.cards.sections`, `.templates`, `.heatmap`: the pieces.
 
 Metrics the cards read: an anchor set's ``metrics`` (written by `ParamTrainer`)::
@@ -28,7 +28,7 @@ attributes of an artifact object), and artifacts reach them through `relrep_hf.u
 """
 
 from relrep_hf.publishing.cards.anchor_set_card import anchor_set_card
-from relrep_hf.publishing.cards.folders import is_generated_card, write_card, write_folder_card
+from relrep_hf.publishing.cards.folder_cards import is_generated_card, write_card, write_folder_card
 from relrep_hf.publishing.cards.head_card import HEAD_METRICS_NAME, head_card
 from relrep_hf.publishing.cards.heatmap import HEATMAP_NAME, write_heatmap
 from relrep_hf.publishing.cards.migration_map_card import migration_map_card

@@ -12,9 +12,9 @@ from typing import Any
 
 from huggingface_hub import ModelCard
 
+from relrep_hf.anchors import ANCHOR_METHODS
 from relrep_hf.publishing.cards import sections
 from relrep_hf.publishing.cards.templates import card_data, render
-from relrep_hf.training.anchor_methods import ANCHOR_METHODS
 
 __all__ = ["ANCHOR_SET_FACTS", "TAGS", "anchor_set_card", "anchor_set_facts", "encoder_names"]
 
@@ -89,7 +89,7 @@ def anchor_set_card(
     encoder_ids = [
         _recorded(e, "encoder_id", "id") for e in facts["encoders"] if isinstance(e, dict)
     ]
-    hub_encoders = [i for i in encoder_ids if sections.is_hub_id(i)]
+    hub_encoders = [i for i in encoder_ids if sections.is_linkable_hub_id(i)]
     strategy = facts["strategy"]
     method = ANCHOR_METHODS.get(strategy)
     strategy_name = method.title if method else f"{strategy} anchors"

@@ -12,7 +12,7 @@ from typing import Any
 
 from huggingface_hub import ModelCard
 
-from relrep_hf.functional.tables import markdown_table
+from relrep_hf.functional.markdown_tables import markdown_table
 from relrep_hf.publishing.cards.templates import MARKER, card_data
 
 __all__ = ["classifier_card"]

@@ -19,10 +19,10 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard
 
+from relrep_hf.models.artifact_types import HEAD_METRICS_NAME
 from relrep_hf.publishing.cards import sections
 from relrep_hf.publishing.cards.anchor_set_card import TAGS
 from relrep_hf.publishing.cards.templates import card_data, render
-from relrep_hf.utils.hub_files import HEAD_METRICS_NAME
 
 __all__ = ["HEAD_METRICS_NAME", "head_card"]
 

@@ -14,7 +14,7 @@ from typing import Any
 from huggingface_hub import ModelCard
 from safetensors import safe_open
 
-from relrep_hf.functional.tables import markdown_table
+from relrep_hf.functional.markdown_tables import markdown_table
 from relrep_hf.publishing.cards.templates import MARKER, card_data
 
 __all__ = ["migration_map_card", "read_migration_map_facts"]

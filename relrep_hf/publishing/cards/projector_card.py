@@ -44,7 +44,7 @@ def projector_card(
     tags.append("whitened-inner-product" if similarity == "wip" else f"{similarity}-similarity")
     data = card_data(
         repo_id or "relative-projector",
-        base_model=encoder_id if sections.is_hub_id(encoder_id) else None,
+        base_model=encoder_id if sections.is_linkable_hub_id(encoder_id) else None,
         tags=tags,
         license=license,
         pipeline_tag="feature-extraction",
@@ -143,7 +143,7 @@ def _layer(config: Any, unrecorded: str, last: str, other: str) -> str:
 
 
 def _encoder_argument(encoder_id: str) -> str:
-    if sections.is_hub_id(encoder_id):
+    if sections.is_linkable_hub_id(encoder_id):
         return encoder_id
     name = encoder_id.split(":", 1)[-1] if encoder_id else "encoder"
     return f"path/to/{name}"

@@ -16,7 +16,7 @@ from typing import Any
 from huggingface_hub import EvalResult
 
 from relrep_hf.encoding.corpora import BUNDLED_SENTENCES_ID
-from relrep_hf.functional.tables import markdown_table, metric_label
+from relrep_hf.functional.markdown_tables import markdown_table, metric_label
 from relrep_hf.utils import hub_files
 
 
@@ -161,7 +161,11 @@ def dataset_text(dataset: Mapping[str, Any]) -> str:
     if dataset["type"] == "custom":
         return dataset["name"]
     kind = dataset["type"]
-    text = f"[`{kind}`](https://huggingface.co/datasets/{kind})" if is_hub_id(kind) else f"`{kind}`"
+    text = (
+        f"[`{kind}`](https://huggingface.co/datasets/{kind})"
+        if is_linkable_hub_id(kind)
+        else f"`{kind}`"
+    )
     details = [f"{k} `{dataset[k]}`" for k in ("config", "split", "revision") if dataset.get(k)]
     return text + (f" ({', '.join(details)})" if details else "")
 
@@ -170,7 +174,7 @@ def hub_datasets(*datasets: Mapping[str, Any]) -> list[str] | None:
     ids = []
     for dataset in datasets:
         kind = dataset.get("type") or ""
-        if kind != "custom" and is_hub_id(kind) and kind not in ids:
+        if kind != "custom" and is_linkable_hub_id(kind) and kind not in ids:
             ids.append(kind)
     return ids or None
 
@@ -189,7 +193,7 @@ def repo_link(repo_id: str, revision: str, unknown: str) -> str:
     if not repo_id:
         return unknown
     at = f" (commit `{revision[:12]}`)" if revision else ""
-    if is_hub_id(repo_id):
+    if is_linkable_hub_id(repo_id):
         return f"[`{repo_id}`](https://huggingface.co/{repo_id}){at}"
     return f"`{repo_id}` (a local folder, not on the Hub)"
 
@@ -228,6 +232,6 @@ def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def is_hub_id(value: str) -> bool:
+def is_linkable_hub_id(value: str) -> bool:
     """A Hub repo id, not a ``local:`` record, the packaged sentences or an existing path."""
     return value != BUNDLED_SENTENCES_ID and hub_files.is_hub_id(value)

@@ -1,14 +1,14 @@
 """Publishing on the Hub: push artifacts as one commit each, with their card and provenance.
 
 * `relrep_hf.publishing.hub.push`: `prepare_upload` (portable provenance, model card, remote code,
-  manifest) and `push_folder`, the one upload (`relrep_hf.utils.hub_files.push_folder`) with it.
+  manifest) and `push_folder`, the one upload (`relrep_hf.utils.hub_files.commit_folder`) with it.
 * `relrep_hf.publishing.hub.folders`: `push_artifact` and `push_run`, for folders written by training.
 
 Importing this package registers the publisher that artifacts reach through
 `relrep_hf.utils.publishing_hooks` (``save_pretrained`` writes the card through it, ``push_to_hub``
 readies the folder through it); ``relrep_hf/__init__.py`` imports it, so the hook is in effect whenever any
 relrep_hf module is. The card and Hub code load on first use: this import stays light. The
-transfers both ways (`resolve_folder`, `push_folder`, `HubError`) are `relrep_hf.utils.hub_files`,
+transfers both ways (`resolve_folder`, `commit_folder`, `HubError`) are `relrep_hf.utils.hub_files`,
 below the artifacts.
 """
 

@@ -18,11 +18,15 @@ from huggingface_hub import HfApi
 
 from relrep_hf.publishing.hub.push import copy_artifact, push_folder, validate_artifact
 from relrep_hf.publishing.provenance import record_anchor_set
-from relrep_hf.utils.hub_files import HubError, artifact_kind, check_repo_id, hub_errors
+from relrep_hf.utils.hub_files import (
+    HubError,
+    artifact_kind,
+    check_repo_id,
+    describe_kind,
+    hub_errors,
+)
 
 __all__ = ["push_artifact", "push_run"]
-
-_ARTICLE = {"anchor_set": "an anchor set", "projector": "a projector", "head": "a head"}
 
 
 def push_artifact(
@@ -121,7 +125,7 @@ def _run_parts(folder: Path, repo_id: str) -> list[tuple[str, Path, str]]:
         found = artifact_kind(path)
         if found != kind:
             raise FileNotFoundError(
-                f"{str(path)!r} should hold {_ARTICLE[kind]} but holds {_ARTICLE.get(found, found)}."
+                f"{str(path)!r} should hold {describe_kind(kind)} but holds {describe_kind(found)}."
             )
         loaded.append(validate_artifact(path, kind))
     num_anchors, fingerprint = loaded[0].num_anchors, loaded[0].fingerprint

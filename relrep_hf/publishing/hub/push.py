@@ -1,6 +1,6 @@
 """What an artifact gets before it goes to the Hub: its card, remote code and provenance.
 
-Every push is one commit made by `relrep_hf.utils.hub_files.push_folder` (the one upload path,
+Every push is one commit made by `relrep_hf.utils.hub_files.commit_folder` (the one upload path,
 beside the download path), which calls `prepare_upload` on the temporary folder first: the
 artifact is made portable (`relrep_hf.publishing.provenance`), given its model card
 (`relrep_hf.publishing.cards`) and, for a projector, head or text classifier, the code that loads
@@ -26,8 +26,8 @@ from relrep_hf.publishing.cards import write_folder_card
 from relrep_hf.publishing.provenance import make_portable
 from relrep_hf.utils.hub_files import (
     ARTIFACT_FILES,
+    commit_folder,
     detect_artifact_kind,
-    push_folder as hub_push_folder,
 )
 from relrep_hf.utils.manifest import write_manifest
 
@@ -35,10 +35,10 @@ __all__ = ["copy_artifact", "prepare_upload", "push_folder", "validate_artifact"
 
 
 def push_folder(save: Callable[[Path], None], repo_id: str, **kwargs: Any) -> str:
-    """`relrep_hf.utils.hub_files.push_folder` with this layer's `prepare_upload`: the artifact
+    """`relrep_hf.utils.hub_files.commit_folder` with this layer's `prepare_upload`: the artifact
     written by ``save(folder)``, made portable, carded and pushed as one commit; returns its sha.
     ``kwargs``: ``private``, ``token``, ``revision``, ``commit_message``, ``create_pr``."""
-    return hub_push_folder(save, repo_id, prepare=prepare_upload, **kwargs)
+    return commit_folder(save, repo_id, prepare=prepare_upload, **kwargs)
 
 
 def prepare_upload(folder: Path, *, repo_id: str, token: str | bool | None = None) -> None:

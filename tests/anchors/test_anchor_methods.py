@@ -8,6 +8,7 @@ import dataclasses
 import pytest
 import torch
 
+from relrep_hf.anchors import ANCHOR_METHODS, FitData, anchor_method
 from relrep_hf.cli import build_parser
 from relrep_hf.commands.arguments import method_args
 from relrep_hf.functional.mixing import MIXING_KINDS
@@ -17,7 +18,6 @@ from relrep_hf.training.anchor_arguments import (
     ParamTrainingArguments,
     SharedLinearArguments,
 )
-from relrep_hf.training.anchor_methods import ANCHOR_METHODS, FitData, anchor_method
 from relrep_hf.utils.defaults import DEFAULT_METHOD, DEFAULT_SHRINKAGE, SHARED_LINEAR_SHRINKAGE
 
 

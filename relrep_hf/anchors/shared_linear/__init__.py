@@ -1,0 +1,55 @@
+"""Shared linear anchors: the closed-form shared linear compression (MAXVAR generalised CCA).
+
+Its arguments are `relrep_hf.training.anchor_arguments.SharedLinearArguments` (shrinkage chosen
+from the data); its math is `relrep_hf.functional.shared_linear` (layer 1, pure), reached
+through `AnchorSet.shared_linear`; its InfoNCE fine-tuning is
+`relrep_hf.training.shared_linear_trainer`. Registered by `relrep_hf.anchors`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from relrep_hf.anchors.anchor_methods import (
+    AnchorMethod,
+    FitData,
+    first_rows,
+    recorded,
+    support_inputs,
+)
+from relrep_hf.training.anchor_arguments import FitArguments, SharedLinearArguments
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from relrep_hf.models.anchor_set import AnchorSet
+
+__all__ = ["METHOD", "fit_shared_linear_anchors"]
+
+
+def fit_shared_linear_anchors(args: FitArguments, data: FitData) -> tuple[AnchorSet, Tensor]:
+    """The shared linear closed form over every fit row (`AnchorSet.shared_linear`)."""
+    from relrep_hf.models.anchor_set import AnchorSet
+
+    rows = first_rows(args, data)
+    anchor_set = AnchorSet.shared_linear(
+        support_inputs(data, rows),
+        data.training,
+        args.num_anchors,
+        support_rows=rows,
+        shrinkage=args.shrinkage,
+        eps=args.eps,
+    )
+    return recorded(anchor_set, data), rows
+
+
+METHOD = AnchorMethod(
+    "shared_linear",
+    "Shared-Linear-WIP",
+    "shared linear anchors",
+    "a linear combination of the centred support inputs, fitted in closed form",
+    SharedLinearArguments,
+    fit_shared_linear_anchors,
+    "linear",
+    tags=("whitened-inner-product",),
+)

@@ -1,0 +1,113 @@
+"""The one table of moved public paths: each old import path and its new home.
+
+Like sentence-transformers' ``util/deprecated_import.py``: a module that moved is a row here,
+not a shim module left at its old path. Saved artifacts record import paths
+(sentence-transformers' ``modules.json``, ``py:`` encoder specs in ``run.json``), so an old path
+keeps importing: a meta-path finder (installed by ``import relrep_hf``) answers an old module
+path with the module at its new home, and a module whose public function was renamed answers
+the old name through `deprecated_attributes`. Both warn with a `DeprecationWarning` that names
+the new home. Imports nothing of relrep_hf.
+
+>>> import warnings
+>>> install_deprecated_imports()
+>>> with warnings.catch_warnings(record=True) as caught:
+...     warnings.simplefilter("always")
+...     from relrep_hf.functional import tables
+>>> tables.__name__, "relrep_hf.functional.markdown_tables" in str(caught[0].message)
+('relrep_hf.functional.markdown_tables', True)
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+import types
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["DEPRECATED_PATHS", "deprecated_attributes", "install_deprecated_imports"]
+
+DEPRECATED_PATHS: dict[str, str] = {
+    # modules: old module path -> new module path
+    "relrep_hf.sentence_transformers_module": "relrep_hf.models.sentence_transformers_module",
+    "relrep_hf.training.sentence_transformers_module": (
+        "relrep_hf.models.sentence_transformers_module"
+    ),
+    "relrep_hf.packaged_encoders": "relrep_hf.encoding.packaged_encoders",
+    "relrep_hf.functional.tables": "relrep_hf.functional.markdown_tables",
+    "relrep_hf.training.anchor_methods": "relrep_hf.anchors.anchor_methods",
+    "relrep_hf.publishing.cards.folders": "relrep_hf.publishing.cards.folder_cards",
+    # names: old module.name -> new module.name (the old module reads them, see below)
+    "relrep_hf.utils.hub_files.push_folder": "relrep_hf.utils.hub_files.commit_folder",
+}
+"""Old dotted path -> new dotted path: a module, or a module's public name (issue #45)."""
+
+
+def _warn(old: str, new: str) -> None:
+    """The warning, pointed at the first caller outside importlib and this module."""
+    stacklevel, frame = 2, sys._getframe(1)
+    while frame is not None and (
+        "importlib" in frame.f_code.co_filename or frame.f_code.co_filename == __file__
+    ):
+        stacklevel, frame = stacklevel + 1, frame.f_back
+    warnings.warn(
+        f"{old!r} moved to {new!r}: import it from there ({old!r} will be removed in a future "
+        "version).",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
+
+
+class _AliasLoader(importlib.abc.Loader):
+    """Gives the already-imported module at the new home, without executing it again."""
+
+    def __init__(self, module: types.ModuleType) -> None:
+        self._module = module
+        self._spec = module.__spec__
+
+    def create_module(self, spec: Any) -> types.ModuleType:
+        return self._module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        module.__spec__ = self._spec  # the module keeps its own name and spec
+
+
+class _DeprecatedModuleFinder(importlib.abc.MetaPathFinder):
+    """Answers an old module path of `DEPRECATED_PATHS` with the module at its new home."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        new = DEPRECATED_PATHS.get(fullname)
+        if new is None:
+            return None
+        try:
+            module = importlib.import_module(new)
+        except ModuleNotFoundError as error:
+            if error.name != new:  # the new home lacks a dependency: say so
+                raise
+            return None  # a row of a renamed name, not of a module
+        _warn(fullname, new)
+        return importlib.util.spec_from_loader(fullname, _AliasLoader(module))
+
+
+def install_deprecated_imports() -> None:
+    """Put the finder of old module paths on ``sys.meta_path`` (once)."""
+    if not any(isinstance(f, _DeprecatedModuleFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _DeprecatedModuleFinder())
+
+
+def deprecated_attributes(module: str) -> Callable[[str], Any]:
+    """The ``__getattr__`` of ``module`` that answers its renamed names (rows of
+    `DEPRECATED_PATHS` under ``module.``) from their new homes, with the warning."""
+
+    def __getattr__(name: str) -> Any:
+        new = DEPRECATED_PATHS.get(f"{module}.{name}")
+        if new is None:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        _warn(f"{module}.{name}", new)
+        home, _, attribute = new.rpartition(".")
+        return getattr(importlib.import_module(home), attribute)
+
+    return __getattr__
