@@ -32,6 +32,11 @@ from relrep_hf.functional.statistics import (
     Statistics as Statistics,
     whitening_matrix as whitening_matrix,
 )
+from relrep_hf.migration.candidates import (
+    MigrationCandidate as MigrationCandidate,
+    register_migration_candidate as register_migration_candidate,
+    unregister_migration_candidate as unregister_migration_candidate,
+)
 from relrep_hf.migration.fit import fit_migration as fit_migration
 from relrep_hf.migration.map import MigrationMap as MigrationMap
 from relrep_hf.migration.migrate import migrate_store as migrate_store
