@@ -38,8 +38,8 @@ def test_the_evaluate_steps_param_fit_without_checkpoints_gives_the_same_anchors
     projectors it builds are bit-identical to those of a fit that writes every checkpoint."""
     import torch
 
-    from relrep_hf.pipeline.run_evaluation import method_projectors
     from relrep_hf.anchors.anchor_methods import ANCHOR_METHODS
+    from relrep_hf.pipeline.run_evaluation import method_projectors
     from tests.fixtures.synthetic import affine_spaces, small_param_args
 
     spaces = affine_spaces(("a", "b", "c"), n=600, d=8)
