@@ -9,6 +9,7 @@ pgserver, sqlite-vec) and the real callable encoder `tests.fixtures.killable_ree
 from __future__ import annotations
 
 import itertools
+import json
 import multiprocessing
 import os
 import signal
@@ -17,6 +18,7 @@ import time
 import numpy as np
 import pytest
 
+from relrep_hf.cli import main
 from relrep_hf.migration import (
     MissingTextError,
     ReembedEstimate,
@@ -88,6 +90,31 @@ def test_a_database_store_is_reembedded_in_place_from_its_text(store, tmp_path):
     text = payload(7)["body"]
     assert nearest(store, numbers([text])[0]) == row_id(kind, 7)  # the database's own search
     assert leftovers(tmp_path) == []  # the staging folder goes once the store is in place
+
+
+@pytest.mark.parametrize("store", ["chroma"], indirect=True)
+def test_the_command_reembeds_a_collection_into_a_new_one_of_the_same_database(store, capsys):
+    out = parse_location(store).with_name("fresh")
+    assert main(["reembed", store, "--encoder", NUMBERS, "--out", out, "--quiet"]) == 0
+    assert "Re-embedded" in capsys.readouterr().out
+    new = contents(out)
+    assert sorted(new) == sorted(row_id("chroma", i) for i in range(ROWS))
+    for (document, _), vector in new.values():  # the documents, Chroma's default text
+        np.testing.assert_array_equal(vector, numbers([document])[0])
+    assert open_store(out).read_space().name == NUMBERS
+    assert open_store(store).read_space() is None and open_store(store).dim == D_OLD
+
+
+@pytest.mark.parametrize("store", ["qdrant"], indirect=True)
+def test_texts_joined_by_id_reembed_a_qdrant_collection(store, tmp_path):
+    lines = [
+        json.dumps({"id": row_id("qdrant", i), "text": f"note {100 + i}"}) for i in range(ROWS)
+    ]
+    (tmp_path / "texts.jsonl").write_text("\n".join(lines) + "\n")
+    reembed_store(store, NUMBERS, texts=tmp_path / "texts.jsonl", show_progress=False)
+    new = contents(store)
+    for i in range(ROWS):
+        np.testing.assert_array_equal(new[row_id("qdrant", i)][1], numbers([f"note {100 + i}"])[0])
 
 
 @pytest.mark.parametrize("store", ["sqlite-vec", "pgvector"], indirect=True)
