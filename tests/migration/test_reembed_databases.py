@@ -26,6 +26,7 @@ from relrep_hf.migration import (
     open_store,
     reembed_store,
 )
+from relrep_hf.migration.rollback import rollback_store
 from relrep_hf.migration.stores.database import parse_location
 from relrep_hf.migration.stores.sqlite_vec import connect
 from tests.fixtures import killable_reembed
@@ -90,6 +91,10 @@ def test_a_database_store_is_reembedded_in_place_from_its_text(store, tmp_path):
     text = payload(7)["body"]
     assert nearest(store, numbers([text])[0]) == row_id(kind, 7)  # the database's own search
     assert leftovers(tmp_path) == []  # the staging folder goes once the store is in place
+    rollback_store(store, backup=out.backup)  # `relrep-hf rollback`, as after a migration
+    restored = contents(store)
+    assert all(np.array_equal(restored[i][1], before[i][1]) for i in before)
+    assert open_store(store).read_space() is None
 
 
 @pytest.mark.parametrize("store", ["chroma"], indirect=True)
