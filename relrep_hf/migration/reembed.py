@@ -1,16 +1,21 @@
 """Re-embedding a store from its own text: ``reembed_store``, the way out when a map keeps too
 little (the migration report says "re-embed").
 
-Every row's text (a column of the store, or a file of ``id, text`` joined on the store's ids)
-is embedded by any encoder the library loads (`relrep_hf.encoding.encoder_kinds`: its one
-embedding loop, chunk by chunk), and the store is rewritten with the new vectors as ``migrate``
-rewrites it: aside, then swapped in whole (`VectorStore.rewrite_into`), with the new space
+Every row's text (a column or field of the store: parquet, datasets, LanceDB, a Chroma
+collection's documents, a Qdrant payload field, a pgvector or sqlite-vec column; or a file of
+``id, text`` joined on the store's ids; `relrep_hf.migration.reembed_texts`) is embedded by
+any encoder the library loads (`relrep_hf.encoding.encoder_kinds`: its one embedding loop,
+chunk by chunk), and the store is rewritten with the new vectors as ``migrate`` rewrites it:
+aside, then swapped in whole (`VectorStore.rewrite_into`: for a database, the kind's own alias
+switch, transaction or renames, the replaced vectors kept for a rollback), with the new space
 recorded (`relrep_hf.migration.space`). Rows whose text is missing or empty are refused by id
 before anything is embedded; they are never written as zeros.
 
 Resumable: each chunk's vectors are committed to a staging folder beside the output,
 ``.reembed-<key>`` (a ``.npy`` shard per chunk, then ``progress.json``), the key a hash of the
-store's version and every setting that changes the vectors. A run killed anywhere is resumed
+store's version (a database's: its ids and texts) and every setting that changes the vectors;
+a database store's folder is beside its folder or file (pgvector: the working directory), and
+the store is swapped once, after every chunk is committed. A run killed anywhere is resumed
 (``resume=True``, ``--resume``) from its last committed chunk; chunks are embedded with the same
 boundaries and batches, so the result equals an uninterrupted run's. The folder goes once the
 new store is in place.
