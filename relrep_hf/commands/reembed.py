@@ -32,7 +32,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--out", default=None, help="the new store (same kind; default: STORE itself, in place)"
     )
-    parser.add_argument("--text-column", default="text", help="the column of texts")
+    parser.add_argument(
+        "--text-column",
+        default=None,
+        help="the column (or field) of texts (default: text; a Chroma collection's documents; "
+        "a Qdrant payload field, a pgvector or sqlite-vec column)",
+    )
     parser.add_argument(
         "--texts",
         default=None,
@@ -40,7 +45,11 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="instead of the store's text column: a .jsonl or .parquet file of --id-column and "
         "--text-column, joined on the store's --id-column",
     )
-    parser.add_argument("--id-column", default="id", help="the column of ids (with --texts)")
+    parser.add_argument(
+        "--id-column",
+        default=None,
+        help="the column of ids (with --texts; default: id, sqlite-vec's rowid, pgvector's key)",
+    )
     parser.add_argument(
         "--column", default=None, help="the vector column (default: embedding/vector)"
     )
@@ -54,23 +63,16 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--batch-size", type=int, default=DEFAULT_EMBED_BATCH_SIZE, help="texts per encoder call"
     )
-    parser.add_argument(
-        "--overwrite", action="store_true", help="replace --out (a store of the same kind only)"
-    )
-    parser.add_argument(
-        "--skip-missing",
-        action="store_true",
-        help="leave rows without text out of the new store (they are named) instead of refusing",
-    )
-    parser.add_argument(
-        "--resume", action="store_true", help="go on from the committed chunks of a killed run"
-    )
-    parser.add_argument(
-        "--force",
-        action="store_true",
-        help="re-embed although the plan lists what would not be carried (a LanceDB "
-        "embedding function of the old model)",
-    )
+    switches = {
+        "--overwrite": "replace --out (a store of the same kind only)",
+        "--skip-missing": "leave rows without text out of the new store (they are named) instead "
+        "of refusing (parquet, datasets)",
+        "--resume": "go on from the committed chunks of a killed run",
+        "--force": "re-embed although the plan lists what would not be carried (a LanceDB or "
+        "Chroma embedding function of the old model)",
+    }
+    for flag, text in switches.items():
+        parser.add_argument(flag, action="store_true", help=text)
     parser.add_argument(
         "--max-rows",
         type=int,

@@ -1,16 +1,21 @@
 """Re-embedding a store from its own text: ``reembed_store``, the way out when a map keeps too
 little (the migration report says "re-embed").
 
-Every row's text (a column of the store, or a file of ``id, text`` joined on the store's ids)
-is embedded by any encoder the library loads (`relrep_hf.encoding.encoder_kinds`: its one
-embedding loop, chunk by chunk), and the store is rewritten with the new vectors as ``migrate``
-rewrites it: aside, then swapped in whole (`VectorStore.rewrite_into`), with the new space
+Every row's text (a column or field of the store: parquet, datasets, LanceDB, a Chroma
+collection's documents, a Qdrant payload field, a pgvector or sqlite-vec column; or a file of
+``id, text`` joined on the store's ids; `relrep_hf.migration.reembed_texts`) is embedded by
+any encoder the library loads (`relrep_hf.encoding.encoder_kinds`: its one embedding loop,
+chunk by chunk), and the store is rewritten with the new vectors as ``migrate`` rewrites it:
+aside, then swapped in whole (`VectorStore.rewrite_into`: for a database, the kind's own alias
+switch, transaction or renames, the replaced vectors kept for a rollback), with the new space
 recorded (`relrep_hf.migration.space`). Rows whose text is missing or empty are refused by id
 before anything is embedded; they are never written as zeros.
 
 Resumable: each chunk's vectors are committed to a staging folder beside the output,
 ``.reembed-<key>`` (a ``.npy`` shard per chunk, then ``progress.json``), the key a hash of the
-store's version and every setting that changes the vectors. A run killed anywhere is resumed
+store's version (a database's: its ids and texts) and every setting that changes the vectors;
+a database store's folder is beside its folder or file (pgvector: the working directory), and
+the store is swapped once, after every chunk is committed. A run killed anywhere is resumed
 (``resume=True``, ``--resume``) from its last committed chunk; chunks are embedded with the same
 boundaries and batches, so the result equals an uninterrupted run's. The folder goes once the
 new store is in place.
@@ -25,13 +30,23 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from relrep_hf.migration.reembed_texts import (
+    MissingTextError,
+    Texts,
+    check_can_drop,
+    check_texts,
+    missing_message,
+    missing_rows,
+    rechunked,
+    texts_of,
+    without_rows,
+)
 from relrep_hf.migration.space import StoreSpace, encoder_space
 from relrep_hf.migration.stores.base import (
     VectorStore,
@@ -41,6 +56,7 @@ from relrep_hf.migration.stores.base import (
     open_store,
     records_space,
 )
+from relrep_hf.migration.stores.database import DatabaseStore, parse_location
 from relrep_hf.migration.throughput import Throughput, dry_run_text
 from relrep_hf.utils.defaults import DEFAULT_EMBED_BATCH_SIZE, DEFAULT_REEMBED_CHUNK_ROWS
 from relrep_hf.utils.io import atomic_write_bytes, fsync_directory
@@ -53,16 +69,7 @@ __all__ = ["MissingTextError", "ReembedEstimate", "reembed_store"]
 STAGING_PREFIX = ".reembed-"
 PROGRESS_FILE = "progress.json"
 PROGRESS_FORMAT = 1
-SHOWN_IDS = 10
 UNIT_TOLERANCE = 1e-3  # |norm - 1| under which a vector counts as unit-length
-
-
-class MissingTextError(VectorStoreError):
-    """Rows with no text (null, empty or blank; or no text for their id): ``ids`` names them."""
-
-    def __init__(self, message: str, ids: list[Any]):
-        super().__init__(message)
-        self.ids = ids
 
 
 @dataclass(frozen=True)
@@ -87,176 +94,6 @@ class ReembedEstimate:
         return dry_run_text(
             measured, self.total_rows, done="Embedded", note="one encoder load included"
         )
-
-
-# ---------------------------------------------------------------------------------------------
-# The texts of the rows
-# ---------------------------------------------------------------------------------------------
-
-
-def _texts_by_id(path: Path, id_column: str, text_column: str) -> dict[Any, Any]:
-    """``{id: text}`` of a JSON Lines (``.jsonl``/``.json``) or parquet file of ids and texts."""
-    import pyarrow as pa
-
-    try:
-        if path.suffix == ".parquet":
-            import pyarrow.parquet as pq
-
-            table = pq.read_table(path)
-        elif path.suffix in (".jsonl", ".json"):
-            import pyarrow.json as pj
-
-            table = pj.read_json(path)
-        else:
-            raise VectorStoreError(
-                f"{str(path)!r}: texts by id are read from a .jsonl or .parquet file of "
-                f"{id_column!r} and {text_column!r}; give one of those."
-            )
-    except (pa.ArrowException, OSError) as error:
-        raise VectorStoreError(f"{str(path)!r}: not a readable file of texts ({error}).") from None
-    missing = [c for c in (id_column, text_column) if c not in table.column_names]
-    if missing:
-        raise VectorStoreError(
-            f"{str(path)!r} has no column {missing[0]!r}; its columns are {table.column_names}. "
-            "Name the id and text columns (id_column=, text_column=; --id-column, --text-column)."
-        )
-    ids, texts = table.column(id_column).to_pylist(), table.column(text_column).to_pylist()
-    found = dict(zip(ids, texts, strict=True))
-    if len(found) != len(ids):
-        seen: set = set()
-        twice = [i for i in ids if i in seen or seen.add(i)][:SHOWN_IDS]
-        raise VectorStoreError(
-            f"{str(path)!r} gives several texts for ids {twice}: each id needs one text."
-        )
-    return found
-
-
-@dataclass
-class _Texts:
-    """Where the texts of a store's rows come from: its column ``text_column``, or ``by_id``
-    (``{id: text}``) joined on its column ``id_column``."""
-
-    store: VectorStore
-    text_column: str
-    id_column: str
-    by_id: dict[Any, Any] | None
-
-    def batches(self, chunk_rows: int) -> Iterator[list[Any]]:
-        """Each row's text (``None`` where there is none), in the store's order."""
-        if self.by_id is None:
-            yield from self.store.values(self.text_column, chunk_rows)
-            return
-        for ids in self.store.values(self.id_column, chunk_rows):
-            yield [self.by_id.get(i) for i in ids]
-
-    def ids(self, chunk_rows: int) -> Iterator[list[Any]]:
-        """The rows' ids (their numbers, where the store has no ``id_column``)."""
-        if self.id_column in self.store.schema.names:
-            yield from self.store.values(self.id_column, chunk_rows)
-            return
-        start = 0
-        for texts in self.batches(chunk_rows):
-            yield list(range(start, start + len(texts)))
-            start += len(texts)
-
-
-def _texts_of(
-    store: VectorStore, text_column: str, texts: str | os.PathLike | None, id_column: str
-) -> _Texts:
-    if not hasattr(store, "values"):
-        raise VectorStoreError(
-            f"{store.describe()} holds vectors only, no text to embed: re-embed a store with a "
-            "text column (parquet, datasets, LanceDB), or write the vectors with their ids and "
-            "texts into one."
-        )
-    if texts is None:
-        if text_column not in store.schema.names:
-            raise VectorStoreError(
-                f"{store.describe()} has no text column {text_column!r}; its columns are "
-                f"{store.schema.names}. Name it (text_column=, --text-column), or give a file "
-                "of ids and texts (texts=, --texts)."
-            )
-        return _Texts(store, text_column, id_column, None)
-    if id_column not in store.schema.names:
-        raise VectorStoreError(
-            f"{store.describe()} has no id column {id_column!r} to join the texts of "
-            f"{str(texts)!r} on; its columns are {store.schema.names} (id_column=, --id-column)."
-        )
-    return _Texts(store, text_column, id_column, _texts_by_id(Path(texts), id_column, text_column))
-
-
-def _missing_rows(source: _Texts, chunk_rows: int) -> tuple[list[int], list[Any]]:
-    """The positions of the rows whose text is missing, empty or blank, and their ids."""
-    positions: list[int] = []
-    ids: list[Any] = []
-    start = 0
-    for texts, batch_ids in zip(source.batches(chunk_rows), source.ids(chunk_rows), strict=True):
-        for offset, (text, row_id) in enumerate(zip(texts, batch_ids, strict=True)):
-            if not isinstance(text, str) or not text.strip():
-                positions.append(start + offset)
-                ids.append(row_id)
-        start += len(texts)
-    return positions, ids
-
-
-def _missing_message(source: _Texts, ids: list[Any]) -> str:
-    where = (
-        f"no text in {source.text_column!r}"
-        if source.by_id is None
-        else "no text in the file of texts"
-    )
-    shown = ", ".join(map(repr, ids[:SHOWN_IDS])) + (", ..." if len(ids) > SHOWN_IDS else "")
-    return f"{len(ids)} row(s) have {where} (missing, empty or blank), ids {shown}"
-
-
-def _check_texts(source: _Texts, ids: list[Any]) -> None:
-    """Refuse, naming their ids, the rows whose text is missing, empty or blank."""
-    if ids:
-        raise MissingTextError(
-            f"{source.store.describe()}: {_missing_message(source, ids)}. Nothing was embedded "
-            "or written: give those rows a text, drop them from the store first, or leave them "
-            "out of the new store (skip_missing=True, --skip-missing); no vector is written as "
-            "zeros.",
-            ids[:SHOWN_IDS],
-        )
-
-
-def _without_rows(store: VectorStore, positions: list[int], staging: Path) -> VectorStore:
-    """A copy of ``store`` without the rows at ``positions``, in ``staging`` (made once: a
-    resumed run reads the same copy), every other column and the metadata kept."""
-    kept = staging / f"kept-rows{Path(store.path).suffix}"
-    if not kept.exists():
-        partial = staging / f"kept-rows.partial{Path(store.path).suffix}"
-        if partial.is_dir():  # a killed run's
-            shutil.rmtree(partial)
-        partial.unlink(missing_ok=True)
-        keep = np.ones(store.rows, dtype=bool)
-        keep[positions] = False
-        if store.kind == "parquet":
-            import pyarrow.parquet as pq
-
-            pq.write_table(pq.read_table(store.path).filter(keep), partial)
-        elif store.kind == "datasets":
-            store.dataset.select(np.flatnonzero(keep)).save_to_disk(str(partial))
-        else:
-            raise VectorStoreError(
-                f"{store.describe()}: rows without text are left out of parquet and datasets "
-                "stores only; give those rows a text, or drop them from the store first."
-            )
-        os.replace(partial, kept)
-    return open_store(kept, column=getattr(store, "column", None))
-
-
-def _rechunked(batches: Iterable[list[Any]], size: int) -> Iterator[list[Any]]:
-    """The items of ``batches`` in lists of exactly ``size`` (the last may be shorter)."""
-    pending: list[Any] = []
-    for batch in batches:
-        pending.extend(batch)
-        while len(pending) >= size:
-            yield pending[:size]
-            pending = pending[size:]
-    if pending:
-        yield pending
 
 
 # ---------------------------------------------------------------------------------------------
@@ -299,14 +136,14 @@ def _is_unit(vectors: np.ndarray) -> bool:
 
 
 def _dry_run(
-    spec: Any, source: _Texts, max_rows: int, batch_size: int, total: int
+    spec: Any, source: Texts, max_rows: int, batch_size: int, total: int
 ) -> ReembedEstimate:
     if not isinstance(max_rows, int) or max_rows < 1:
         raise ValueError(f"max_rows must be a positive int, got {max_rows!r}.")
     valid = (
         [t for t in batch if isinstance(t, str) and t.strip()] for batch in source.batches(max_rows)
     )
-    texts = next(_rechunked(valid, max_rows), [])
+    texts = next(rechunked(valid, max_rows), [])
     with tempfile.TemporaryDirectory(prefix="relrep-reembed-dry-") as cache:
         start = time.perf_counter()
         if texts:
@@ -329,9 +166,13 @@ def _version(path: Path) -> list:
 
 
 def _run_key(store: VectorStore, settings: dict[str, Any], texts: Any) -> str:
-    """A hash of the store's version, the text source's and every setting of the run."""
+    """A hash of the store's version, the text source's and every setting of the run (a
+    database store's version: the hash of its ids and texts, ``settings["content"]``)."""
+    where = store.location.shown() if isinstance(store, DatabaseStore) else None
     parts = {
-        "store": [str(Path(store.path).absolute()), _version(Path(store.path))],
+        "store": [where]
+        if where
+        else [str(Path(store.path).absolute()), _version(Path(store.path))],
         "texts": None if texts is None else [str(Path(texts).absolute()), _version(Path(texts))],
         **settings,
     }
@@ -391,7 +232,7 @@ class _Shards:
 
 
 def _embed_chunks(
-    spec: Any, source: _Texts, staging: Path, progress: dict, options: dict, show: bool | None
+    spec: Any, source: Texts, staging: Path, progress: dict, options: dict, show: bool | None
 ) -> dict:
     """Embed and commit every chunk after the last committed one; ``progress`` completed with
     the vectors' ``dim`` and ``space``."""
@@ -407,7 +248,7 @@ def _embed_chunks(
         desc=f"re-embedding {source.store.path.name}",
         disable=disable,
     ) as bar:
-        for index, texts in enumerate(_rechunked(source.batches(chunk_rows), chunk_rows)):
+        for index, texts in enumerate(rechunked(source.batches(chunk_rows), chunk_rows)):
             if index < done:
                 continue
             cache = staging / f"cache-{index:06d}"
@@ -466,9 +307,9 @@ def reembed_store(
     encoder: str,
     out: str | os.PathLike | None = None,
     *,
-    text_column: str = "text",
+    text_column: str | None = None,
     texts: str | os.PathLike | None = None,
-    id_column: str = "id",
+    id_column: str | None = None,
     column: str | None = None,
     table: str | None = None,
     chunk_rows: int = DEFAULT_REEMBED_CHUNK_ROWS,
@@ -484,33 +325,33 @@ def reembed_store(
     """Re-embed every row of ``store`` from its text with ``encoder`` into ``out``.
 
     Args:
-        store: a store with a text column (parquet, datasets; `open_store`'s ``column`` and
-            ``table`` pick its vector column and table), or an opened `VectorStore`.
+        store: a store that holds text (parquet, datasets, LanceDB; a Chroma, Qdrant,
+            pgvector or sqlite-vec URI; `open_store`'s ``column`` and ``table``), or opened.
         encoder: any encoder spec the library loads (`relrep_hf.encoding.encoder_kinds`):
             ``ID[@REV][:POOLING][:LAYER]``, ``st:FOLDER_OR_ID``, a GGUF file, ``py:mod:fn``.
-        out: the new store (same kind); ``None``: the store itself, replaced in place.
-        text_column: the column of texts (of the store, or of ``texts``).
+        out: the new store (same kind; a database's: same database); ``None``: in place.
+        text_column: the column of texts (of the store, or of ``texts``; default ``text``, a
+            Chroma collection's ``documents``); a Qdrant payload field.
         texts: instead, a .jsonl or .parquet file of ``id_column`` and ``text_column``, joined
-            on the store's ``id_column``.
+            on the store's ``id_column`` (default ``id``; sqlite-vec: ``rowid``; pgvector: the key).
         chunk_rows: rows per committed chunk (and per encoder load).
         overwrite: replace an existing ``out`` (a store of the same kind).
         resume: go on from the committed chunks of a killed run with the same store, texts and
             settings (without it, such a run's staging folder is refused, never discarded).
-        max_rows: a dry run: embed the first ``max_rows`` rows, write nothing, and return a
-            `ReembedEstimate` of the whole store's time.
+        max_rows: a dry run of the first ``max_rows`` rows: nothing written, a `ReembedEstimate`.
         dtype: the new vectors' dtype (default: the store's).
         skip_missing: leave the rows without text out of the new store (parquet, datasets;
             a warning names them) instead of refusing them.
         force: write although the plan lists what it would not carry (an embedding function).
 
     Returns:
-        ``out`` (the store's path when replaced in place), or the `ReembedEstimate`.
+        ``out`` (a database's: its URI with the ``backup`` kept), or the `ReembedEstimate`.
 
     Raises:
         MissingTextError: rows without text, named by id (nothing embedded or written),
             unless ``skip_missing``.
-        VectorStoreError: a store with no text, a staging folder of a killed run without
-            ``resume``, an output that cannot be written.
+        VectorStoreError: a store with no text (a FAISS index, .npy), a killed run's staging
+            folder without ``resume``, an output that cannot be written.
 
     Example:
         >>> reembed_store("docs.parquet", "minilm:mean", "docs-minilm.parquet")  # doctest: +SKIP
@@ -521,10 +362,10 @@ def reembed_store(
         store if isinstance(store, VectorStore) else open_store(store, column=column, table=table)
     )
     spec = _parse(encoder)
-    source = _texts_of(opened, text_column, texts, id_column)
-    positions, missing = _missing_rows(source, chunk_rows)
-    if not skip_missing:
-        _check_texts(source, missing)
+    source, positions, content = _checked_texts(
+        opened, text_column, texts, id_column, chunk_rows, skip_missing
+    )
+    text_column, id_column = source.text_column, source.id_column
     if max_rows is not None:
         return _dry_run(spec, source, max_rows, batch_size, opened.rows)
     wanted = opened.dtype if dtype is None else _check_dtype(opened, dtype)
@@ -537,15 +378,35 @@ def reembed_store(
         "batch_size": batch_size,
         "dtype": str(wanted),
         "skip_missing": bool(skip_missing and positions),
-    }
+    } | ({"content": content} if isinstance(opened, DatabaseStore) else {})  # a database's version
     run = {"resume": resume, "overwrite": overwrite or out is None, "show_progress": show_progress}
     run |= {"drop": positions if skip_missing else [], "force": force}
     return _run(spec, source, out, options, texts, **run)
 
 
+def _checked_texts(
+    opened: VectorStore,
+    text_column: str | None,
+    texts: str | os.PathLike | None,
+    id_column: str | None,
+    chunk_rows: int,
+    skip_missing: bool,
+) -> tuple[Texts, list[int], str]:
+    """The store's texts (the kind's own text and id fields by default), the positions of the
+    rows without text (refused by id unless ``skip_missing``), and the hash of ids and texts."""
+    text_column = text_column or (opened.text_field if texts is None else "text")
+    source = texts_of(opened, text_column, texts, id_column or opened.id_field)
+    positions, missing, content = missing_rows(source, chunk_rows)
+    if not skip_missing:
+        check_texts(source, missing)
+    elif missing:
+        check_can_drop(opened)
+    return source, positions, content
+
+
 def _run(
     spec: Any,
-    source: _Texts,
+    source: Texts,
     out: str | os.PathLike | None,
     options: dict[str, Any],
     texts: str | os.PathLike | None,
@@ -559,13 +420,21 @@ def _run(
     """Embed the chunks not yet committed in the staging folder of this run (its key: the
     store's and texts' versions, ``out`` and ``options``), then swap the new store in."""
     opened = source.store
-    target = Path(opened.path) if out is None else out
+    database = isinstance(opened, DatabaseStore)
+    if out is None:
+        target = opened.location.with_name(opened.location.name) if database else opened.path
+    else:
+        target = out
     # refused before any row is embedded (the width is the encoder's: no re-embedded kind's
     # plan depends on it)
     opened.plan(target, opened.dim).check(force=force)
-    options["out"] = str(Path(os.path.abspath(target)))
+    # a database's staging folder: beside its folder or file (pgvector: the working directory)
+    options["out"] = (
+        parse_location(str(target)).shown() if database else str(Path(os.path.abspath(target)))
+    )
     key = _run_key(opened, options, texts)
-    staging = Path(options["out"]).parent / f"{STAGING_PREFIX}{key}"
+    beside = Path(os.path.abspath(opened.path if database else options["out"])).parent
+    staging = beside / f"{STAGING_PREFIX}{key}"
     options |= {"dtype": np.dtype(options["dtype"]), "overwrite": overwrite}
     staging.parent.mkdir(parents=True, exist_ok=True)
     with folder_lock(staging):  # one run per staging folder: a second fails at once
@@ -582,10 +451,10 @@ def _run(
             logger.warning(
                 "%s: %s; they are left out of the new store.",
                 opened.describe(),
-                _missing_message(source, _missing_rows(source, options["chunk_rows"])[1]),
+                missing_message(source, missing_rows(source, options["chunk_rows"])[1]),
             )
-            kept = _without_rows(opened, drop, staging)
-            source = _Texts(kept, source.text_column, source.id_column, source.by_id)
+            kept = without_rows(opened, drop, staging)
+            source = Texts(kept, source.text_column, source.id_column, source.by_id)
             opened = kept
         progress = _read_progress(staging, key)
         progress = _embed_chunks(spec, source, staging, progress, options, show_progress)

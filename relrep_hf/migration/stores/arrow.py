@@ -147,6 +147,10 @@ class _ArrowStore(VectorStore):
     def batches(self, chunk_rows: int) -> Iterator[pa.RecordBatch]:
         raise NotImplementedError
 
+    def fields(self) -> list[str]:
+        """The columns `values` reads."""
+        return list(self.schema.names)
+
     def values(self, name: str, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[list]:
         """The values of column ``name`` (texts, ids) as Python lists, a batch at a time."""
         if name not in self.schema.names:

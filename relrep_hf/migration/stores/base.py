@@ -134,6 +134,11 @@ class VectorStore:
     # ``rewrite_into`` then take ``space=``, a `relrep_hf.migration.space.StoreSpace`); set by
     # the class that defines ``write`` (`records_space`: a subclass writing otherwise does not)
     records_space: bool = False
+    # a kind that holds text besides its vectors (``fields()`` and ``values(name, chunk_rows)``,
+    # in the order its rewrite reads its rows) is re-embedded from the field ``text_field`` and
+    # names its rows by ``id_field`` unless told otherwise (`relrep_hf.migration.reembed`)
+    text_field: str = "text"
+    id_field: str = "id"
 
     def read_space(self) -> StoreSpace | None:
         """The space the store records its vectors are in; ``None``: unrecorded (a kind that

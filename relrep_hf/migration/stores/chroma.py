@@ -46,6 +46,7 @@ class ChromaStore(db.DatabaseStore):
 
     kind = "chroma"
     records_space = True
+    text_field = "documents"  # what a re-embed reads
     carries = (
         "ids, documents, metadatas and URIs",
         "the collection's metadata and HNSW configuration",
@@ -72,6 +73,25 @@ class ChromaStore(db.DatabaseStore):
     def chunks(self, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[np.ndarray]:
         for batch in self._batches(self.collection, chunk_rows, ["embeddings"]):
             yield np.asarray(batch["embeddings"], np.float32).reshape(-1, self.dim)
+
+    def fields(self) -> list[str]:
+        """``id``, ``documents`` and the metadata keys of the first rows (`values` reads them)."""
+        first = self.collection.get(limit=100, include=["metadatas"])["metadatas"] or []
+        keys = sorted({k for metadata in first if metadata for k in metadata} - {"id"})
+        return ["id", "documents", *keys]
+
+    def values(self, name: str, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[list]:
+        """The rows' ids, documents or metadata field ``name``, in the rewrite's order."""
+        include = {"id": [], "documents": ["documents"]}.get(name, ["metadatas"])
+        for batch in self._batches(self.collection, chunk_rows, include):
+            if name == "id":
+                yield list(batch["ids"])
+            elif name == "documents":
+                yield list(batch["documents"] or [None] * len(batch["ids"]))
+            else:
+                yield [
+                    (m or {}).get(name) for m in batch["metadatas"] or [None] * len(batch["ids"])
+                ]
 
     def read_space(self) -> StoreSpace | None:
         return db.space_in_metadata(self.collection.metadata, self.location.shown())

@@ -95,6 +95,7 @@ class PgvectorStore(db.DatabaseStore):
             "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = %s::regclass AND i.indisprimary",
             (self._sql(self.table),))]  # fmt: skip
         self.rows = self.query(f"SELECT count(*) FROM {self._sql(self.table)}")[0][0]
+        self.id_field = self.key[0] if len(self.key) == 1 else "id"  # a re-embed's row names
 
     def query(self, sql: str, params: tuple = (), connection=None) -> list[tuple]:
         return (connection or self.connection).execute(sql, params).fetchall()
@@ -148,6 +149,20 @@ class PgvectorStore(db.DatabaseStore):
                     yield fields
                 del buffer[:position]
                 position = 0
+
+    def fields(self) -> list[str]:
+        """The table's columns (`values` reads them)."""
+        return list(self.columns)
+
+    def values(self, name: str, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[list]:
+        """Column ``name``'s values in the rewrite's order (key order, `_order`'s)."""
+        if name not in self.columns:
+            raise VectorStoreError(f"{self.describe()}: no column {name!r} in {self.columns}.")
+        key = ", ".join(map(self._sql, self.key)) or "ctid"
+        with self.connection.cursor() as cursor:
+            cursor.execute(f"SELECT {self._sql(name)} FROM {self._sql(self.table)} ORDER BY {key}")
+            while batch := cursor.fetchmany(chunk_rows):
+                yield [row[0] for row in batch]
 
     def read_space(self) -> StoreSpace | None:
         if self.query("SELECT to_regclass(%s)", (SPACES_TABLE,))[0][0] is None:

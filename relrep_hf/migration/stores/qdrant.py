@@ -113,6 +113,24 @@ class QdrantStore(db.DatabaseStore):
             for points in self._points(self.collection, chunk_rows, with_vectors=using):
                 yield self._matrix(points)
 
+    def fields(self) -> list[str]:
+        """``id`` and the payload keys of the first points (`values` reads them)."""
+        with self._opened():
+            points, _ = self.client.scroll(self.collection, limit=100, with_payload=True)
+        return ["id", *sorted({k for p in points for k in (p.payload or {})} - {"id"})]
+
+    def values(self, name: str, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[list]:
+        """The points' ids or payload field ``name``, in the rewrite's order (read whole, under
+        one client: a local folder is held by one client at a time)."""
+        with self._opened():
+            batches = [
+                [p.id if name == "id" else (p.payload or {}).get(name) for p in points]
+                for points in self._points(
+                    self.collection, chunk_rows, with_payload=name != "id", with_vectors=False
+                )
+            ]
+        yield from batches
+
     def read_space(self) -> StoreSpace | None:
         return db.space_in_metadata(self.info.config.metadata, self.location.shown())
 

@@ -78,6 +78,7 @@ def _renamed(sql: str, name: str) -> str:
 class SqliteVecStore(db.DatabaseStore):
     kind = "sqlite-vec"
     records_space = True
+    id_field = "rowid"  # the ids a re-embed names rows by
     carries = ("rowids and every column", "the table's indexes (built again)")
 
     def __init__(self, location: db.DatabaseLocation):
@@ -148,6 +149,18 @@ class SqliteVecStore(db.DatabaseStore):
         )
         while batch := cursor.fetchmany(chunk_rows):
             yield np.frombuffer(b"".join(row[0] for row in batch), np.float32).reshape(-1, self.dim)
+
+    def fields(self) -> list[str]:
+        """``rowid`` and the table's columns (`values` reads them)."""
+        return ["rowid", *self.columns]
+
+    def values(self, name: str, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[list]:
+        """Column ``name``'s values in the rewrite's order (its scan, `_copy`'s: no ORDER BY)."""
+        if name not in self.fields():
+            raise VectorStoreError(f"{self.describe()}: no column {name!r} in {self.fields()}.")
+        cursor = self.connection.cursor().execute(f"SELECT {_quote(name)} FROM {self._table}")
+        while batch := cursor.fetchmany(chunk_rows):
+            yield [row[0] for row in batch]
 
     def _create_sql(self, name: str, dim: int) -> str:
         """The table's CREATE statement for ``name`` with ``dim``-d vectors."""
