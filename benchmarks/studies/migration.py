@@ -3,7 +3,7 @@ the streamed rewrite of a large .npy store against a plain NumPy pass.
 
 Quality (``--part quality``): the real group's 5,000 English verses
 (`benchmarks.spaces.real_encoders`; ``--quick``, a crash check: 200 verses, three encoders, no
-SmolLM2, the first pair at K = 100). For
+SmolLM2, the first pair at K = 100, two folds). For
 each fit size K, the shared linear anchor set (the library's default, shrinkage chosen from the
 rows) is fitted on the first K rows of every encoder, each encoder's projector from the same
 rows. For each ordered pair (old, new), `select_migration_map` gets the pair's K rows and the
@@ -63,6 +63,7 @@ PAIRS = (
 KS, QUICK_KS = (1000, 4000), (100,)
 TEST_ROWS, QUICK_TEST_ROWS = 1000, 50
 QUICK_PAIRS = 1  # --quick: the first pair of the encoders (a crash check, not the study)
+QUICK_FOLDS = 2  # --quick: the fewest cross-validation folds (the default: DEFAULT_FOLDS)
 NUM_ANCHORS = 600  # at least every encoder's width (576), so that every inverse is exact
 CANDIDATES_RUN = (*CANDIDATES, "low_rank")  # low_rank measured beside the defaults
 ROWS, QUICK_ROWS = 1_000_000, 20_000
@@ -349,8 +350,9 @@ def needs(quick: bool) -> dict[str, tuple[str, ...]]:
 
 
 def run(quick: bool) -> list[dict]:
-    """Both parts (``python -m benchmarks``); quick: 200 verses, one pair, and 20,000 rows."""
-    return quality(quick) + throughput(quick)
+    """Both parts (``python -m benchmarks``); quick: 200 verses, one pair, two folds, and 20,000
+    rows."""
+    return quality(quick, folds=QUICK_FOLDS if quick else DEFAULT_FOLDS) + throughput(quick)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
