@@ -17,6 +17,7 @@ import argparse
 import ast
 import importlib.util
 import json
+import os
 import platform
 import sys
 import time
@@ -25,6 +26,7 @@ from pathlib import Path
 from textwrap import shorten
 from types import ModuleType
 
+from benchmarks import common
 from benchmarks.common import TABLES, announce_skips, warnings_once
 
 PURPOSES = {
@@ -104,7 +106,9 @@ def run_table(argv: Sequence[str], benchmarks: dict) -> None:
         epilog=_listing(benchmarks),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    parser.add_argument(
+        "--quick", action="store_true", help="a crash check on the smallest sizes (CI), no figures"
+    )
     parser.add_argument("--only", nargs="*", default=None, metavar="NAME", help="these only")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args(argv)
@@ -126,13 +130,16 @@ def run_table(argv: Sequence[str], benchmarks: dict) -> None:
     results = []
     for name, module in modules.items():
         if "" not in skipped[name]:
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), cpu_seconds()
             with warnings_once(name):
                 results += module.run(quick=args.quick)
-            print(f"[{name}] {time.perf_counter() - started:.1f} s", flush=True)
-    print_results(results)
+            seconds, cpu = time.perf_counter() - started, cpu_seconds() - cpu
+            load = os.getloadavg()[0]
+            print(f"[{name}] {seconds:.1f} s (CPU {cpu:.1f} s, load {load:.1f})", flush=True)
+    print_results(results, quick=args.quick)
     if args.json:
         meta = {
+            "quick": args.quick,
             "date": time.strftime("%Y-%m-%d %H:%M:%S"),
             "torch": torch.__version__,
             "threads": torch.get_num_threads(),
@@ -144,8 +151,24 @@ def run_table(argv: Sequence[str], benchmarks: dict) -> None:
         args.json.write_text(json.dumps(document, indent=2))
 
 
-def print_results(results: list[dict]) -> None:
-    """One line per row (ours, the baseline, their ratio), its extra figures below it."""
+def cpu_seconds() -> float:
+    """CPU seconds of this process and its ended children (user + system): on a shared machine
+    the wall time says the load, this says the work."""
+    try:
+        import resource
+    except ImportError:  # not on Unix: this process only
+        return time.process_time()
+    own, children = (
+        resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def print_results(results: list[dict], quick: bool = False) -> None:
+    """One line per row (ours, the baseline, their ratio), its extra figures below it;
+    ``quick``: under a line that says these are a crash check's, not figures."""
+    if quick:
+        print(f"\n{common.CRASH_CHECK}")
     width = max((len(r["benchmark"]) for r in results), default=9)
     print(f"{'benchmark':<{width}}  {'ours':>10}  {'baseline':>10}  {'ratio':>6}  baseline")
     for r in results:
@@ -162,6 +185,7 @@ def print_results(results: list[dict]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
+    common.crash_check_titles("--quick" in argv)
     benchmarks = catalogue()
     if not argv or argv[0].startswith("-"):
         run_table(argv, benchmarks)

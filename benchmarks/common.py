@@ -143,6 +143,16 @@ def row(name: str, baseline: str, baseline_value: float, value: float, unit: str
 
 
 TABLES: list[dict] = []  # every table printed in this process, as written to the --json
+CRASH_CHECK = (
+    "--quick: a crash check of every code path on the smallest sizes that run it; its numbers "
+    "are not figures (the full ones: python -m benchmarks [--only NAME])"
+)
+_TITLE_NOTE = [""]  # what every table's title ends with (`crash_check_titles`)
+
+
+def crash_check_titles(quick: bool) -> None:
+    """Whether every `Table` printed from now on says in its title that it is a quick run's."""
+    _TITLE_NOTE[0] = " [--quick: a crash check, not figures]" if quick else ""
 
 
 class Table:
@@ -154,6 +164,7 @@ class Table:
 
     def __init__(self, title: str, columns: Sequence[tuple[str, int, str]]):
         self.columns = list(columns)
+        title += _TITLE_NOTE[0]
         self.record = {"title": title, "columns": [c[0] for c in columns], "rows": []}
         TABLES.append(self.record)
         print(f"\n{title}")
@@ -233,12 +244,21 @@ OPTIONAL_PACKAGES = {
 }
 
 
+def _installed(name: str) -> bool:
+    """Whether ``import name`` can find the package: a finder that refuses it (an import hook,
+    a half-removed install: `ImportError`) or a ``None`` in ``sys.modules`` count as missing."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def unavailable(needs: dict[str, Sequence[str]]) -> dict[str, str]:
     """For each part (a benchmark, a group) whose packages are not all installed: the command
     that brings them, so a run skips that part at once instead of failing minutes in."""
     out = {}
     for part, names in needs.items():
-        missing = [n for n in names if importlib.util.find_spec(n) is None]
+        missing = [n for n in names if not _installed(n)]
         if missing:
             commands = " && ".join(
                 dict.fromkeys(OPTIONAL_PACKAGES.get(n, f"pip install {n}") for n in missing)

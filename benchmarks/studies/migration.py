@@ -2,7 +2,8 @@
 the streamed rewrite of a large .npy store against a plain NumPy pass.
 
 Quality (``--part quality``): the real group's 5,000 English verses
-(`benchmarks.spaces.real_encoders`; ``--quick``: 400 verses, three encoders, no SmolLM2). For
+(`benchmarks.spaces.real_encoders`; ``--quick``, a crash check: 200 verses, three encoders, no
+SmolLM2, the first pair at K = 100, two folds). For
 each fit size K, the shared linear anchor set (the library's default, shrinkage chosen from the
 rows) is fitted on the first K rows of every encoder, each encoder's projector from the same
 rows. For each ordered pair (old, new), `select_migration_map` gets the pair's K rows and the
@@ -59,8 +60,10 @@ PAIRS = (
     ("e5-small", "smollm2:mean"),
     ("use-m3", "smollm2:last"),
 )
-KS, QUICK_KS = (1000, 4000), (300,)
-TEST_ROWS, QUICK_TEST_ROWS = 1000, 100
+KS, QUICK_KS = (1000, 4000), (100,)
+TEST_ROWS, QUICK_TEST_ROWS = 1000, 50
+QUICK_PAIRS = 1  # --quick: the first pair of the encoders (a crash check, not the study)
+QUICK_FOLDS = 2  # --quick: the fewest cross-validation folds (the default: DEFAULT_FOLDS)
 NUM_ANCHORS = 600  # at least every encoder's width (576), so that every inverse is exact
 CANDIDATES_RUN = (*CANDIDATES, "low_rank")  # low_rank measured beside the defaults
 ROWS, QUICK_ROWS = 1_000_000, 20_000
@@ -243,7 +246,8 @@ def quality(
         paths = AnchorPaths(spaces, torch.arange(k))
         for criterion in criteria:
             results = {}
-            for pair in [p for p in PAIRS if set(p) <= set(encoders)]:
+            pairs = [p for p in PAIRS if set(p) <= set(encoders)]
+            for pair in pairs[:QUICK_PAIRS] if quick else pairs:
                 results[pair] = pair_report(paths, pair, k, test, criterion, folds)
                 _print_pair(k, criterion, pair, results[pair])
             out += _k_rows(k, criterion, results)
@@ -307,8 +311,8 @@ def throughput(quick: bool, rows: int | None = None) -> list[dict]:
         a, b = folder / "plain.npy", folder / "ours.npy"
         times = interleaved_medians(
             {"plain": lambda: plain_numpy_pass(source, a), "ours": lambda: ours(source, b)},
-            repeats=5 if quick else 3,
-            warmup=1,
+            repeats=1 if quick else 3,
+            warmup=0 if quick else 1,
         )
         same = np.allclose(
             np.load(a, mmap_mode="r")[-100:], np.load(b, mmap_mode="r")[-100:], atol=1e-4
@@ -346,8 +350,9 @@ def needs(quick: bool) -> dict[str, tuple[str, ...]]:
 
 
 def run(quick: bool) -> list[dict]:
-    """Both parts (``python -m benchmarks``); quick: 400 verses and 20,000 rows."""
-    return quality(quick) + throughput(quick)
+    """Both parts (``python -m benchmarks``); quick: 200 verses, one pair, two folds, and 20,000
+    rows."""
+    return quality(quick, folds=QUICK_FOLDS if quick else DEFAULT_FOLDS) + throughput(quick)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -20,7 +20,7 @@ from tests.fixtures.held_out import held_out_recall
 SOURCES = ("minilm:mean:-1", "minilm:mean:4", "minilm:mean:2")
 HELD_OUT = "minilm:cls:-1"
 FULL = {"test_rows": 1000, "num_anchors": 300, "support_size": 2000, "num_train_epochs": 20}
-QUICK = {"test_rows": 100, "num_anchors": 30, "support_size": 200, "num_train_epochs": 5}
+QUICK = {"test_rows": 50, "num_anchors": 30, "support_size": 100, "num_train_epochs": 5}
 
 
 def needs(quick: bool) -> dict[str, tuple[str, ...]]:
