@@ -252,7 +252,7 @@ def _load_and_embed(group: Sequence[tuple[Any, str]], request: EmbedRequest) -> 
     )
     from relrep_hf.encoding.extraction import extract_embedding_views
 
-    model, tokenizer, provenance = load_encoder(group[0][0])
+    model, tokenizer, provenance = load_encoder(group[0][0], request.cache_dir)
     specs = [resolve_pooling(spec, model) for spec, _ in group]
     results: dict[int, Embedded] = {}
     for read in dict.fromkeys(column for _, column in group):
