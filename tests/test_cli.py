@@ -14,6 +14,7 @@ from transformers import AutoModel
 from relrep_hf import AnchorSet, ParamTrainingArguments, RelativeProjector
 from relrep_hf.cli import build_parser, main
 from relrep_hf.commands.arguments import method_args
+from relrep_hf.encoding.gguf_encoders import CONVERTED_FOLDER
 from relrep_hf.pipeline import steps as pipeline
 from relrep_hf.utils.defaults import SHRINKAGE_GRID
 
@@ -428,8 +429,9 @@ def test_the_main_job_stitches_two_architectures_and_caches_their_embeddings(
     cached = sorted((tmp_path / "cache" / "relrep_hf").iterdir())
     views = [path for path in cached if path.name.startswith("relrep-embeddings-")]
     assert len(views) == 4  # one folder per encoder view
-    others = [path.name for path in cached if path not in views]
-    assert len(others) == 1 and others[0].startswith("relrep-gguf-views-")  # SmolLM2's index
+    others = sorted(path.name for path in cached if path not in views)
+    assert len(others) == 2 and others[1].startswith("relrep-gguf-views-")  # SmolLM2's index
+    assert others[0] == CONVERTED_FOLDER  # SmolLM2 dequantized once, for the next load
     modified = [folder.stat().st_mtime_ns for folder in cached]
     assert main(["demo", str(tmp_path / "second"), *small]) == 0
     assert [folder.stat().st_mtime_ns for folder in cached] == modified  # read back, not embedded

@@ -254,7 +254,7 @@ def _load_and_embed(group: Sequence[tuple[Any, str]], request: EmbedRequest) -> 
     )
     from relrep_hf.encoding.extraction import extract_embedding_views
 
-    model, tokenizer, provenance = load_encoder(group[0][0])
+    model, tokenizer, provenance = load_encoder(group[0][0], request.cache_dir)
     if request.device is not None:
         model = model.to(request.device)
     specs = [resolve_pooling(spec, model) for spec, _ in group]

@@ -31,7 +31,7 @@ from transformers import AutoImageProcessor, AutoModel, AutoTokenizer
 from relrep_hf.encoding.gguf_encoders import (
     gguf_local_path,
     gguf_provenance,
-    load_gguf_tokenizer,
+    load_gguf_encoder,
     split_gguf_path,
 )
 from relrep_hf.encoding.models import input_modality
@@ -137,17 +137,21 @@ def _source(model_id: str) -> str:
     return model_id
 
 
-def load_encoder(spec: EncoderSpec, **kwargs: Any) -> tuple[nn.Module, Any, dict[str, str]]:
+def load_encoder(
+    spec: EncoderSpec, cache_dir: str | os.PathLike | None = None, **kwargs: Any
+) -> tuple[nn.Module, Any, dict[str, str]]:
     """The model and tokenizer of ``spec``, and provenance (``encoder_id``,
     ``encoder_revision``; for a GGUF file also ``encoder_gguf_file``, ``encoder_quantization``)
-    that never records a local path as a Hub id."""
+    that never records a local path as a Hub id. A GGUF file's converted folder goes under
+    ``cache_dir`` (default: the embedding cache, `extraction_writer.cache_root`)."""
     source = _source(spec.model_id)
-    if spec.gguf_file:  # dequantized on load; the tokenizer from the file where possible
-        kwargs = {**kwargs, "gguf_file": spec.gguf_file}
-        tokenizer = load_gguf_tokenizer(source, spec.gguf_file, spec.revision)
+    if spec.gguf_file:  # dequantized once per file version; the tokenizer from the file
+        model, tokenizer = load_gguf_encoder(
+            source, spec.gguf_file, spec.revision, cache_dir, **kwargs
+        )
     else:
         tokenizer = AutoTokenizer.from_pretrained(source, revision=spec.revision)
-    model = AutoModel.from_pretrained(source, revision=spec.revision, **kwargs).eval()
+        model = AutoModel.from_pretrained(source, revision=spec.revision, **kwargs).eval()
     if spec.model_id == BUNDLED_MINILM:
         provenance = {"encoder_id": MINILM_HUB_ID, "encoder_revision": ""}
     elif spec.model_id == BUNDLED_SMOLLM2:

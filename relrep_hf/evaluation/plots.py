@@ -151,7 +151,8 @@ def relative_spaces_plot(
         centered = stacked - stacked.mean(dim=0)
         _, singular, v = torch.pca_lowrank(centered, q=2, center=False, niter=4)
         share = (singular[:2] ** 2 / centered.pow(2).sum()).tolist()
-        points = (centered @ v[:, :2]).view(len(names), n, 2)  # [E, n, 2]
+        # [E, n, 2], as NumPy: matplotlib converts a tensor slowly (it iterates over it)
+        points = (centered @ v[:, :2]).view(len(names), n, 2).cpu().numpy()
         encoder_axes = grid[0, column]
         for k, name in enumerate(names):
             encoder_axes.scatter(
@@ -164,7 +165,8 @@ def relative_spaces_plot(
             topic_axes = grid[1, column]
             classes = labels[:n]
             for c in sorted(set(classes.tolist())):
-                rows_of_c = points[:, classes == c].reshape(-1, 2)  # every encoder's rows
+                of_c = (classes == c).cpu().numpy()
+                rows_of_c = points[:, of_c].reshape(-1, 2)  # every encoder's rows of class c
                 name = label_names.get(c, str(c)) if label_names else str(c)
                 topic_axes.scatter(
                     rows_of_c[:, 0], rows_of_c[:, 1], s=5, alpha=0.45, color=f"C{c}", label=name

@@ -18,7 +18,7 @@ import pytest
 import torch
 import transformers
 from safetensors.torch import load_file
-from transformers import AutoTokenizer
+from transformers import AutoModel, AutoTokenizer
 
 from relrep_hf import AnchorSet, RelativeProjector, RelativeWrapper, Statistics
 from relrep_hf.cli import main
@@ -26,10 +26,13 @@ from relrep_hf.encoding.corpora import load_sentences
 from relrep_hf.encoding.encoders import EncoderSpec
 from relrep_hf.encoding.extraction import embeddings_tensor
 from relrep_hf.encoding.gguf_encoders import (
+    converted_gguf_folder,
     gguf_metadata_value,
     gguf_quantization,
+    load_gguf_encoder,
     split_gguf_path,
 )
+from relrep_hf.encoding.packaged_encoders import smollm2_gguf_path
 from tests.fixtures.gguf_models import (
     byte_level_vocab,
     sentencepiece_vocab,
@@ -292,3 +295,97 @@ def test_gguf_from_the_hub_records_repo_commit_file_and_quantisation(models, tex
     assert {key: saved[key] for key in expected} == expected
     relative = load_file(tmp_path / "relative.safetensors")["relative"]
     torch.testing.assert_close(relative, local, atol=1e-6, rtol=0)
+
+
+def hidden_states(model, tokenizer, sample: list[str]) -> list[torch.Tensor]:
+    """Every layer's hidden states of each text, one text at a time (no padding)."""
+    outputs = []
+    with torch.no_grad():
+        for text in sample:
+            output = model(**tokenizer(text, return_tensors="pt"), output_hidden_states=True)
+            outputs.append(torch.stack(output.hidden_states))  # (layers + 1, 1, T, d)
+    return outputs
+
+
+def assert_same_encoder(loaded, direct, sample: list[str], atol: float = 1e-6) -> None:
+    """The same token ids, hidden states (to ``atol``), name and commit as the direct load."""
+    (model, tokenizer), (direct_model, direct_tokenizer) = loaded, direct
+    assert tokenizer(sample)["input_ids"] == direct_tokenizer(sample)["input_ids"]
+    assert tokenizer.convert_ids_to_tokens(list(range(len(direct_tokenizer)))) == (
+        direct_tokenizer.convert_ids_to_tokens(list(range(len(direct_tokenizer))))
+    )
+
+    def name_and_commit(config):
+        return config.name_or_path, getattr(config, "_commit_hash", None)
+
+    assert name_and_commit(model.config) == name_and_commit(direct_model.config)
+    assert not model.training
+    pairs = zip(hidden_states(model, tokenizer, sample),
+                hidden_states(direct_model, direct_tokenizer, sample), strict=True)  # fmt: skip
+    for ours, theirs in pairs:
+        torch.testing.assert_close(ours, theirs, atol=atol, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", ["F32", "F16"])
+def test_a_gguf_file_is_converted_once_and_loads_the_same(models, texts, dtype, tmp_path):
+    """The first load converts and saves a transformers folder; the second reads it (no GGUF
+    quantizer left on the model): both equal transformers' own GGUF load."""
+    built = models["llama"]
+    source, name = str(built["folder"]), f"tiny-llama-{dtype}.gguf"
+    direct = (AutoModel.from_pretrained(source, gguf_file=name),
+              AutoTokenizer.from_pretrained(source, gguf_file=name))  # fmt: skip
+    sample = texts[:6]
+    first = load_gguf_encoder(source, name, cache_dir=tmp_path)
+    folder = converted_gguf_folder(os.path.join(source, name), tmp_path)
+    assert sorted(p.name for p in folder.parent.iterdir()) == [folder.name]  # no staging left
+    assert (folder / "model.safetensors").is_file() and (folder / "tokenizer.json").is_file()
+    assert first[0].hf_quantizer is not None  # this load came from the file itself
+    second = load_gguf_encoder(source, name, cache_dir=tmp_path)
+    assert getattr(second[0], "hf_quantizer", None) is None  # read from the converted folder
+    for loaded in (first, second):
+        assert_same_encoder(loaded, direct, sample)
+
+
+def test_a_changed_gguf_file_is_converted_again(models, tmp_path):
+    built = models["llama"]
+    copy = tmp_path / "model.gguf"
+    shutil.copy(built["folder"] / "tiny-llama-F32.gguf", copy)
+    before = converted_gguf_folder(str(copy), tmp_path / "cache")
+    shutil.copy(built["folder"] / "tiny-llama-F16.gguf", copy)  # another file at the same path
+    assert converted_gguf_folder(str(copy), tmp_path / "cache") != before
+
+
+def test_a_damaged_converted_folder_is_rebuilt(models, texts, tmp_path, caplog):
+    """Bad input: a converted folder whose weights are cut short is converted again, with a
+    warning, and the load equals transformers' own."""
+    built = models["llama"]
+    source, name = str(built["folder"]), "tiny-llama-F32.gguf"
+    load_gguf_encoder(source, name, cache_dir=tmp_path)
+    folder = converted_gguf_folder(os.path.join(source, name), tmp_path)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    with caplog.at_level("WARNING", logger="relrep_hf.encoding.gguf_encoders"):
+        loaded = load_gguf_encoder(source, name, cache_dir=tmp_path)
+    assert "Converting" in caplog.text and "does not load" in caplog.text
+    direct = (AutoModel.from_pretrained(source, gguf_file=name),
+              AutoTokenizer.from_pretrained(source, gguf_file=name))  # fmt: skip
+    assert_same_encoder(loaded, direct, texts[:4])
+    assert (
+        getattr(load_gguf_encoder(source, name, cache_dir=tmp_path)[0], "hf_quantizer", None)
+        is None
+    )
+
+
+@pytest.mark.slow
+def test_the_packaged_smollm2_converted_equals_transformers_gguf_load(texts, tmp_path):
+    """The packaged SmolLM2-135M Q4_1 file: the converted folder's embeddings equal a direct
+    transformers GGUF load's to 1e-6 on a few texts (35 s of CPU for the direct load)."""
+    pytest.importorskip("gguf")
+    path = smollm2_gguf_path()
+    source, name = os.path.split(path)
+    direct = (AutoModel.from_pretrained(source, gguf_file=name),
+              AutoTokenizer.from_pretrained(source, gguf_file=name))  # fmt: skip
+    load_gguf_encoder(source, name, cache_dir=tmp_path)  # converts
+    loaded = load_gguf_encoder(source, name, cache_dir=tmp_path)
+    assert getattr(loaded[0], "hf_quantizer", None) is None
+    assert_same_encoder(loaded, direct, texts[:3])
