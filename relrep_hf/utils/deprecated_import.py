@@ -8,11 +8,12 @@ path with the module at its new home, and a module whose public function was ren
 the old name through `deprecated_attributes`. Both warn with a `DeprecationWarning` that names
 the new home. Imports nothing of relrep_hf.
 
->>> import warnings
+>>> import sys, warnings
 >>> install_deprecated_imports()
+>>> _ = sys.modules.pop("relrep_hf.functional.tables", None)  # warned once per process
 >>> with warnings.catch_warnings(record=True) as caught:
 ...     warnings.simplefilter("always")
-...     from relrep_hf.functional import tables
+...     tables = importlib.import_module("relrep_hf.functional.tables")
 >>> tables.__name__, "relrep_hf.functional.markdown_tables" in str(caught[0].message)
 ('relrep_hf.functional.markdown_tables', True)
 """

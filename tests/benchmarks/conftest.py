@@ -21,3 +21,14 @@ def quick_lms(tmp_path_factory):
         return cache, ensure_small_lms(quick=True, cache_dir=cache, progress=False)
     finally:
         torch.set_num_threads(threads)
+
+
+@pytest.fixture(autouse=True)
+def _plain_titles():
+    """Tables titled as a full run's in every test: a test that runs `python -m benchmarks
+    --quick` in this process leaves the crash-check note switched on for the tests after it."""
+    from benchmarks.common import crash_check_titles
+
+    crash_check_titles(False)
+    yield
+    crash_check_titles(False)
