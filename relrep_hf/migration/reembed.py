@@ -464,8 +464,12 @@ def _run(
         staging.mkdir(exist_ok=True)
         progress = _read_progress(staging, key)
         progress = _embed_chunks(spec, source, staging, progress, options, show_progress)
-        if "dim" not in progress:
-            raise VectorStoreError(f"{opened.describe()} has no rows to re-embed.")
+        if "dim" not in progress:  # nothing was committed: no folder to resume from either
+            shutil.rmtree(staging, ignore_errors=True)
+            raise VectorStoreError(
+                f"{opened.describe()} has no rows to re-embed (none has a text). Nothing was "
+                "written."
+            )
         result = _write_store(opened, target, staging, progress, options)
         shutil.rmtree(staging, ignore_errors=True)
     return result

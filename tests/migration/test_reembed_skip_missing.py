@@ -193,3 +193,16 @@ def test_rows_without_text_are_left_out_of_a_lancedb_table(tmp_path):
     assert open_store(tmp_path / "db", table="docs").rows == ROWS  # the input keeps them all
     with pytest.raises(VectorStoreError, match="keeps no backup"):
         reembed_store(tmp_path / "db", NUMBERS, table="docs", skip_missing=True)
+
+
+def test_a_store_none_of_whose_rows_has_a_text_is_refused_and_nothing_is_left(tmp_path):
+    old = tmp_path / "docs.parquet"
+    table = _table()
+    pq.write_table(table.set_column(1, "text", pa.array([None] * ROWS, pa.string())), old)
+    before = old.read_bytes()
+    for _ in range(2):  # and again: no staging folder of the first refuses the second
+        with pytest.raises(VectorStoreError, match="has no rows to re-embed"):
+            reembed_store(old, NUMBERS, tmp_path / "new.parquet", skip_missing=True,
+                          show_progress=False)  # fmt: skip
+    assert old.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.parquet"]
