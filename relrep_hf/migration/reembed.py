@@ -14,11 +14,13 @@ before anything is embedded; they are never written as zeros.
 Resumable: each chunk's vectors are committed to a staging folder beside the output,
 ``.reembed-<key>`` (a ``.npy`` shard per chunk, then ``progress.json``), the key a hash of the
 store's version (a database's: its ids and texts) and every setting that changes the vectors;
-a database store's folder is beside its folder or file (pgvector: the working directory), and
-the store is swapped once, after every chunk is committed. A run killed anywhere is resumed
-(``resume=True``, ``--resume``) from its last committed chunk; chunks are embedded with the same
-boundaries and batches, so the result equals an uninterrupted run's. The folder goes once the
-new store is in place.
+a database store's folder is beside its folder or file (pgvector: in the embedding cache), an
+absolute path resolved once whatever the working directory of a resume, and a database store
+is held for the whole run (a second run refused, naming the first); the store is swapped
+once, after every chunk is committed. A run killed anywhere is resumed (``resume=True``,
+``--resume``) from its last committed chunk; chunks are embedded with the same boundaries and
+batches, so the result equals an uninterrupted run's. The folder goes once the new store is in
+place.
 """
 
 from __future__ import annotations
@@ -345,8 +347,8 @@ def reembed_store(
             settings (without it, such a run's staging folder is refused, never discarded).
         max_rows: a dry run of the first ``max_rows`` rows: nothing written, a `ReembedEstimate`.
         dtype: the new vectors' dtype (default: the store's).
-        skip_missing: leave the rows without text out of the new store (parquet, datasets;
-            a warning names them) instead of refusing them.
+        skip_missing: leave the rows without text out of the new store (a warning names them);
+            the old store (in place: its backup) keeps them; a folder store in place: refused.
         force: write although the plan lists what it would not carry (an embedding function).
 
     Returns:
@@ -356,7 +358,8 @@ def reembed_store(
         MissingTextError: rows without text, named by id (nothing embedded or written),
             unless ``skip_missing``.
         VectorStoreError: a store with no text (a FAISS index, .npy), a killed run's staging
-            folder without ``resume``, an output that cannot be written.
+            folder without ``resume``, an output that cannot be written; `StoreBusyError`:
+            another re-embed of the same database store is running (named).
 
     Example:
         >>> reembed_store("docs.parquet", "minilm:mean", "docs-minilm.parquet")  # doctest: +SKIP
@@ -373,7 +376,6 @@ def reembed_store(
     text_column, id_column = source.text_column, source.id_column
     if max_rows is not None:
         return _dry_run(spec, source, max_rows, batch_size, opened.rows)
-    wanted = opened.dtype if dtype is None else _check_dtype(opened, dtype)
     options = {
         "encoder": str(spec),
         "text_column": text_column,
@@ -381,12 +383,12 @@ def reembed_store(
         "vector_column": getattr(opened, "column", None),
         "chunk_rows": chunk_rows,
         "batch_size": batch_size,
-        "dtype": str(wanted),
+        "dtype": str(opened.dtype if dtype is None else _check_dtype(opened, dtype)),
         "skip_missing": bool(skip_missing and positions),
     } | ({"content": content} if isinstance(opened, DatabaseStore) else {})  # a database's version
-    run = {"resume": resume, "overwrite": overwrite or out is None, "show_progress": show_progress}
-    run |= {"drop": (positions, missing) if skip_missing else ([], []), "force": force}
-    return _run(spec, source, out, options, texts, **run)
+    drop = (positions, missing) if skip_missing else ([], [])
+    return _run(spec, source, out, options, texts, resume=resume, overwrite=overwrite or out is None,
+                show_progress=show_progress, drop=drop, force=force)  # fmt: skip
 
 
 def _checked_texts(
