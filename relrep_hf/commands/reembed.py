@@ -20,7 +20,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "store",
         metavar="STORE",
-        help="a store with a text column: a .parquet file, a datasets folder",
+        help="a store with a text column: a .parquet file, a datasets folder, a LanceDB folder, "
+        "a Chroma, Qdrant, pgvector or sqlite-vec URI",
     )
     parser.add_argument(
         "--encoder",
@@ -65,8 +66,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     switches = {
         "--overwrite": "replace --out (a store of the same kind only)",
-        "--skip-missing": "leave rows without text out of the new store (they are named) instead "
-        "of refusing (parquet, datasets)",
+        "--skip-missing": "leave rows without text out of the new store (they are named; the "
+        "old store or its backup keeps them) instead of refusing",
         "--resume": "go on from the committed chunks of a killed run",
         "--force": "re-embed although the plan lists what would not be carried (a LanceDB or "
         "Chroma embedding function of the old model)",

@@ -14,15 +14,18 @@ before anything is embedded; they are never written as zeros.
 Resumable: each chunk's vectors are committed to a staging folder beside the output,
 ``.reembed-<key>`` (a ``.npy`` shard per chunk, then ``progress.json``), the key a hash of the
 store's version (a database's: its ids and texts) and every setting that changes the vectors;
-a database store's folder is beside its folder or file (pgvector: the working directory), and
-the store is swapped once, after every chunk is committed. A run killed anywhere is resumed
-(``resume=True``, ``--resume``) from its last committed chunk; chunks are embedded with the same
-boundaries and batches, so the result equals an uninterrupted run's. The folder goes once the
-new store is in place.
+a database store's folder is beside its folder or file (pgvector: in the embedding cache), an
+absolute path resolved once whatever the working directory of a resume, and a database store
+is held for the whole run (a second run refused, naming the first); the store is swapped
+once, after every chunk is committed. A run killed anywhere is resumed (``resume=True``,
+``--resume``) from its last committed chunk; chunks are embedded with the same boundaries and
+batches, so the result equals an uninterrupted run's. The folder goes once the new store is in
+place.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -41,11 +44,11 @@ from relrep_hf.migration.reembed_texts import (
     Texts,
     check_can_drop,
     check_texts,
+    has_text,
     missing_message,
     missing_rows,
     rechunked,
     texts_of,
-    without_rows,
 )
 from relrep_hf.migration.space import StoreSpace, encoder_space
 from relrep_hf.migration.stores.base import (
@@ -140,9 +143,7 @@ def _dry_run(
 ) -> ReembedEstimate:
     if not isinstance(max_rows, int) or max_rows < 1:
         raise ValueError(f"max_rows must be a positive int, got {max_rows!r}.")
-    valid = (
-        [t for t in batch if isinstance(t, str) and t.strip()] for batch in source.batches(max_rows)
-    )
+    valid = ([t for t in batch if has_text(t)] for batch in source.batches(max_rows))
     texts = next(rechunked(valid, max_rows), [])
     with tempfile.TemporaryDirectory(prefix="relrep-reembed-dry-") as cache:
         start = time.perf_counter()
@@ -211,19 +212,19 @@ def _commit_chunk(staging: Path, index: int, vectors: np.ndarray, progress: dict
 class _Shards:
     """The committed chunks read back in order, ``take(n)`` rows at a time."""
 
-    def __init__(self, staging: Path, count: int):
+    def __init__(self, staging: Path, count: int, dim: int):
         self.files = iter(_shard(staging, i) for i in range(count))
-        self.pending = np.empty((0, 0), np.float32)
+        self.pending, self.dim = np.empty((0, dim), np.float32), dim
 
     def take(self, rows: int) -> np.ndarray:
-        parts, needed = [], rows
+        parts, needed = [self.pending[:0].reshape(0, self.dim)], rows
         while needed:
             if not len(self.pending):
                 self.pending = np.load(next(self.files))
             parts.append(self.pending[:needed])
             self.pending = self.pending[len(parts[-1]) :]
             needed -= len(parts[-1])
-        return np.concatenate(parts) if len(parts) > 1 else parts[0]
+        return np.concatenate(parts)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -234,11 +235,15 @@ class _Shards:
 def _embed_chunks(
     spec: Any, source: Texts, staging: Path, progress: dict, options: dict, show: bool | None
 ) -> dict:
-    """Embed and commit every chunk after the last committed one; ``progress`` completed with
-    the vectors' ``dim`` and ``space``."""
+    """Embed and commit every chunk after the last committed one (the rows with a text only,
+    where ``options["drop"]`` leaves the others out); ``progress`` completed with the vectors'
+    ``dim`` and ``space``."""
     from tqdm.auto import tqdm
 
-    chunk_rows, total = options["chunk_rows"], source.store.rows
+    chunk_rows, total = options["chunk_rows"], source.store.rows - len(options["drop"])
+    batches = source.batches(chunk_rows)
+    if len(options["drop"]):
+        batches = ([t for t in batch if has_text(t)] for batch in batches)
     done = progress["chunks"]
     disable = None if show is None else not show
     with tqdm(
@@ -248,7 +253,7 @@ def _embed_chunks(
         desc=f"re-embedding {source.store.path.name}",
         disable=disable,
     ) as bar:
-        for index, texts in enumerate(rechunked(source.batches(chunk_rows), chunk_rows)):
+        for index, texts in enumerate(rechunked(batches, chunk_rows)):
             if index < done:
                 continue
             cache = staging / f"cache-{index:06d}"
@@ -278,7 +283,7 @@ def _write_store(
 ) -> Path | str:
     """The committed vectors swapped into ``out`` (aside, then in whole), their space recorded."""
     dtype, dim = options["dtype"], progress["dim"]
-    shards = _Shards(staging, progress["chunks"])
+    shards = _Shards(staging, progress["chunks"], dim)
     position = 0
 
     def apply(chunk: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -293,6 +298,8 @@ def _write_store(
         return out
 
     extra: dict[str, Any] = {} if dtype == store.dtype else {"dtype": dtype}
+    if len(options["drop"]):  # the rows without text: not written (a kind that holds text)
+        extra["skip"] = options["drop"]
     if records_space(store):
         space = dict(progress["space"])
         space.pop("format")
@@ -340,8 +347,8 @@ def reembed_store(
             settings (without it, such a run's staging folder is refused, never discarded).
         max_rows: a dry run of the first ``max_rows`` rows: nothing written, a `ReembedEstimate`.
         dtype: the new vectors' dtype (default: the store's).
-        skip_missing: leave the rows without text out of the new store (parquet, datasets;
-            a warning names them) instead of refusing them.
+        skip_missing: leave the rows without text out of the new store (a warning names them);
+            the old store (in place: its backup) keeps them; a folder store in place: refused.
         force: write although the plan lists what it would not carry (an embedding function).
 
     Returns:
@@ -351,7 +358,8 @@ def reembed_store(
         MissingTextError: rows without text, named by id (nothing embedded or written),
             unless ``skip_missing``.
         VectorStoreError: a store with no text (a FAISS index, .npy), a killed run's staging
-            folder without ``resume``, an output that cannot be written.
+            folder without ``resume``, an output that cannot be written; `StoreBusyError`:
+            another re-embed of the same database store is running (named).
 
     Example:
         >>> reembed_store("docs.parquet", "minilm:mean", "docs-minilm.parquet")  # doctest: +SKIP
@@ -362,13 +370,12 @@ def reembed_store(
         store if isinstance(store, VectorStore) else open_store(store, column=column, table=table)
     )
     spec = _parse(encoder)
-    source, positions, content = _checked_texts(
+    source, positions, missing, content = _checked_texts(
         opened, text_column, texts, id_column, chunk_rows, skip_missing
     )
     text_column, id_column = source.text_column, source.id_column
     if max_rows is not None:
         return _dry_run(spec, source, max_rows, batch_size, opened.rows)
-    wanted = opened.dtype if dtype is None else _check_dtype(opened, dtype)
     options = {
         "encoder": str(spec),
         "text_column": text_column,
@@ -376,12 +383,12 @@ def reembed_store(
         "vector_column": getattr(opened, "column", None),
         "chunk_rows": chunk_rows,
         "batch_size": batch_size,
-        "dtype": str(wanted),
+        "dtype": str(opened.dtype if dtype is None else _check_dtype(opened, dtype)),
         "skip_missing": bool(skip_missing and positions),
     } | ({"content": content} if isinstance(opened, DatabaseStore) else {})  # a database's version
-    run = {"resume": resume, "overwrite": overwrite or out is None, "show_progress": show_progress}
-    run |= {"drop": positions if skip_missing else [], "force": force}
-    return _run(spec, source, out, options, texts, **run)
+    drop = (positions, missing) if skip_missing else ([], [])
+    return _run(spec, source, out, options, texts, resume=resume, overwrite=overwrite or out is None,
+                show_progress=show_progress, drop=drop, force=force)  # fmt: skip
 
 
 def _checked_texts(
@@ -391,17 +398,16 @@ def _checked_texts(
     id_column: str | None,
     chunk_rows: int,
     skip_missing: bool,
-) -> tuple[Texts, list[int], str]:
-    """The store's texts (the kind's own text and id fields by default), the positions of the
-    rows without text (refused by id unless ``skip_missing``), and the hash of ids and texts."""
+) -> tuple[Texts, list[int], list[Any], str]:
+    """The store's texts (the kind's own text and id fields by default), the positions and
+    ids of the rows without text (refused by id unless ``skip_missing``), and the hash of ids
+    and texts."""
     text_column = text_column or (opened.text_field if texts is None else "text")
     source = texts_of(opened, text_column, texts, id_column or opened.id_field)
     positions, missing, content = missing_rows(source, chunk_rows)
     if not skip_missing:
         check_texts(source, missing)
-    elif missing:
-        check_can_drop(opened)
-    return source, positions, content
+    return source, positions, missing, content
 
 
 def _run(
@@ -414,11 +420,13 @@ def _run(
     resume: bool,
     overwrite: bool,
     show_progress: bool | None,
-    drop: list[int],
+    drop: tuple[list[int], list[Any]],
     force: bool,
 ) -> Path | str:
     """Embed the chunks not yet committed in the staging folder of this run (its key: the
-    store's and texts' versions, ``out`` and ``options``), then swap the new store in."""
+    store's and texts' versions, ``out`` and ``options``), then swap the new store in. A
+    database store is held for the whole run (`DatabaseStore.run_lock`): a second run on it
+    is refused at once, naming the first."""
     opened = source.store
     database = isinstance(opened, DatabaseStore)
     if out is None:
@@ -428,16 +436,25 @@ def _run(
     # refused before any row is embedded (the width is the encoder's: no re-embedded kind's
     # plan depends on it)
     opened.plan(target, opened.dim).check(force=force)
-    # a database's staging folder: beside its folder or file (pgvector: the working directory)
+    positions, missing = drop
+    if positions:  # skip_missing: left out of the new store; the old one (or its backup) keeps them
+        in_place = not database and Path(target).exists() and os.path.samefile(target, opened.path)
+        check_can_drop(opened, in_place)
+        logger.warning(
+            "%s: %s; they are left out of the new store.",
+            opened.describe(),
+            missing_message(source, missing),
+        )
     options["out"] = (
         parse_location(str(target)).shown() if database else str(Path(os.path.abspath(target)))
     )
     key = _run_key(opened, options, texts)
-    beside = Path(os.path.abspath(opened.path if database else options["out"])).parent
-    staging = beside / f"{STAGING_PREFIX}{key}"
+    staging = _staging_home(opened, options["out"]) / f"{STAGING_PREFIX}{key}"
     options |= {"dtype": np.dtype(options["dtype"]), "overwrite": overwrite}
+    options["drop"] = np.asarray(positions, dtype=np.int64)
     staging.parent.mkdir(parents=True, exist_ok=True)
-    with folder_lock(staging):  # one run per staging folder: a second fails at once
+    held = opened.run_lock() if database else contextlib.nullcontext()
+    with held, folder_lock(staging):  # one run per store and staging folder: a second fails
         if staging.exists() and not resume:
             done = _read_progress(staging, key)["chunks"]
             raise VectorStoreError(
@@ -447,19 +464,28 @@ def _run(
                 f"{str(staging)!r}. Nothing was written."
             )
         staging.mkdir(exist_ok=True)
-        if drop:  # skip_missing: the new store is written from a copy without those rows
-            logger.warning(
-                "%s: %s; they are left out of the new store.",
-                opened.describe(),
-                missing_message(source, missing_rows(source, options["chunk_rows"])[1]),
-            )
-            kept = without_rows(opened, drop, staging)
-            source = Texts(kept, source.text_column, source.id_column, source.by_id)
-            opened = kept
         progress = _read_progress(staging, key)
         progress = _embed_chunks(spec, source, staging, progress, options, show_progress)
-        if "dim" not in progress:
-            raise VectorStoreError(f"{opened.describe()} has no rows to re-embed.")
+        if "dim" not in progress:  # nothing was committed: no folder to resume from either
+            shutil.rmtree(staging, ignore_errors=True)
+            raise VectorStoreError(
+                f"{opened.describe()} has no rows to re-embed (none has a text). Nothing was "
+                "written."
+            )
         result = _write_store(opened, target, staging, progress, options)
         shutil.rmtree(staging, ignore_errors=True)
     return result
+
+
+def _staging_home(store: VectorStore, out: str) -> Path:
+    """Where a run's staging folder goes, an absolute path resolved once, whatever the working
+    directory of a later ``--resume``: beside the output file or folder; beside a Chroma or
+    Qdrant folder or an SQLite file; a pgvector table's (a server's: no folder of its own) in
+    the embedding cache, ``<datasets cache>/relrep_hf/reembed``."""
+    if not isinstance(store, DatabaseStore):
+        return Path(out).parent
+    if store.kind == "pgvector":
+        from relrep_hf.encoding.extraction_writer import cache_root
+
+        return Path(os.path.abspath(cache_root(None) / "reembed"))
+    return Path(store.location.database).parent

@@ -9,27 +9,24 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from relrep_hf.migration.stores.base import VectorStore, VectorStoreError, open_store
+from relrep_hf.migration.stores.base import VectorStore, VectorStoreError
 
 __all__ = [
     "MissingTextError",
     "Texts",
     "check_can_drop",
     "check_texts",
+    "has_text",
     "missing_message",
     "missing_rows",
     "rechunked",
     "texts_by_id",
     "texts_of",
-    "without_rows",
 ]
 
 SHOWN_IDS = 10
@@ -146,7 +143,7 @@ def missing_rows(source: Texts, chunk_rows: int) -> tuple[list[int], list[Any], 
     for texts, batch_ids in zip(source.batches(chunk_rows), source.ids(chunk_rows), strict=True):
         for offset, (text, row_id) in enumerate(zip(texts, batch_ids, strict=True)):
             digest.update(repr((row_id, text)).encode())
-            if not isinstance(text, str) or not text.strip():
+            if not has_text(text):
                 positions.append(start + offset)
                 ids.append(row_id)
         start += len(texts)
@@ -175,36 +172,22 @@ def check_texts(source: Texts, ids: list[Any]) -> None:
         )
 
 
-def check_can_drop(store: VectorStore) -> None:
-    """Rows without text are left out (``skip_missing``) of parquet and datasets stores only."""
-    if store.kind not in ("parquet", "datasets"):
+def has_text(text: Any) -> bool:
+    """``text`` is one to embed: a string that is not empty or blank."""
+    return isinstance(text, str) and bool(text.strip())
+
+
+def check_can_drop(store: VectorStore, in_place: bool) -> None:
+    """Rows without text are left out of a new store only where the old one keeps them: a new
+    output, a database's backup, a file's backup beside it (a parquet file rewritten in place);
+    a folder store rewritten in place (``datasets``, LanceDB) keeps no backup: refused."""
+    if in_place and Path(store.path).is_dir() and not hasattr(store, "location"):
         raise VectorStoreError(
-            f"{store.describe()}: rows without text are left out of parquet and datasets "
-            "stores only; give those rows a text, or drop them from the store first. Nothing "
-            "was embedded or written."
+            f"{store.describe()}: rows without text are left out of a new store only where "
+            "the old one keeps them, and a folder store rewritten in place keeps no backup: "
+            "those rows would be lost. Give a new output (out=, --out), or give those rows a "
+            "text. Nothing was embedded or written."
         )
-
-
-def without_rows(store: VectorStore, positions: list[int], staging: Path) -> VectorStore:
-    """A copy of ``store`` without the rows at ``positions``, in ``staging`` (made once: a
-    resumed run reads the same copy), every other column and the metadata kept."""
-    kept = staging / f"kept-rows{Path(store.path).suffix}"
-    if not kept.exists():
-        partial = staging / f"kept-rows.partial{Path(store.path).suffix}"
-        if partial.is_dir():  # a killed run's
-            shutil.rmtree(partial)
-        partial.unlink(missing_ok=True)
-        keep = np.ones(store.rows, dtype=bool)
-        keep[positions] = False
-        if store.kind == "parquet":
-            import pyarrow.parquet as pq
-
-            pq.write_table(pq.read_table(store.path).filter(keep), partial)
-        else:
-            check_can_drop(store)
-            store.dataset.select(np.flatnonzero(keep)).save_to_disk(str(partial))
-        os.replace(partial, kept)
-    return open_store(kept, column=getattr(store, "column", None))
 
 
 def rechunked(batches: Iterable[list[Any]], size: int) -> Iterator[list[Any]]:

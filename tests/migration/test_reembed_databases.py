@@ -140,8 +140,6 @@ def test_rows_without_text_in_a_database_are_refused_by_id_and_nothing_is_writte
     before = contents(store)
     with pytest.raises(MissingTextError, match=r"2 row\(s\) have no text in 'body'.* ids 4, 10"):
         reembed_store(store, SPEC, text_column="body", show_progress=False)
-    with pytest.raises(VectorStoreError, match="left out of parquet and datasets stores only"):
-        reembed_store(store, SPEC, text_column="body", skip_missing=True, show_progress=False)
     after = contents(store)
     assert sorted(after) == sorted(before)
     for i, (stored, vector) in after.items():

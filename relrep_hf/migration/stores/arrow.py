@@ -17,6 +17,7 @@ from relrep_hf.migration.stores.base import (
     Transform,
     VectorStore,
     VectorStoreError,
+    kept_rows,
 )
 
 __all__ = ["VECTOR_COLUMNS"]
@@ -195,16 +196,27 @@ class _ArrowStore(VectorStore):
         return schema
 
     def transformed(
-        self, transform: Transform, dim: int, chunk_rows: int, dtype: np.dtype | None = None
+        self,
+        transform: Transform,
+        dim: int,
+        chunk_rows: int,
+        dtype: np.dtype | None = None,
+        skip: np.ndarray | None = None,
     ) -> Iterator[pa.RecordBatch]:
+        """The store's batches with new vectors (``transform``'s), the rows at the positions
+        ``skip`` left out (`relrep_hf.migration.stores.base.kept_rows`)."""
         schema = self.new_schema(dim, dtype)
         index = self.schema.get_field_index(self.column)
         like = self.schema.field(index).type
         dtype = self.dtype if dtype is None else dtype
         start = 0
         for batch in self.batches(chunk_rows):
+            read = batch.num_rows
+            keep = None if skip is None else kept_rows(skip, start, read)
+            if keep is not None:
+                batch = batch.filter(pa.array(keep))
             vectors = transform(self.vectors(batch.column(self.column), start))
             columns = list(batch.columns)
             columns[index] = _column(vectors.astype(dtype, copy=False), like)
-            start += batch.num_rows
+            start += read
             yield pa.RecordBatch.from_arrays(columns, schema=schema)

@@ -45,6 +45,7 @@ __all__ = [
     "VectorStoreError",
     "check_rows_finite",
     "check_written_rows_finite",
+    "kept_rows",
     "open_store",
     "records_space",
     "register_store_kind",
@@ -173,16 +174,20 @@ class VectorStore:
         overwrite: bool = False,
         dtype: np.dtype | None = None,
         space: StoreSpace | None = None,
+        skip: np.ndarray | None = None,
     ) -> Path | str:
         """Write the transformed store aside and swap it in at ``out`` in one step, so a reader
         never sees half of it and a killed run leaves ``out`` as it was. Files and folders are
         written beside ``out`` and renamed (`write`); a database store overrides this with its
         own way (a new collection or table, then an alias switch or a renaming transaction).
         ``dtype``: the new vectors' dtype (passed only when it differs from the store's).
-        ``space``: the new vectors' space (given only to kinds that `records_space`)."""
+        ``space``: the new vectors' space (given only to kinds that `records_space`).
+        ``skip``: the sorted positions (in the read order) of rows the new store leaves out,
+        given only to kinds that hold text (a re-embed's rows without text, ``skip_missing``):
+        ``transform`` then sees only the rows kept."""
         dtype = self.dtype if dtype is None else np.dtype(dtype)
         return rewrite_file_or_folder(
-            self, Path(out), transform, dim, chunk_rows, overwrite, dtype, space
+            self, Path(out), transform, dim, chunk_rows, overwrite, dtype, space, skip
         )
 
     def record_beside(self, out: Path, space: StoreSpace | None) -> None:
@@ -202,6 +207,18 @@ class VectorStore:
 
     def describe(self) -> str:
         return f"{self.kind} store {str(self.path)!r} ({self.rows} x {self.dim} {self.dtype})"
+
+
+def kept_rows(skip: np.ndarray, start: int, count: int) -> np.ndarray | None:
+    """Which of the rows ``start .. start + count`` (in a rewrite's read order) it writes:
+    ``skip`` holds the sorted positions of the rows it leaves out (a re-embed's rows without
+    text); None where it writes all of them."""
+    low, high = np.searchsorted(skip, [start, start + count])
+    if low == high:
+        return None
+    keep = np.ones(count, dtype=bool)
+    keep[skip[low:high] - start] = False
+    return keep
 
 
 def records_space(store: VectorStore) -> bool:
@@ -415,15 +432,19 @@ def rewrite_file_or_folder(
     overwrite: bool,
     dtype: np.dtype,
     space: StoreSpace | None = None,
+    skip: np.ndarray | None = None,
 ) -> Path:
     """A file or folder store's `VectorStore.rewrite_into`: written beside ``out`` (a file, or
     a staging folder) and renamed into place, one run at a time (the lock beside ``out``);
-    ``space`` recorded in it (`records_space`)."""
+    ``space`` recorded in it (`records_space`); the rows at ``skip`` left out (`write` takes
+    ``skip=`` then)."""
     given, out = out, Path(os.path.abspath(out))
     _check_output(store, out, overwrite)
     extra = {} if dtype == store.dtype else {"dtype": dtype}
     if records_space(store):
         extra["space"] = space
+    if skip is not None and len(skip):
+        extra["skip"] = skip
 
     def write(path: Path) -> None:
         store.write(path, apply, dim, chunk_rows, **extra)

@@ -33,6 +33,7 @@ from relrep_hf.migration.stores.base import (
     StoreKind,
     Transform,
     VectorStoreError,
+    kept_rows,
 )
 from relrep_hf.utils.locking import FolderLockedError, folder_lock
 
@@ -141,18 +142,20 @@ class ChromaStore(db.DatabaseStore):
         *,
         overwrite: bool = False,
         space: StoreSpace | None = None,
+        skip=None,
     ) -> db.MigratedLocation:
-        """A new collection (its metadata recording ``space``), then the two renames (see the
-        module)."""
+        """A new collection (its metadata recording ``space``; the rows at the positions
+        ``skip`` left out), then the two renames (see the module)."""
         names = {c.name for c in self.client.list_collections()}
         name, found = db.output_name(self, out, overwrite, names.__contains__)
+        skip = db.skipped_positions(skip)
         try:
             with folder_lock(self.path):
-                return self._migrate(name, found, transform, chunk_rows, space)
+                return self._migrate(name, found, transform, chunk_rows, space, skip)
         except FolderLockedError as error:
             raise db.StoreBusyError(f"{self.describe()}: {error}") from None
 
-    def _migrate(self, name, found, transform, chunk_rows, space):
+    def _migrate(self, name, found, transform, chunk_rows, space, skip):
         self.collection = self.client.get_collection(self.location.name)  # as of the lock
         if self.collection.count() != self.rows:
             raise db.StoreBusyError(
@@ -168,7 +171,7 @@ class ChromaStore(db.DatabaseStore):
             embedding_function=None,
         )
         try:
-            self._fill(new, transform, chunk_rows)
+            self._fill(new, transform, chunk_rows, skip)
         except BaseException:  # no staging collection left behind, whatever failed
             self.client.delete_collection(new.name)
             raise
@@ -178,18 +181,28 @@ class ChromaStore(db.DatabaseStore):
         new.modify(name=name)
         return db.MigratedLocation(self.location.with_name(name), backup)
 
-    def _fill(self, new, transform: Transform, chunk_rows: int) -> None:
-        """Copy every row into ``new``, the vectors through ``transform``, and check it."""
+    def _fill(self, new, transform: Transform, chunk_rows: int, skip: np.ndarray) -> None:
+        """Copy every row (but those at the positions ``skip``) into ``new``, the vectors
+        through ``transform``, and check it."""
+        position = 0
         for batch in self._batches(self.collection, chunk_rows, ["embeddings", *CARRIED]):
             vectors = np.asarray(batch["embeddings"], np.float32).reshape(-1, self.dim)
             carried = {k: batch[k] for k in CARRIED if batch.get(k) is not None}
             carried = {k: v for k, v in carried.items() if any(x is not None for x in v)}
-            new.add(ids=batch["ids"], embeddings=transform(vectors), **carried)
+            ids, keep = batch["ids"], kept_rows(skip, position, len(batch["ids"]))
+            position += len(ids)
+            if keep is not None:
+                ids, vectors = [i for i, k in zip(ids, keep, strict=True) if k], vectors[keep]
+                carried = {
+                    k: [x for x, y in zip(v, keep, strict=True) if y] for k, v in carried.items()
+                }
+            if ids:
+                new.add(ids=ids, embeddings=transform(vectors), **carried)
         copied = [i for b in self._batches(new, chunk_rows, []) for i in b["ids"]]
         old = [i for b in self._batches(self.collection, chunk_rows, []) for i in b["ids"]]
-        db.check_copied(
-            self, new.count(), sorted(copied) == sorted(old), f"collection {new.name!r}"
-        )
+        left_out = {old[p] for p in skip.tolist()}
+        same = sorted(copied) == sorted(i for i in old if i not in left_out)
+        db.check_copied(self, new.count(), same, f"collection {new.name!r}", len(skip))
 
     def names(self) -> list[str]:
         return [c.name for c in self.client.list_collections()]

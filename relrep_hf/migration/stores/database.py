@@ -24,7 +24,8 @@ import importlib
 import re
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
@@ -34,6 +35,7 @@ import numpy as np
 from relrep_hf.migration.plan import StorePlan
 from relrep_hf.migration.space import SPACE_KEY, StoreSpace
 from relrep_hf.migration.stores.base import VectorStore, VectorStoreError
+from relrep_hf.utils.locking import FolderLockedError, folder_lock, lock_path
 
 __all__ = [
     "DatabaseLocation",
@@ -240,14 +242,24 @@ def require(module: str, package: str) -> object:
         ) from None
 
 
-def check_copied(store: DatabaseStore, rows: int, ids_equal: bool, where: str) -> None:
-    """Refuse the swap unless the new collection/table holds every row, with the same ids."""
-    if rows != store.rows or not ids_equal:
+def check_copied(
+    store: DatabaseStore, rows: int, ids_equal: bool, where: str, skipped: int = 0
+) -> None:
+    """Refuse the swap unless the new collection/table holds every row (but the ``skipped``
+    ones a re-embed leaves out), with the same ids."""
+    expected = store.rows - skipped
+    if rows != expected or not ids_equal:
+        but = f" (all but the {skipped} left out)" if skipped else ""
         raise VectorStoreError(
             f"{store.describe()}: the new {where} holds {rows} rows (ids "
-            f"{'equal' if ids_equal else 'differ'}), expected {store.rows} with the same ids; "
-            "nothing was swapped in. Was the store written to during the migration?"
+            f"{'equal' if ids_equal else 'differ'}), expected {expected}{but} with the same "
+            "ids; nothing was swapped in. Was the store written to during the migration?"
         )
+
+
+def skipped_positions(skip: np.ndarray | None) -> np.ndarray:
+    """``skip`` (a rewrite's positions of rows left out) as a sorted int64 array."""
+    return np.unique(np.asarray([] if skip is None else skip, dtype=np.int64))
 
 
 def metadata_with_space(metadata: dict | None, space: StoreSpace | None) -> dict | None:
@@ -293,6 +305,33 @@ class DatabaseStore(VectorStore):
 
     # what every rewrite of the kind carries (the plan's first lines)
     carries: tuple[str, ...] = ("ids and every other field",)
+
+    @contextmanager
+    def run_lock(self) -> Iterator[None]:
+        """Hold this collection/table for a whole re-embed (embedding and swap): a second run
+        on it fails at once with `StoreBusyError`, naming the process that holds it. Here a
+        lock file beside the database's folder or file (``.NAME.COLLECTION.run.lock``), which
+        the kernel releases when its process dies; pgvector: an advisory lock of the server."""
+        database = Path(self.location.database)
+        target = database.with_name(f"{database.name}.{self.location.name}.run")
+        with ExitStack() as held:
+            try:
+                held.enter_context(folder_lock(target))
+            except FolderLockedError:
+                try:
+                    holder = lock_path(target).read_text().strip()
+                except OSError:  # it ended meanwhile
+                    holder = ""
+                raise self.busy(holder or "a process that has ended since") from None
+            yield
+
+    def busy(self, holder: str) -> StoreBusyError:
+        """The refusal of a second run while ``holder`` (a process, named) re-embeds the store."""
+        return StoreBusyError(
+            f"{self.describe()}: another re-embed of it is running ({holder}); nothing was "
+            "embedded or written. Wait for it to finish (or stop it, then go on from its "
+            "committed chunks with --resume); one run at a time writes a store."
+        )
 
     def names(self) -> list[str]:
         """Every collection/table name of the database."""

@@ -19,6 +19,7 @@ from relrep_hf.migration.stores.base import (
     VectorStoreError,
     existing_path,
     folder_with,
+    kept_rows,
 )
 
 __all__ = ["DATASETS_SPACE_FILE", "KIND", "DatasetsStore", "is_datasets_folder"]
@@ -66,6 +67,7 @@ class DatasetsStore(_ArrowStore):
         *,
         dtype=None,
         space: StoreSpace | None = None,
+        skip=None,
     ) -> None:
         import datasets
 
@@ -79,7 +81,9 @@ class DatasetsStore(_ArrowStore):
         cache = staging.parent / f"{staging.name}.cache"
         cache.mkdir()
         try:
-            rows = self._mapped(transform, dim, chunk_rows, features, cache / "map.arrow", dtype)
+            rows = self._mapped(
+                transform, dim, chunk_rows, features, cache / "map.arrow", dtype, skip
+            )
             kept = self.dataset.format
             rows = rows.with_format(
                 kept["type"],
@@ -93,7 +97,7 @@ class DatasetsStore(_ArrowStore):
         finally:
             shutil.rmtree(cache, ignore_errors=True)
 
-    def _mapped(self, transform, dim, chunk_rows, features, cache, dtype):
+    def _mapped(self, transform, dim, chunk_rows, features, cache, dtype, skip=None):
         index = self.schema.get_field_index(self.column)
         like = self.schema.field(index).type
         field = self.new_schema(dim, dtype).field(index)
@@ -101,8 +105,12 @@ class DatasetsStore(_ArrowStore):
 
         def replace(table: pa.Table) -> pa.Table:
             nonlocal position
+            read = table.num_rows
+            keep = None if skip is None else kept_rows(skip, position, read)
+            if keep is not None:  # rows left out (a re-embed's without text)
+                table = table.filter(pa.array(keep))
             vectors = transform(self.vectors(table.column(self.column), position))
-            position += table.num_rows
+            position += read
             column = _column(vectors.astype(dtype, copy=False), like)
             return table.set_column(index, field, column)
 

@@ -124,6 +124,7 @@ class LanceStore(_ArrowStore):
         *,
         dtype=None,
         space: StoreSpace | None = None,
+        skip=None,
     ) -> None:
         """The table rewritten (and the database's other tables copied), with its scalar and
         full-text indexes built again on the new table; an index that cannot be (a vector
@@ -140,7 +141,7 @@ class LanceStore(_ArrowStore):
 
         def batches() -> Iterator[pa.RecordBatch]:
             try:
-                yield from self.transformed(transform, dim, chunk_rows, dtype)
+                yield from self.transformed(transform, dim, chunk_rows, dtype, skip)
             except BaseException as error:  # LanceDB wraps it in a RuntimeError: keep ours
                 failed.append(error)
                 raise

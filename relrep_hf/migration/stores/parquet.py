@@ -57,12 +57,13 @@ class ParquetStore(_ArrowStore):
         *,
         dtype=None,
         space: StoreSpace | None = None,
+        skip=None,
     ) -> None:
         import pyarrow.parquet as pq
 
         schema = _with_space(self.new_schema(dim, dtype), space)
         with pq.ParquetWriter(staging, schema) as writer:
-            for batch in self.transformed(transform, dim, chunk_rows, dtype):
+            for batch in self.transformed(transform, dim, chunk_rows, dtype, skip):
                 writer.write_batch(batch)
 
 

@@ -22,9 +22,12 @@ are removed by the next write.
 
 from __future__ import annotations
 
+import os
 import re
+import socket
 import struct
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from secrets import token_hex
 
@@ -135,18 +138,19 @@ class PgvectorStore(db.DatabaseStore):
         return raw.reshape(len(fields), self.dim).astype(np.float32)
 
     def _copy_out(self, connection, table: str) -> Iterator[list[bytes | None]]:
-        """The rows of ``table`` in key order, each a list of its fields' binary values."""
-        buffer, position = bytearray(), len(HEADER)
+        """The rows of ``table`` in key order, each a list of its fields' binary values (the
+        stream read to its end: the connection serves the next command)."""
+        buffer, position, ended = bytearray(), len(HEADER), False
         with connection.cursor().copy(
             f"COPY ({self._order(table)}) TO STDOUT (FORMAT BINARY)"
         ) as copy:
             for data in copy:
                 buffer += data
-                while (row := _parse_row(buffer, position)) is not None:
+                while not ended and (row := _parse_row(buffer, position)) is not None:
                     fields, position = row
-                    if fields is None:
-                        return
-                    yield fields
+                    ended = fields is None  # the trailer
+                    if not ended:
+                        yield fields
                 del buffer[:position]
                 position = 0
 
@@ -181,16 +185,18 @@ class PgvectorStore(db.DatabaseStore):
         *,
         overwrite: bool = False,
         space: StoreSpace | None = None,
+        skip=None,
     ) -> db.MigratedLocation:
-        """One transaction: staging table, copy, indexes, check, the new table's ``space``
-        recorded, renames (see the module)."""
+        """One transaction: staging table, copy (the rows at the positions ``skip`` left out),
+        indexes, check, the new table's ``space`` recorded, renames (see the module)."""
         psycopg = db.require("psycopg", "psycopg[binary]")
         name, found = db.output_name(self, out, overwrite, self._exists)
+        skip = db.skipped_positions(skip)
         writer = psycopg.connect(self.location.database)
         try:
             with writer.transaction():
                 self._lock_timeout(writer)
-                backup = self._write(writer, name, found, transform, dim, chunk_rows, space)
+                backup = self._write(writer, name, found, transform, (dim, chunk_rows, skip), space)
         except psycopg.errors.LockNotAvailable:
             raise self._locked() from None
         finally:
@@ -236,10 +242,36 @@ class PgvectorStore(db.DatabaseStore):
             "longer wait: options=-c lock_timeout=60s in the URI."
         )
 
+    @contextmanager
+    def run_lock(self) -> Iterator[None]:
+        """A session advisory lock of the server on this table for a whole re-embed, whatever
+        machine or working directory each run starts from (the server ends it with the session
+        of a killed run); the session is named ``relrep-hf reembed (process PID on HOST)``, which
+        a second run's refusal shows."""
+        key = f"relrep_hf reembed {self.table}"
+        me = f"relrep-hf reembed (process {os.getpid()} on {socket.gethostname()})"
+        self.connection.execute("SELECT set_config('application_name', %s, false)", (me[:63],))
+        if not self.query("SELECT pg_try_advisory_lock(hashtext(%s))", (key,))[0][0]:
+            holders = self.query(
+                "SELECT a.pid, a.application_name, a.backend_start::text FROM pg_locks l JOIN "
+                "pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
+                "AND l.objid = (hashtext(%s)::bigint & 4294967295)::oid", (key,)
+            )  # fmt: skip
+            shown = "; ".join(
+                f"{name or 'a session'} (server pid {pid}, since {since})"
+                for pid, name, since in holders
+            )
+            raise self.busy(shown or "a session that has ended since")
+        try:
+            yield
+        finally:
+            self.query("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
+
     def _exists(self, name: str) -> bool:
         return self.query("SELECT to_regclass(%s)", (self._sql(name),))[0][0] is not None
 
-    def _write(self, writer, name, found, transform, dim, chunk_rows, recorded) -> str | None:
+    def _write(self, writer, name, found, transform, sizes, recorded) -> str | None:
+        dim, chunk_rows, skip = sizes  # skip: the positions of the rows left out
         lock = f"relrep_hf migrate {self.table}"
         if not self.query("SELECT pg_try_advisory_xact_lock(hashtext(%s))", (lock,), writer)[0][0]:
             raise db.StoreBusyError(
@@ -267,16 +299,18 @@ class PgvectorStore(db.DatabaseStore):
         writer.execute(
             f"ALTER TABLE {new} ALTER COLUMN {self._sql(self.column)} TYPE vector({dim})"
         )
-        self._copy(writer, staging, transform, dim, chunk_rows)
+        self._copy(writer, staging, transform, dim, chunk_rows, skip)
         indexes = self._build_indexes(writer, staging)
         carry_to(writer, new, facts, self._sql)
         self._carry_sequences(writer, staging, found)
         count = self.query(f"SELECT count(*) FROM {new}", (), writer)[0][0]
         key = ", ".join(map(self._sql, self.key))
+        # every key of the old table (rows left out: the new table's keys are among the old's)
+        first, second = (new, old) if len(skip) else (old, new)
         same = not self.key or not self.query(
-            f"SELECT {key} FROM {old} EXCEPT SELECT {key} FROM {new} LIMIT 1", (), writer
+            f"SELECT {key} FROM {first} EXCEPT SELECT {key} FROM {second} LIMIT 1", (), writer
         )
-        db.check_copied(self, count, same, f"table {staging!r}")
+        db.check_copied(self, count, same, f"table {staging!r}", len(skip))
         _write_record(writer, new, recorded)  # by oid: it follows the renames below
         if not found:
             return None
@@ -319,15 +353,21 @@ class PgvectorStore(db.DatabaseStore):
         else:
             writer.execute(f"ALTER INDEX {self._sql(index)} RENAME TO {self._sql(to)}")
 
-    def _copy(self, writer, staging: str, transform: Transform, dim: int, chunk_rows: int):
-        """The old rows into ``staging`` by binary COPY, the vectors through ``transform``."""
+    def _copy(self, writer, staging: str, transform: Transform, dim: int, chunk_rows: int, skip):
+        """The old rows (but those at the positions ``skip``) into ``staging`` by binary COPY,
+        the vectors through ``transform``."""
         at = self.columns.index(self.column)
         head = struct.pack(">hh", dim, 0)
         sql = f"COPY {self._sql(staging)} FROM STDIN (FORMAT BINARY)"
         with writer.cursor().copy(sql) as copy:
             copy.write(HEADER)
             rows: list[list[bytes | None]] = []
-            for fields in self._copy_out(self.connection, self.table) if self.rows else ():
+            left_out = set(skip.tolist())
+            for position, fields in enumerate(
+                self._copy_out(self.connection, self.table) if self.rows else ()
+            ):
+                if position in left_out:
+                    continue
                 rows.append(fields)
                 if len(rows) == chunk_rows:
                     copy.write(_encode(rows, at, transform, self._vectors, head))

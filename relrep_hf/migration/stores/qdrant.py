@@ -32,6 +32,7 @@ from relrep_hf.migration.stores.base import (
     StoreKind,
     Transform,
     VectorStoreError,
+    kept_rows,
 )
 
 __all__ = ["KIND", "QdrantStore"]
@@ -143,9 +144,11 @@ class QdrantStore(db.DatabaseStore):
         *,
         overwrite: bool = False,
         space: StoreSpace | None = None,
+        skip=None,
     ) -> db.MigratedLocation:
-        """A new collection (its metadata recording ``space``), then the alias switched to it
-        (see the module)."""
+        """A new collection (its metadata recording ``space``; the points at the positions
+        ``skip`` left out), then the alias switched to it (see the module)."""
+        skip = db.skipped_positions(skip)
         with self._opened():
             opened = (self.collection, self.rows, self.dim)
             self._read_collection(self.location)  # as of now that the folder is held
@@ -154,9 +157,11 @@ class QdrantStore(db.DatabaseStore):
                     f"{self.describe()}: the collection changed since it was opened (another "
                     "migration?). Nothing was written; open it again."
                 )
-            return self._migrate(out, transform, dim, chunk_rows, overwrite, space)
+            return self._migrate(out, transform, dim, chunk_rows, overwrite, space, skip)
 
-    def _migrate(self, out, transform, dim, chunk_rows, overwrite, space) -> db.MigratedLocation:
+    def _migrate(
+        self, out, transform, dim, chunk_rows, overwrite, space, skip
+    ) -> db.MigratedLocation:
         exists = lambda name: name in self.aliases or self.client.collection_exists(name)  # noqa: E731
         name, found = db.output_name(self, out, overwrite, exists)
         if found and name not in self.aliases:
@@ -170,8 +175,8 @@ class QdrantStore(db.DatabaseStore):
         # a killed run's partial collection never collides with this one
         new = f"{name[:36]}_{time.strftime('%Y%m%d%H%M%S')}_{secrets.token_hex(2)}"
         self._create(new, dim, space)
-        self._copy(new, transform, chunk_rows)
-        self._check(new, chunk_rows)
+        self._copy(new, transform, chunk_rows, skip)
+        self._check(new, chunk_rows, skip)
         models = db.require("qdrant_client.models", "qdrant-client")
         operations = [models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=name))]
         operations = operations if found else []
@@ -197,11 +202,18 @@ class QdrantStore(db.DatabaseStore):
         for field, schema in (self.info.payload_schema or {}).items():
             self.client.create_payload_index(new, field, field_schema=schema.data_type)
 
-    def _copy(self, new: str, transform: Transform, chunk_rows: int) -> None:
+    def _copy(self, new: str, transform: Transform, chunk_rows: int, skip: np.ndarray) -> None:
         models = db.require("qdrant_client.models", "qdrant-client")
+        position = 0
         for points in self._points(
             self.collection, chunk_rows, with_vectors=True, with_payload=True
         ):
+            keep = kept_rows(skip, position, len(points))
+            position += len(points)
+            if keep is not None:
+                points = [p for p, k in zip(points, keep, strict=True) if k]
+            if not points:
+                continue
             migrated = transform(self._matrix(points))
             batch = []
             for point, vector in zip(points, migrated.tolist(), strict=True):
@@ -209,12 +221,14 @@ class QdrantStore(db.DatabaseStore):
                 batch.append(models.PointStruct(id=point.id, vector=vectors, payload=point.payload))
             self.client.upsert(new, points=batch, wait=True)
 
-    def _check(self, new: str, chunk_rows: int) -> None:
+    def _check(self, new: str, chunk_rows: int, skip: np.ndarray) -> None:
         count = self.client.count(new, exact=True).count
         old = self._points(self.collection, chunk_rows, with_vectors=False, with_payload=False)
         copied = self._points(new, chunk_rows, with_vectors=False, with_payload=False)
-        ids = [p.id for batch in old for p in batch] == [p.id for batch in copied for p in batch]
-        db.check_copied(self, count, ids, f"collection {new!r}")
+        left_out = set(skip.tolist())
+        kept = [p.id for i, p in enumerate(p for batch in old for p in batch) if i not in left_out]
+        ids = kept == [p.id for batch in copied for p in batch]
+        db.check_copied(self, count, ids, f"collection {new!r}", len(skip))
 
     def names(self) -> list[str]:
         with self._opened():

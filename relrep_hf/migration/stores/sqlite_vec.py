@@ -33,6 +33,7 @@ from relrep_hf.migration.stores.base import (
     StoreKind,
     Transform,
     VectorStoreError,
+    kept_rows,
 )
 
 __all__ = ["KIND", "SqliteVecStore", "connect"]
@@ -190,10 +191,13 @@ class SqliteVecStore(db.DatabaseStore):
         *,
         overwrite: bool = False,
         space: StoreSpace | None = None,
+        skip=None,
     ) -> db.MigratedLocation:
         """One transaction: the old table kept as a backup copy, the new one written under the
-        output's name, its ``space`` recorded (see the module)."""
+        output's name (the rows at the positions ``skip`` left out), its ``space`` recorded
+        (see the module)."""
         name, _ = db.output_name(self, out, overwrite, self._exists)
+        skip = db.skipped_positions(skip)
         self.connection.execute(f"PRAGMA cache_size = -{self._cache_bytes(dim) // 1024}")
         try:
             self.connection.execute("BEGIN IMMEDIATE")
@@ -203,7 +207,7 @@ class SqliteVecStore(db.DatabaseStore):
                 "written. Run one migration at a time."
             ) from None
         try:
-            backup = self._swap(name, transform, dim, chunk_rows)
+            backup = self._swap(name, transform, dim, chunk_rows, skip)
             if backup is not None:  # the old vectors' record goes with them
                 _move_record(self.connection, name, backup)
             _write_record(self.connection, name, space)
@@ -222,7 +226,7 @@ class SqliteVecStore(db.DatabaseStore):
         chunk_rows = int(declared.group(1)) if declared else 1024  # sqlite-vec's default
         return max(CACHE_BYTES, 8 * chunk_rows * max(self.dim, dim) * 4)
 
-    def _swap(self, name: str, transform: Transform, dim: int, chunk_rows: int) -> str | None:
+    def _swap(self, name: str, transform: Transform, dim: int, chunk_rows: int, skip) -> str | None:
         if self._schema(self.location.name) != self.sql:
             raise db.StoreBusyError(
                 f"{self.describe()}: the table changed since it was opened (another migration?)."
@@ -242,8 +246,8 @@ class SqliteVecStore(db.DatabaseStore):
         self.connection.execute(self._create_sql(name, dim))
         for index in indexes:  # a plain table's indexes, on the same table name
             self.connection.execute(index)
-        self._copy(source, _quote(name), columns, transform, chunk_rows)
-        self._check(source, _quote(name))
+        left_out = self._copy(source, _quote(name), columns, transform, (chunk_rows, skip))
+        self._check(source, _quote(name), left_out)
         for trigger in triggers if backup else ():  # after the copy: it fires none of them
             self.connection.execute(trigger)  # ON the table's name: the new table's now
         return backup
@@ -263,22 +267,37 @@ class SqliteVecStore(db.DatabaseStore):
         (plan.carried if plan.in_place else plan.input_only).extend(triggers)
         return plan
 
-    def _copy(self, source: str, target: str, columns: str, transform: Transform, chunk_rows: int):
+    def _copy(
+        self, source: str, target: str, columns: str, transform: Transform, batches: tuple
+    ) -> set[int]:
+        """The rows of ``source`` into ``target``, the vectors through ``transform``, but those
+        at the positions ``skip`` (``batches``: ``(chunk_rows, skip)``): their rowids returned."""
+        chunk_rows, skip = batches
         at = self.columns.index(self.column) + 1
         marks = ", ".join("?" * (len(self.columns) + 1))
+        left_out, position = set(), 0
         # no ORDER BY: each row carries its rowid, and a vec0 table sorts in a temporary B-tree
         cursor = self.connection.cursor().execute(f"SELECT {columns} FROM {source}")
         while batch := cursor.fetchmany(chunk_rows):
+            keep = kept_rows(skip, position, len(batch))
+            position += len(batch)
+            if keep is not None:
+                left_out |= {row[0] for row, k in zip(batch, keep, strict=True) if not k}
+                batch = [row for row, k in zip(batch, keep, strict=True) if k]
+            if not batch:
+                continue
             old = np.frombuffer(b"".join(row[at] for row in batch), np.float32)
             new = np.ascontiguousarray(transform(old.reshape(len(batch), self.dim)), np.float32)
             rows = [(*row[:at], new[i].tobytes(), *row[at + 1 :]) for i, row in enumerate(batch)]
             self.connection.executemany(f"INSERT INTO {target} ({columns}) VALUES ({marks})", rows)
+        return left_out
 
-    def _check(self, source: str, target: str) -> None:
+    def _check(self, source: str, target: str, left_out: set[int]) -> None:
         count = self.connection.execute(f"SELECT count(*) FROM {target}").fetchone()[0]
-        old = self.connection.execute(f"SELECT rowid FROM {source} ORDER BY rowid")
-        new = self.connection.execute(f"SELECT rowid FROM {target} ORDER BY rowid")
-        db.check_copied(self, count, old.fetchall() == new.fetchall(), f"table {target}")
+        old = self.connection.execute(f"SELECT rowid FROM {source} ORDER BY rowid").fetchall()
+        new = self.connection.execute(f"SELECT rowid FROM {target} ORDER BY rowid").fetchall()
+        kept = [row for row in old if row[0] not in left_out]
+        db.check_copied(self, count, kept == new, f"table {target}", len(left_out))
 
     def names(self) -> list[str]:
         query = "SELECT name FROM sqlite_master WHERE type = 'table'"
