@@ -1,6 +1,6 @@
 """Full-support anchors: every support input is an anchor (the identity mixture).
 
-Its arguments are every method's (`relrep_hf.training.anchor_arguments.FitArguments`, less
+Its arguments are every method's (`relrep_hf.anchors.arguments.FitArguments`, less
 ``num_anchors``, which it ignores); there is no math beyond `AnchorSet.full_support`.
 Registered by `relrep_hf.anchors`.
 """
@@ -16,7 +16,7 @@ from relrep_hf.anchors.anchor_methods import (
     recorded,
     support_inputs,
 )
-from relrep_hf.training.anchor_arguments import FitArguments
+from relrep_hf.anchors.arguments import FitArguments
 
 if TYPE_CHECKING:
     from torch import Tensor

@@ -1,9 +1,10 @@
 """Shared linear anchors: the closed-form shared linear compression (MAXVAR generalised CCA).
 
-Its arguments are `relrep_hf.training.anchor_arguments.SharedLinearArguments` (shrinkage chosen
-from the data); its math is `relrep_hf.functional.shared_linear` (layer 1, pure), reached
-through `AnchorSet.shared_linear`; its InfoNCE fine-tuning is
-`relrep_hf.training.shared_linear_trainer`. Registered by `relrep_hf.anchors`.
+The folder holds its arguments (`arguments.SharedLinearArguments`: shrinkage chosen from the
+data), its InfoNCE fine-tuning (`trainer.fine_tune_shared_linear`), and here its `METHOD` entry
+and fit. Its pure math, the closed form (`relrep_hf.functional.shared_linear`, layer 1), stays
+below the artifacts: `AnchorSet.shared_linear` (layer 3) calls it, and an import from there up
+into this folder would point up. Registered by `relrep_hf.anchors`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from relrep_hf.anchors.anchor_methods import (
     recorded,
     support_inputs,
 )
-from relrep_hf.training.anchor_arguments import FitArguments, SharedLinearArguments
+from relrep_hf.anchors.arguments import FitArguments
+from relrep_hf.anchors.shared_linear.arguments import SharedLinearArguments
 
 if TYPE_CHECKING:
     from torch import Tensor
