@@ -2,10 +2,11 @@
 
 Like PEFT's ``tuners/<method>/`` and ``register_peft_method``: each method of the package is one
 folder of `relrep_hf.anchors` declaring its `AnchorMethod`, and `relrep_hf.anchors` registers
-them, in one list; the pipeline, the command line, the run report and the anchor set card read
+every such folder; the pipeline, the command line, the run report and the anchor set card read
 this registry instead of branching on names. Every fit function takes the method's arguments
-(`relrep_hf.anchors.arguments.FitArguments` or a subclass in its folder) and the training encoders' rows, and returns the anchor
-set and which rows it took as support. A method of the user's is one
+(`relrep_hf.anchors.arguments.FitArguments`, or a subclass in its folder) and the training
+encoders' rows, and returns the anchor set and which rows it took as support; `fit_sampled` and
+`fit_closed_form` are the two shapes the package's fits share. A method of the user's is one
 `register_anchor_method(AnchorMethod(...))` (its fit may build ``AnchorSet(mixture, support,
 strategy=name, mixing=kind)`` from any pure function). This module is light to import
 (``relrep-hf --help`` reads the names); torch comes with a fit.
@@ -138,6 +139,15 @@ def sampled_support(args: FitArguments, data: FitData) -> tuple[Tensor, list[Any
     n = len(data.inputs)
     rows = sample_support_rows(n, min(args.support_size or n, n), args.seed)
     return rows, support_inputs(data, rows)
+
+
+def fit_closed_form(
+    args: FitArguments, data: FitData, build: Callable[[list[Any], Tensor], AnchorSet]
+) -> tuple[AnchorSet, Tensor]:
+    """A closed form's fit (full support, shared linear): ``build(support, support_rows)`` (an
+    `AnchorSet` constructor) over the first ``support_size`` rows (default: every row)."""
+    rows = first_rows(args, data)
+    return recorded(build(support_inputs(data, rows), rows), data), rows
 
 
 def fit_sampled(

@@ -11,13 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from relrep_hf.anchors.anchor_methods import (
-    AnchorMethod,
-    FitData,
-    first_rows,
-    recorded,
-    support_inputs,
-)
+from relrep_hf.anchors.anchor_methods import AnchorMethod, FitData, fit_closed_form
 from relrep_hf.anchors.arguments import FitArguments
 from relrep_hf.anchors.shared_linear.arguments import SharedLinearArguments
 
@@ -33,16 +27,17 @@ def fit_shared_linear_anchors(args: FitArguments, data: FitData) -> tuple[Anchor
     """The shared linear closed form over every fit row (`AnchorSet.shared_linear`)."""
     from relrep_hf.models.anchor_set import AnchorSet
 
-    rows = first_rows(args, data)
-    anchor_set = AnchorSet.shared_linear(
-        support_inputs(data, rows),
-        data.training,
-        args.num_anchors,
-        support_rows=rows,
-        shrinkage=args.shrinkage,
-        eps=args.eps,
-    )
-    return recorded(anchor_set, data), rows
+    def build(support: list, rows: Tensor) -> AnchorSet:
+        return AnchorSet.shared_linear(
+            support,
+            data.training,
+            args.num_anchors,
+            support_rows=rows,
+            shrinkage=args.shrinkage,
+            eps=args.eps,
+        )
+
+    return fit_closed_form(args, data, build)
 
 
 METHOD = AnchorMethod(
