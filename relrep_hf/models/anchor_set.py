@@ -262,9 +262,8 @@ class AnchorSet(ArtifactMixin):
         iterations: int = 50,
     ) -> AnchorSet:
         """k-means anchors: each centroid as the uniform mixture of its cluster's support points."""
-        options = {"iterations": iterations}
         return cls._sampled(
-            "kmeans", support, support_embeddings, num_anchors, seed=seed, **options
+            "kmeans", support, support_embeddings, num_anchors, seed=seed, iterations=iterations
         )
 
     @classmethod
