@@ -12,6 +12,14 @@ from relrep_hf.anchors import (
     register_anchor_method as register_anchor_method,
     unregister_anchor_method as unregister_anchor_method,
 )
+from relrep_hf.anchors.arguments import FitArguments as FitArguments
+from relrep_hf.anchors.param.arguments import ParamTrainingArguments as ParamTrainingArguments
+from relrep_hf.anchors.param.trainer import ParamTrainer as ParamTrainer
+from relrep_hf.anchors.shared_linear.arguments import SharedLinearArguments as SharedLinearArguments
+from relrep_hf.anchors.shared_linear.trainer import (
+    SharedLinearTuningArguments as SharedLinearTuningArguments,
+    fine_tune_shared_linear as fine_tune_shared_linear,
+)
 from relrep_hf.encoding.encoder_kinds import (
     EncoderKind as EncoderKind,
     register_encoder_kind as register_encoder_kind,
@@ -71,22 +79,12 @@ from relrep_hf.models.modeling_relative_wrapper import (
 )
 from relrep_hf.models.sentence_transformers_module import RelativeProjection as RelativeProjection
 from relrep_hf.publishing.hub import HubError as HubError, push_artifact as push_artifact
-from relrep_hf.training.anchor_arguments import (
-    FitArguments as FitArguments,
-    ParamTrainingArguments as ParamTrainingArguments,
-    SharedLinearArguments as SharedLinearArguments,
-)
 from relrep_hf.training.head_directions import choose_num_directions as choose_num_directions
 from relrep_hf.training.head_trainer import (
     HeadTrainer as HeadTrainer,
     HeadTrainingArguments as HeadTrainingArguments,
     HeadTrainOutput as HeadTrainOutput,
     train_in_memory as train_in_memory,
-)
-from relrep_hf.training.param_trainer import ParamTrainer as ParamTrainer
-from relrep_hf.training.shared_linear_trainer import (
-    SharedLinearTuningArguments as SharedLinearTuningArguments,
-    fine_tune_shared_linear as fine_tune_shared_linear,
 )
 from relrep_hf.translation.inverse import relative_inverse as relative_inverse
 from relrep_hf.translation.translator import (

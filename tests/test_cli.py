@@ -265,7 +265,7 @@ def test_help_and_version_import_no_pipeline_and_no_torch():
     code = (
         "import sys, json\n"
         "from relrep_hf.cli import main\n"
-        "heavy = ('datasets', 'evaluate', 'matplotlib', 'relrep_hf.pipeline.steps', 'relrep_hf.training.param_trainer')\n"
+        "heavy = ('datasets', 'evaluate', 'matplotlib', 'relrep_hf.pipeline.steps', 'relrep_hf.anchors.param.trainer')\n"
         "for argv in json.loads(sys.argv[1]):\n"
         "    try:\n"
         "        main(argv)\n"
@@ -336,8 +336,8 @@ def test_every_training_argument_is_a_flag(capsys):
     flag, with the dataclass's defaults; bad values are the dataclass's one-line errors."""
     from dataclasses import fields
 
+    from relrep_hf.anchors.param.arguments import ParamTrainingArguments
     from relrep_hf.commands.arguments import training_args
-    from relrep_hf.training.anchor_arguments import ParamTrainingArguments
 
     parser = build_parser()
     names = {f.name for f in fields(ParamTrainingArguments)} - {"output_dir", "disable_tqdm"}

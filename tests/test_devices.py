@@ -33,16 +33,16 @@ from relrep_hf import (
     translate,
     whitening_matrix,
 )
+from relrep_hf.anchors.shared_linear.trainer import (
+    SharedLinearTuningArguments,
+    fine_tune_shared_linear,
+)
 from relrep_hf.functional.least_squares import fit_affine, fit_procrustes, pseudo_inverse_solve
 from relrep_hf.functional.metrics import retrieval_metrics
 from relrep_hf.functional.regularization import top_eigenpairs
 from relrep_hf.functional.statistics import blocked_gram, symmetric_gram
 from relrep_hf.training.head_directions import choose_num_directions
 from relrep_hf.training.head_trainer import train_in_memory
-from relrep_hf.training.shared_linear_trainer import (
-    SharedLinearTuningArguments,
-    fine_tune_shared_linear,
-)
 from relrep_hf.translation.inverse import invert, relative_inverse
 from relrep_hf.translation.translator import LatentTranslator, evaluate_translation, translation_map
 from relrep_hf.utils.validation import DeviceMismatchError

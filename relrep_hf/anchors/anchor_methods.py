@@ -2,10 +2,11 @@
 
 Like PEFT's ``tuners/<method>/`` and ``register_peft_method``: each method of the package is one
 folder of `relrep_hf.anchors` declaring its `AnchorMethod`, and `relrep_hf.anchors` registers
-them, in one list; the pipeline, the command line, the run report and the anchor set card read
+every such folder; the pipeline, the command line, the run report and the anchor set card read
 this registry instead of branching on names. Every fit function takes the method's arguments
-(`relrep_hf.training.anchor_arguments`) and the training encoders' rows, and returns the anchor
-set and which rows it took as support. A method of the user's is one
+(`relrep_hf.anchors.arguments.FitArguments`, or a subclass in its folder) and the training
+encoders' rows, and returns the anchor set and which rows it took as support; `fit_sampled` and
+`fit_closed_form` are the two shapes the package's fits share. A method of the user's is one
 `register_anchor_method(AnchorMethod(...))` (its fit may build ``AnchorSet(mixture, support,
 strategy=name, mixing=kind)`` from any pure function). This module is light to import
 (``relrep-hf --help`` reads the names); torch comes with a fit.
@@ -22,12 +23,15 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from relrep_hf.anchors.arguments import FitArguments
 from relrep_hf.functional.mixing_kinds import (
+    Sampler,
     check_mixing_kind,
     forget_strategy_mixing,
+    forget_strategy_sampler,
     record_strategy_mixing,
+    record_strategy_sampler,
 )
-from relrep_hf.training.anchor_arguments import FitArguments
 from relrep_hf.utils.registry import Registry
 
 if TYPE_CHECKING:
@@ -62,6 +66,9 @@ class AnchorMethod:
         arguments: its arguments class; its defaults are the method's.
         fit: ``fit(args, data) -> (anchor_set, support rows of data)``.
         mixing: the kind of mixing matrix its anchor sets hold (`relrep_hf.functional.mixing`).
+        sampler: a sampling method's pure math, which draws its mixture
+            (`relrep_hf.functional.mixing_kinds.Sampler`); its registration records it for
+            the `AnchorSet` constructor of its name (``AnchorSet.random``, ...).
         compared_with: the method a run's report puts beside it.
         unused: arguments the method ignores, and why (`arguments_from` refuses them given).
         tags: extra tags of its card.
@@ -77,6 +84,7 @@ class AnchorMethod:
     compared_with: str = "param"
     unused: Mapping[str, str] = field(default_factory=dict)
     tags: tuple[str, ...] = ()
+    sampler: Sampler | None = None
 
     def arguments_from(
         self, values: Mapping[str, Any], given: Collection[str] = ()
@@ -133,6 +141,15 @@ def sampled_support(args: FitArguments, data: FitData) -> tuple[Tensor, list[Any
     return rows, support_inputs(data, rows)
 
 
+def fit_closed_form(
+    args: FitArguments, data: FitData, build: Callable[[list[Any], Tensor], AnchorSet]
+) -> tuple[AnchorSet, Tensor]:
+    """A closed form's fit (full support, shared linear): ``build(support, support_rows)`` (an
+    `AnchorSet` constructor) over the first ``support_size`` rows (default: every row)."""
+    rows = first_rows(args, data)
+    return recorded(build(support_inputs(data, rows), rows), data), rows
+
+
 def fit_sampled(
     args: FitArguments, data: FitData, build: Callable[[list[Any], list[Tensor]], AnchorSet]
 ) -> tuple[AnchorSet, Tensor]:
@@ -156,6 +173,8 @@ def register_anchor_method(method: AnchorMethod) -> AnchorMethod:
     check_mixing_kind(method.name, method.mixing)  # before anything is registered
     ANCHOR_METHODS.register(method)
     record_strategy_mixing(method.name, method.mixing)
+    if method.sampler is not None:
+        record_strategy_sampler(method.name, method.sampler)
     return method
 
 
@@ -163,6 +182,7 @@ def unregister_anchor_method(name: str) -> AnchorMethod:
     """Take method ``name`` out (a ValueError if it is not registered)."""
     method = ANCHOR_METHODS.unregister(name)
     forget_strategy_mixing(name)
+    forget_strategy_sampler(name)
     return method
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from relrep_hf.anchors import ANCHOR_METHODS, anchor_method
-from relrep_hf.training.anchor_arguments import FitArguments, ParamTrainingArguments
+from relrep_hf.anchors.arguments import FitArguments
+from relrep_hf.anchors.param.arguments import ParamTrainingArguments
 from relrep_hf.utils.defaults import DEFAULT_METHOD
 
 

@@ -30,6 +30,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from relrep_hf.anchors.param.arguments import ParamTrainingArguments
+from relrep_hf.anchors.param.trainer import ParamTrainer
 from relrep_hf.functional.metrics import retrieval_metrics, weighted_f1
 from relrep_hf.functional.statistics import Statistics
 from relrep_hf.models.anchor_set import AnchorSet
@@ -37,7 +39,6 @@ from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
 from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from relrep_hf.training.head_trainer import train_in_memory
-from relrep_hf.training.param_trainer import ParamTrainer, ParamTrainingArguments
 from relrep_hf.utils.defaults import DEFAULT_HEAD_EPOCHS
 
 __all__ = [

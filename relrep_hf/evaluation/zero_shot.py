@@ -20,6 +20,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
+from relrep_hf.anchors.param.arguments import ParamTrainingArguments
 from relrep_hf.encoding.batches import progress_bar
 from relrep_hf.evaluation.stitching_steps import (
     head_f1,
@@ -34,7 +35,6 @@ from relrep_hf.functional.statistics import Statistics
 from relrep_hf.models.anchor_set import AnchorSet
 from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
-from relrep_hf.training.param_trainer import ParamTrainingArguments
 from relrep_hf.utils.defaults import DEFAULT_HEAD_EPOCHS
 
 

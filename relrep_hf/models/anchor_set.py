@@ -31,13 +31,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
-from relrep_hf.functional.anchor_strategies import (
-    farthest_point_mixture,
-    kmeans_mixture,
-    random_mixture,
-)
 from relrep_hf.functional.mixing import check_mixture, fingerprint, mixed_anchors
-from relrep_hf.functional.mixing_kinds import unrecorded_mixing
+from relrep_hf.functional.mixing_kinds import strategy_sampler, unrecorded_mixing
 from relrep_hf.functional.shared_linear import (
     Normalization,
     check_shared_linear_shrinkage,
@@ -249,13 +244,12 @@ class AnchorSet(ArtifactMixin):
                 "were not written by relrep_hf: download it again or save it again."
             ) from error
 
-    # ---- baseline strategies -------------------------------------------------------------
+    # ---- baseline strategies: each drawn by its method's sampler (`relrep_hf.anchors`) -------
 
     @classmethod
     def random(cls, support: Sequence[Any], num_anchors: int, *, seed: int = 0) -> AnchorSet:
         """Random anchors (the original relative representations): one-hot rows."""
-        mixture = random_mixture(len(support), num_anchors, seed=seed)
-        return cls(mixture, list(support), strategy="random", training={"seed": seed})
+        return cls._sampled("random", support, None, num_anchors, seed=seed)
 
     @classmethod
     def kmeans(
@@ -268,8 +262,9 @@ class AnchorSet(ArtifactMixin):
         iterations: int = 50,
     ) -> AnchorSet:
         """k-means anchors: each centroid as the uniform mixture of its cluster's support points."""
-        mixture = kmeans_mixture(support_embeddings, num_anchors, seed=seed, iterations=iterations)
-        return cls(mixture, list(support), strategy="kmeans", training={"seed": seed})
+        return cls._sampled(
+            "kmeans", support, support_embeddings, num_anchors, seed=seed, iterations=iterations
+        )
 
     @classmethod
     def farthest_point(
@@ -281,8 +276,25 @@ class AnchorSet(ArtifactMixin):
         seed: int = 0,
     ) -> AnchorSet:
         """Farthest-point sampling anchors: one-hot rows, each far from those before it."""
-        mixture = farthest_point_mixture(support_embeddings, num_anchors, seed=seed)
-        return cls(mixture, list(support), strategy="farthest_point", training={"seed": seed})
+        return cls._sampled("farthest_point", support, support_embeddings, num_anchors, seed=seed)
+
+    @classmethod
+    def _sampled(
+        cls,
+        strategy: str,
+        support: Sequence[Any],
+        support_embeddings: Tensor | Sequence[Tensor] | None,
+        num_anchors: int,
+        *,
+        seed: int,
+        **options: Any,
+    ) -> AnchorSet:
+        """The anchor set of sampling method ``strategy``, its mixture drawn by the sampler its
+        registration recorded (`relrep_hf.functional.mixing_kinds.strategy_sampler`): the
+        anchor methods sit above the artifacts, so the registry, not an import, reaches them."""
+        sampler = strategy_sampler(strategy)
+        mixture = sampler(len(support), support_embeddings, num_anchors, seed=seed, **options)
+        return cls(mixture, list(support), strategy=strategy, training={"seed": seed})
 
     # ---- beyond the paper ----------------------------------------------------------------
 

@@ -20,6 +20,8 @@ import torch
 from torch import Tensor
 
 from relrep_hf.anchors import ANCHOR_METHODS, AnchorMethod, FitData
+from relrep_hf.anchors.arguments import FitArguments
+from relrep_hf.anchors.param.arguments import ParamTrainingArguments
 from relrep_hf.evaluation.language_pairs import language_pair_rows
 from relrep_hf.evaluation.stitching_steps import build_projectors, retrieval_matrix
 from relrep_hf.evaluation.zero_shot import EncoderData, Method, ZeroShotStitching
@@ -28,7 +30,6 @@ from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from relrep_hf.pipeline.run_folder import read_run, run_embeddings, run_labels
 from relrep_hf.pipeline.run_report import write_heads_metrics, write_report
 from relrep_hf.pipeline.swappable_head import publish_swappable_head
-from relrep_hf.training.anchor_arguments import FitArguments, ParamTrainingArguments
 from relrep_hf.utils.defaults import DEFAULT_HEAD_EPOCHS
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from relrep_hf.anchors import FitData, anchor_method as get_anchor_method
+from relrep_hf.anchors.arguments import FitArguments
 from relrep_hf.encoding.encoder_kinds import (
     Embedded,
     EmbedRequest,
@@ -54,7 +55,6 @@ from relrep_hf.pipeline.run_folder import (
     write_run,
 )
 from relrep_hf.pipeline.run_report import render_report
-from relrep_hf.training.anchor_arguments import FitArguments
 from relrep_hf.utils.defaults import (
     DEFAULT_EMBED_BATCH_SIZE,
     DEFAULT_ENCODERS,

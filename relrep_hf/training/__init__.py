@@ -1,1 +1,2 @@
-"""Training: the anchor methods' registry, the trainers and their arguments beside them."""
+"""Training: the head trainer and its arguments (each anchor method trains in its own folder of
+`relrep_hf.anchors`)."""

@@ -4,8 +4,9 @@ Like sentence-transformers' ``util/deprecated_import.py``: a module that moved i
 not a shim module left at its old path. Saved artifacts record import paths
 (sentence-transformers' ``modules.json``, ``py:`` encoder specs in ``run.json``), so an old path
 keeps importing: a meta-path finder (installed by ``import relrep_hf``) answers an old module
-path with the module at its new home, and a module whose public function was renamed answers
-the old name through `deprecated_attributes`. Both warn with a `DeprecationWarning` that names
+path with the module at its new home, a module whose public function was renamed answers
+the old name through `deprecated_attributes`, and the old path of a module split in several
+homes (no file left there) is answered with a module of its names only, each read from its row. Both warn with a `DeprecationWarning` that names
 the new home. Imports nothing of relrep_hf.
 
 >>> import sys, warnings
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.abc
+import importlib.machinery
 import importlib.util
 import sys
 import types
@@ -41,8 +43,25 @@ DEPRECATED_PATHS: dict[str, str] = {
     "relrep_hf.functional.tables": "relrep_hf.functional.markdown_tables",
     "relrep_hf.training.anchor_methods": "relrep_hf.anchors.anchor_methods",
     "relrep_hf.publishing.cards.folders": "relrep_hf.publishing.cards.folder_cards",
+    "relrep_hf.training.param_trainer": "relrep_hf.anchors.param.trainer",
+    "relrep_hf.training.param_data": "relrep_hf.anchors.param.data",
+    "relrep_hf.training.param_checkpoints": "relrep_hf.anchors.param.checkpoints",
+    "relrep_hf.training.shared_linear_trainer": "relrep_hf.anchors.shared_linear.trainer",
     # names: old module.name -> new module.name (the old module reads them, see below)
     "relrep_hf.utils.hub_files.push_folder": "relrep_hf.utils.hub_files.commit_folder",
+    # a module split in several homes: each of its names (the old path answers them, see below)
+    "relrep_hf.training.anchor_arguments.FitArguments": (
+        "relrep_hf.anchors.arguments.FitArguments"
+    ),
+    "relrep_hf.training.anchor_arguments.SharedLinearArguments": (
+        "relrep_hf.anchors.shared_linear.arguments.SharedLinearArguments"
+    ),
+    "relrep_hf.training.anchor_arguments.ParamTrainingArguments": (
+        "relrep_hf.anchors.param.arguments.ParamTrainingArguments"
+    ),
+    "relrep_hf.training.anchor_arguments.loss_weight_field": (
+        "relrep_hf.anchors.param.arguments.loss_weight_field"
+    ),
 }
 """Old dotted path -> new dotted path: a module, or a module's public name (issue #45)."""
 
@@ -76,13 +95,33 @@ class _AliasLoader(importlib.abc.Loader):
         module.__spec__ = self._spec  # the module keeps its own name and spec
 
 
+class _SplitModuleLoader(importlib.abc.Loader):
+    """Gives the old path of a split module: a module whose names are its rows' (warning)."""
+
+    def create_module(self, spec: Any) -> types.ModuleType:
+        return types.ModuleType(spec.name, f"Moved: each name of {spec.name} has a new home.")
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        module.__getattr__ = deprecated_attributes(module.__name__)  # type: ignore[method-assign]
+
+
+def _split_module_spec(fullname: str, path: Any) -> Any:
+    """The spec of ``fullname`` if it is the old path of a split module: rows name some of its
+    names and no file is left there (a module still there reads its rows itself)."""
+    if not any(old.startswith(f"{fullname}.") for old in DEPRECATED_PATHS):
+        return None
+    if importlib.machinery.PathFinder.find_spec(fullname, path) is not None:
+        return None
+    return importlib.util.spec_from_loader(fullname, _SplitModuleLoader())
+
+
 class _DeprecatedModuleFinder(importlib.abc.MetaPathFinder):
     """Answers an old module path of `DEPRECATED_PATHS` with the module at its new home."""
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         new = DEPRECATED_PATHS.get(fullname)
         if new is None:
-            return None
+            return _split_module_spec(fullname, path)
         try:
             module = importlib.import_module(new)
         except ModuleNotFoundError as error:

@@ -9,15 +9,13 @@ import pytest
 import torch
 
 from relrep_hf.anchors import ANCHOR_METHODS, FitData, anchor_method
+from relrep_hf.anchors.arguments import FitArguments
+from relrep_hf.anchors.param.arguments import ParamTrainingArguments
+from relrep_hf.anchors.shared_linear.arguments import SharedLinearArguments
 from relrep_hf.cli import build_parser
 from relrep_hf.commands.arguments import method_args
 from relrep_hf.functional.mixing import MIXING_KINDS
 from relrep_hf.publishing.cards.anchor_set_card import anchor_set_card
-from relrep_hf.training.anchor_arguments import (
-    FitArguments,
-    ParamTrainingArguments,
-    SharedLinearArguments,
-)
 from relrep_hf.utils.defaults import DEFAULT_METHOD, DEFAULT_SHRINKAGE, SHARED_LINEAR_SHRINKAGE
 
 

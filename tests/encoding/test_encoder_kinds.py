@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from relrep_hf import EncoderKind, register_encoder_kind, unregister_encoder_kind
+from relrep_hf.anchors.shared_linear.arguments import SharedLinearArguments
 from relrep_hf.encoding.array_encoders import cached_embeddings
 from relrep_hf.encoding.encoder_kinds import (
     ENCODER_KINDS,
@@ -30,7 +31,6 @@ from relrep_hf.encoding.encoders import ArraySpec, EncoderSpec
 from relrep_hf.models.anchor_set import AnchorSet
 from relrep_hf.pipeline.run_folder import read_run, run_embeddings
 from relrep_hf.pipeline.steps import embed, fit, onboard
-from relrep_hf.training.anchor_arguments import SharedLinearArguments
 
 TOY_HELP = "a toy encoder 'toy:DIM' (hashed word features)"
 

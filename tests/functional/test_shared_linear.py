@@ -14,6 +14,10 @@ import pytest
 import torch
 
 from relrep_hf import AnchorSet, ParamTrainer, ParamTrainingArguments, RelativeProjector, Statistics
+from relrep_hf.anchors.shared_linear.trainer import (
+    SharedLinearTuningArguments,
+    fine_tune_shared_linear,
+)
 from relrep_hf.functional.metrics import retrieval_metrics
 from relrep_hf.functional.shared_linear import (
     feature_factor,
@@ -25,10 +29,6 @@ from relrep_hf.functional.statistics import whitening_matrix
 from relrep_hf.models.modeling_relative_head import (
     RelativeHeadForClassification,
     check_head_matches_projector,
-)
-from relrep_hf.training.shared_linear_trainer import (
-    SharedLinearTuningArguments,
-    fine_tune_shared_linear,
 )
 from relrep_hf.utils.defaults import SHRINKAGE_GRID
 from tests.fixtures.hub_server import LocalHub, client_env

@@ -5,10 +5,13 @@ from dataclasses import fields
 
 import pytest
 
+from relrep_hf.anchors.param.arguments import (
+    ParamTrainingArguments,
+    loss_weight_field,
+)
 from relrep_hf.cli import build_parser
 from relrep_hf.commands.arguments import training_args
 from relrep_hf.functional.losses import LossWeights
-from relrep_hf.training.anchor_arguments import ParamTrainingArguments, loss_weight_field
 from relrep_hf.utils import defaults
 
 

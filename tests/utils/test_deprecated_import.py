@@ -47,3 +47,20 @@ def test_an_unknown_old_name_is_an_attribute_error():
 
     with pytest.raises(AttributeError, match="has no attribute 'push_everything'"):
         hub_files.push_everything  # noqa: B018
+
+
+def test_a_split_module_answers_its_names_only(monkeypatch):
+    """The old path of a module split in several homes (relrep_hf.training.anchor_arguments)
+    imports as a module of its rows' names; another name is an ImportError naming it, and a
+    module still at its path is never replaced by such a module."""
+    monkeypatch.delitem(sys.modules, "relrep_hf.training.anchor_arguments", raising=False)
+    split = importlib.import_module("relrep_hf.training.anchor_arguments")
+    with pytest.warns(DeprecationWarning, match="relrep_hf.anchors.param.arguments"):
+        from relrep_hf.training.anchor_arguments import ParamTrainingArguments
+    assert ParamTrainingArguments.__module__ == "relrep_hf.anchors.param.arguments"
+    with pytest.raises(ImportError, match="cannot import name 'HeadTrainer'"):
+        from relrep_hf.training.anchor_arguments import HeadTrainer  # noqa: F401
+    assert split.__spec__.origin is None  # no file: a moved module leaves none behind
+    from relrep_hf.utils import hub_files  # a module with a renamed name: the real one
+
+    assert hub_files.__spec__.origin.endswith("hub_files.py")

@@ -1,8 +1,9 @@
 """Farthest-point anchors: support inputs picked by farthest-point sampling (one-hot mixtures).
 
-Its arguments are every method's (`relrep_hf.training.anchor_arguments.FitArguments`); its
-math is `relrep_hf.functional.anchor_strategies.farthest_point_mixture` (layer 1, pure), reached through
-`AnchorSet.farthest_point`. Registered by `relrep_hf.anchors`.
+Its arguments are every method's (`relrep_hf.anchors.arguments.FitArguments`); its math is
+`relrep_hf.functional.anchor_strategies.farthest_point_mixture` (layer 1, pure), which its
+sampler calls; `AnchorSet.farthest_point` reaches the sampler through the registration.
+Registered by `relrep_hf.anchors`.
 """
 
 from __future__ import annotations
@@ -10,14 +11,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from relrep_hf.anchors.anchor_methods import AnchorMethod, FitData, fit_sampled
-from relrep_hf.training.anchor_arguments import FitArguments
+from relrep_hf.anchors.arguments import FitArguments
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from torch import Tensor
 
     from relrep_hf.models.anchor_set import AnchorSet
 
-__all__ = ["METHOD", "fit_farthest_point_anchors"]
+__all__ = ["METHOD", "fit_farthest_point_anchors", "sample_farthest_point_mixture"]
 
 
 def fit_farthest_point_anchors(args: FitArguments, data: FitData) -> tuple[AnchorSet, Tensor]:
@@ -30,6 +33,20 @@ def fit_farthest_point_anchors(args: FitArguments, data: FitData) -> tuple[Ancho
     return fit_sampled(args, data, build)
 
 
+def sample_farthest_point_mixture(
+    support_size: int,
+    support_embeddings: Tensor | Sequence[Tensor],
+    num_anchors: int,
+    *,
+    seed: int = 0,
+) -> Tensor:
+    """Its sampler: farthest-point sampling of the support embeddings
+    (`farthest_point_mixture`)."""
+    from relrep_hf.functional.anchor_strategies import farthest_point_mixture
+
+    return farthest_point_mixture(support_embeddings, num_anchors, seed=seed)
+
+
 METHOD = AnchorMethod(
     "farthest_point",
     "FPS-WIP",
@@ -38,4 +55,5 @@ METHOD = AnchorMethod(
     FitArguments,
     fit_farthest_point_anchors,
     "one_hot",
+    sampler=sample_farthest_point_mixture,
 )

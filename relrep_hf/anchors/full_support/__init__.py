@@ -1,6 +1,6 @@
 """Full-support anchors: every support input is an anchor (the identity mixture).
 
-Its arguments are every method's (`relrep_hf.training.anchor_arguments.FitArguments`, less
+Its arguments are every method's (`relrep_hf.anchors.arguments.FitArguments`, less
 ``num_anchors``, which it ignores); there is no math beyond `AnchorSet.full_support`.
 Registered by `relrep_hf.anchors`.
 """
@@ -9,14 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from relrep_hf.anchors.anchor_methods import (
-    AnchorMethod,
-    FitData,
-    first_rows,
-    recorded,
-    support_inputs,
-)
-from relrep_hf.training.anchor_arguments import FitArguments
+from relrep_hf.anchors.anchor_methods import AnchorMethod, FitData, fit_closed_form
+from relrep_hf.anchors.arguments import FitArguments
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -30,11 +24,10 @@ def fit_full_support_anchors(args: FitArguments, data: FitData) -> tuple[AnchorS
     """Every support row an anchor (`AnchorSet.full_support`)."""
     from relrep_hf.models.anchor_set import AnchorSet
 
-    rows = first_rows(args, data)
-    anchor_set = AnchorSet.full_support(
-        support_inputs(data, rows), shrinkage=args.shrinkage, eps=args.eps
-    )
-    return recorded(anchor_set, data), rows
+    def build(support: list, rows: Tensor) -> AnchorSet:
+        return AnchorSet.full_support(support, shrinkage=args.shrinkage, eps=args.eps)
+
+    return fit_closed_form(args, data, build)
 
 
 METHOD = AnchorMethod(

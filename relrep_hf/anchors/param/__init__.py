@@ -1,9 +1,12 @@
 """PARAM anchors: learned convex mixtures of the support inputs (the paper's method).
 
-Its arguments are `relrep_hf.training.anchor_arguments.ParamTrainingArguments` (Table 5); its
-math is `relrep_hf.functional.losses` and `relrep_hf.functional.fused_losses` (layer 1, pure);
-its training, sharded data and checkpoints are `relrep_hf.training.param_trainer`,
-`param_data` and `param_checkpoints`. Registered by `relrep_hf.anchors`.
+The folder holds the whole method: its arguments (`arguments.ParamTrainingArguments`, Table 5),
+its training (`trainer.ParamTrainer`, driven by accelerate), its sharded data (`data`) and its
+checkpoints (`checkpoints`), and here its `METHOD` entry and fit. Its pure math, the paper's
+losses and their fused gradients, stays in `relrep_hf.functional.losses` and
+`relrep_hf.functional.fused_losses` (layer 1): `relrep_hf.functional` and the trainers of other
+layers use them too, and they import nothing above the math. Registered by `relrep_hf.anchors`;
+importing this folder loads no torch (the trainer is imported by the fit).
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from relrep_hf.anchors.anchor_methods import AnchorMethod, FitData
-from relrep_hf.training.anchor_arguments import FitArguments, ParamTrainingArguments
+from relrep_hf.anchors.arguments import FitArguments
+from relrep_hf.anchors.param.arguments import ParamTrainingArguments
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -23,7 +27,7 @@ __all__ = ["METHOD", "fit_param_anchors"]
 
 def fit_param_anchors(args: FitArguments, data: FitData) -> tuple[AnchorSet, Tensor]:
     """PARAM anchors, trained as the paper does (`ParamTrainer`; saved to ``args.output_dir``)."""
-    from relrep_hf.training.param_trainer import ParamTrainer
+    from relrep_hf.anchors.param.trainer import ParamTrainer
 
     if not isinstance(args, ParamTrainingArguments):
         args = ParamTrainingArguments(**args.to_dict())

@@ -1,23 +1,19 @@
 """Shared linear anchors: the closed-form shared linear compression (MAXVAR generalised CCA).
 
-Its arguments are `relrep_hf.training.anchor_arguments.SharedLinearArguments` (shrinkage chosen
-from the data); its math is `relrep_hf.functional.shared_linear` (layer 1, pure), reached
-through `AnchorSet.shared_linear`; its InfoNCE fine-tuning is
-`relrep_hf.training.shared_linear_trainer`. Registered by `relrep_hf.anchors`.
+The folder holds its arguments (`arguments.SharedLinearArguments`: shrinkage chosen from the
+data), its InfoNCE fine-tuning (`trainer.fine_tune_shared_linear`), and here its `METHOD` entry
+and fit. Its pure math, the closed form (`relrep_hf.functional.shared_linear`, layer 1), stays
+below the artifacts: `AnchorSet.shared_linear` (layer 3) calls it, and an import from there up
+into this folder would point up. Registered by `relrep_hf.anchors`.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from relrep_hf.anchors.anchor_methods import (
-    AnchorMethod,
-    FitData,
-    first_rows,
-    recorded,
-    support_inputs,
-)
-from relrep_hf.training.anchor_arguments import FitArguments, SharedLinearArguments
+from relrep_hf.anchors.anchor_methods import AnchorMethod, FitData, fit_closed_form
+from relrep_hf.anchors.arguments import FitArguments
+from relrep_hf.anchors.shared_linear.arguments import SharedLinearArguments
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -31,16 +27,17 @@ def fit_shared_linear_anchors(args: FitArguments, data: FitData) -> tuple[Anchor
     """The shared linear closed form over every fit row (`AnchorSet.shared_linear`)."""
     from relrep_hf.models.anchor_set import AnchorSet
 
-    rows = first_rows(args, data)
-    anchor_set = AnchorSet.shared_linear(
-        support_inputs(data, rows),
-        data.training,
-        args.num_anchors,
-        support_rows=rows,
-        shrinkage=args.shrinkage,
-        eps=args.eps,
-    )
-    return recorded(anchor_set, data), rows
+    def build(support: list, rows: Tensor) -> AnchorSet:
+        return AnchorSet.shared_linear(
+            support,
+            data.training,
+            args.num_anchors,
+            support_rows=rows,
+            shrinkage=args.shrinkage,
+            eps=args.eps,
+        )
+
+    return fit_closed_form(args, data, build)
 
 
 METHOD = AnchorMethod(

@@ -21,7 +21,7 @@ from typing import Any
 from accelerate import Accelerator
 from accelerate.utils import ProjectConfiguration
 
-from relrep_hf.training.anchor_arguments import ParamTrainingArguments
+from relrep_hf.anchors.param.arguments import ParamTrainingArguments
 from relrep_hf.utils.io import fsync_directory, make_durable
 
 __all__ = [

@@ -34,19 +34,19 @@ from accelerate.utils import set_seed
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from relrep_hf.functional.anchor_strategies import sample_support_rows
-from relrep_hf.functional.losses import param_loss
-from relrep_hf.functional.metrics import retrieval_metrics
-from relrep_hf.functional.statistics import Statistics, whiten, whitening_matrix
-from relrep_hf.models.anchor_set import AnchorSet
-from relrep_hf.training.anchor_arguments import ParamTrainingArguments
-from relrep_hf.training.param_checkpoints import (
+from relrep_hf.anchors.param.arguments import ParamTrainingArguments
+from relrep_hf.anchors.param.checkpoints import (
     STATE_NAME,
     load_checkpoint,
     project_configuration,
     save_checkpoint,
 )
-from relrep_hf.training.param_data import ParallelEmbeddings, gather_rows, shard
+from relrep_hf.anchors.param.data import ParallelEmbeddings, gather_rows, shard
+from relrep_hf.functional.anchor_strategies import sample_support_rows
+from relrep_hf.functional.losses import param_loss
+from relrep_hf.functional.metrics import retrieval_metrics
+from relrep_hf.functional.statistics import Statistics, whiten, whitening_matrix
+from relrep_hf.models.anchor_set import AnchorSet
 
 __all__ = ["STATE_NAME", "ParamTrainer", "ParamTrainingArguments", "default_accelerator"]
 

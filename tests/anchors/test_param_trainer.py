@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from relrep_hf import AnchorSet, ParamTrainer, ParamTrainingArguments, RelativeProjector, Statistics
+from relrep_hf.anchors.param.trainer import STATE_NAME
 from relrep_hf.functional.metrics import retrieval_metrics
-from relrep_hf.training.param_trainer import STATE_NAME
 from tests.fixtures import child_env
 from tests.fixtures.distributed_param import main as distributed_main
 from tests.fixtures.synthetic import affine_spaces, small_param_args
