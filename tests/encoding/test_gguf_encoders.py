@@ -382,7 +382,7 @@ def test_the_packaged_smollm2_converted_equals_transformers_gguf_load(texts, tmp
     own GGUF load's to 1e-6 on a few texts. The first `load_gguf_encoder` is that load
     (``AutoModel`` / ``AutoTokenizer.from_pretrained(folder, gguf_file=...)``: its GGUF quantizer
     is on the model, and the package's folder holds no tokenizer to fall back on), so it is the
-    reference: one GGUF parse in the test, not two (a direct load cost 35 s of CPU more). The
+    reference: one GGUF load in the test, not two (the test took 58 s of CPU with two, 38 s). The
     tiny Llama's test above compares both loads with a separate direct load."""
     pytest.importorskip("gguf")
     path = smollm2_gguf_path()
