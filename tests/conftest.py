@@ -42,6 +42,11 @@ def pytest_collection_modifyitems(session, config, items):
         files.setdefault(item.path, []).append(item)
     cost = {path: sum(_weight(item) for item in group) for path, group in files.items()}
     ordered = sorted(files, key=lambda path: -cost[path])  # stable: ties keep their order
+    _RAY_FILES.update(item.path for item in items if "ray_cluster" in item.fixturenames)
+    ray_files = [path for path in ordered if path in _RAY_FILES]
+    if ray_files:  # the Ray files one after another: a worker that runs both starts Ray once
+        first = ordered.index(ray_files[0])
+        ordered = ordered[:first] + ray_files + [p for p in ordered[first:] if p not in _RAY_FILES]
     items[:] = [item for path in ordered for item in files[path]]
 
 
@@ -66,9 +71,12 @@ def pytest_collection_finish(session):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item, nextitem):
     """A full collection once a test module is done (after its fixtures' teardown): with the
-    thresholds of `pytest_collection_finish`, the cycles it left would otherwise wait long."""
+    thresholds of `pytest_collection_finish`, the cycles it left would otherwise wait long. The
+    `ray_cluster` stops there too when the next module uses none."""
     yield
     if nextitem is None or nextitem.path != item.path:
+        if _RAY and (nextitem is None or nextitem.path not in _RAY_FILES):
+            _stop_ray()
         gc.collect()
 
 
@@ -119,3 +127,41 @@ def postgres(tmp_path_factory):
         yield server.get_uri()
     finally:
         server.cleanup()
+
+
+# The local Ray cluster's ``ray`` module while one runs in this process (`ray_cluster`), and the
+# test files that use it (found at collection): it is stopped after the last of a run of them.
+_RAY: dict = {}
+_RAY_FILES: set = set()
+
+
+@pytest.fixture
+def ray_cluster():
+    """A local Ray cluster (2 CPUs): the ``ray`` module, initialised. Started once for every
+    test file that asks for it in a row (each xdist worker starts its own), not once per file: a
+    start is 15 s of wall at a load of 5 (the GCS, the raylet, the dashboard agent, prestarted
+    workers). Stopped once the next test file uses none: idle, its processes took about 13% of a
+    core. Tests that kill a driver run it as a child process connected to this cluster
+    (``RAY_ADDRESS``: ``ray.get_runtime_context().gcs_address``)."""
+    ray = pytest.importorskip("ray")
+    if not _RAY:
+        # workers at this process's priority: Ray's default niceness (15) starves them on a
+        # busy machine shared with other test runs
+        _RAY["environment"] = pytest.MonkeyPatch()
+        _RAY["environment"].setenv("RAY_worker_niceness", "0")
+        ray.init(
+            num_cpus=2,
+            include_dashboard=False,
+            object_store_memory=200 * 2**20,
+            log_to_driver=False,
+            configure_logging=False,
+        )
+        ray.data.DataContext.get_current().enable_progress_bars = False
+        _RAY["ray"] = ray
+    return _RAY["ray"]
+
+
+def _stop_ray() -> None:
+    """Shut the `ray_cluster` down and restore the environment it changed."""
+    _RAY.pop("ray").shutdown()
+    _RAY.pop("environment").undo()

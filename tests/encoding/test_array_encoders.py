@@ -113,11 +113,19 @@ def test_the_spec_grammar():
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".parquet"])
 def test_a_local_data_file_is_a_dataset(tmp_path, suffix):
+    """Each row of the file embedded, in its order, by a ``py:`` callable (the letter counts of
+    tests/fixtures/killable_reembed.py: a real encoder that loads no model, where USE's load
+    took 6 s of a fast run)."""
+    from tests.fixtures.killable_reembed import SPEC, letters
+
     rows = load_dataset_for_run(limit=40)
     path = tmp_path / f"rows{suffix}"
     {".jsonl": rows.to_json, ".csv": rows.to_csv, ".parquet": rows.to_parquet}[suffix](str(path))
-    run = embed(tmp_path / "run", [USE], dataset=str(path), test_size=10, show_progress=False)
-    assert run["dataset"]["rows"] == 40 and run["encoders"][0]["dim"] == 512
+    run = embed(tmp_path / "run", [SPEC], dataset=str(path), test_size=10, show_progress=False)
+    assert run["dataset"]["rows"] == 40 and run["encoders"][0]["dim"] == 8
+    (embedded,) = run_embeddings(tmp_path / "run", run).values()
+    texts = rows[run["dataset"]["column"]]
+    torch.testing.assert_close(embedded, torch.from_numpy(letters(texts)), atol=0, rtol=0)
 
 
 @pytest.mark.slow

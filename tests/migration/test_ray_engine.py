@@ -1,4 +1,4 @@
-"""Store work on a real local Ray cluster (2 CPUs, one start for the module): a sharded store
+"""Store work on a real local Ray cluster (2 CPUs, the session's: tests/conftest.py): a sharded store
 (parquet shards, a datasets folder) migrated shard by shard and compared with the
 single-process `migrate_store` of the same shards, resumed after a run that stopped, a worker
 that dies, Ray datasets migrated and re-embedded (a tiny BERT saved to a folder) against the
@@ -31,26 +31,7 @@ SIZES = (70, 45, 0, 33)  # uneven shards, one of them empty
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def ray_cluster():
-    ray = pytest.importorskip("ray")
-    # workers at this process's priority: Ray's default niceness (15) starves them on a busy
-    # machine shared with other test runs
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("RAY_worker_niceness", "0")
-        ray.init(
-            num_cpus=2,
-            include_dashboard=False,
-            object_store_memory=200 * 2**20,
-            log_to_driver=False,
-            configure_logging=False,
-        )
-        ray.data.DataContext.get_current().enable_progress_bars = False
-        yield ray
-        ray.shutdown()
-
-
-# A driver run as a child process (connected to the module's cluster by RAY_ADDRESS) whose map
+# A driver run as a child process (connected to the session's cluster by RAY_ADDRESS) whose map
 # makes each shard's task take a second: the test kills it once a shard is recorded.
 SLOW_DRIVER = """
 import operator, sys, time
