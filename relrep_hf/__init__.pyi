@@ -1,7 +1,9 @@
 # The public names of relrep_hf, each written once: type checkers and IDEs read them here,
 # and __init__.py reads them (`relrep_hf.utils.lazy_imports.stub_names`) to import each on
-# first use. Every extension point's `register_*` and `unregister_*` is among them, the one
-# place they are exported from (docs/architecture.md, "Extension points").
+# first use. Only what a user calls (docs/api.md, tests/test_public_api.py); a name exported
+# before answers from its module with a warning (utils/deprecated_import.py). Every extension
+# point's `register_*` and `unregister_*` is among them, with the type it registers: the one
+# place they are exported from (docs/architecture.md, "Where to extend").
 
 __version__: str
 

@@ -1,6 +1,7 @@
 # The public names of relrep_hf.encoding, each written once: type checkers and IDEs read them here,
 # and __init__.py reads them (`relrep_hf.utils.lazy_imports.stub_names`) to import each on
-# first use.
+# first use. Only what a user calls (docs/api.md, tests/test_public_api.py); a name exported
+# before answers from its module with a warning (utils/deprecated_import.py).
 
 from relrep_hf.encoding.batches import encode_in_order as encode_in_order, tokenize as tokenize
 from relrep_hf.encoding.corpora import load_sentences as load_sentences
