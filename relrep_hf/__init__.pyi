@@ -1,7 +1,9 @@
 # The public names of relrep_hf, each written once: type checkers and IDEs read them here,
 # and __init__.py reads them (`relrep_hf.utils.lazy_imports.stub_names`) to import each on
-# first use. Every extension point's `register_*` and `unregister_*` is among them, the one
-# place they are exported from (docs/architecture.md, "Extension points").
+# first use. Only what a user calls (docs/api.md, tests/test_public_api.py); a name exported
+# before answers from its module with a warning (utils/deprecated_import.py). Every extension
+# point's `register_*` and `unregister_*` is among them, with the type it registers: the one
+# place they are exported from (docs/architecture.md, "Where to extend").
 
 __version__: str
 
@@ -16,30 +18,17 @@ from relrep_hf.anchors.arguments import FitArguments as FitArguments
 from relrep_hf.anchors.param.arguments import ParamTrainingArguments as ParamTrainingArguments
 from relrep_hf.anchors.param.trainer import ParamTrainer as ParamTrainer
 from relrep_hf.anchors.shared_linear.arguments import SharedLinearArguments as SharedLinearArguments
-from relrep_hf.anchors.shared_linear.trainer import (
-    SharedLinearTuningArguments as SharedLinearTuningArguments,
-    fine_tune_shared_linear as fine_tune_shared_linear,
-)
 from relrep_hf.encoding.encoder_kinds import (
     EncoderKind as EncoderKind,
     register_encoder_kind as register_encoder_kind,
     unregister_encoder_kind as unregister_encoder_kind,
 )
-from relrep_hf.encoding.extraction import (
-    embeddings_tensor as embeddings_tensor,
-    extract_embeddings as extract_embeddings,
-)
 from relrep_hf.functional.similarities import (
-    SIMILARITIES as SIMILARITIES,
     Similarity as Similarity,
     register_similarity as register_similarity,
-    relative_projection as relative_projection,
     unregister_similarity as unregister_similarity,
 )
-from relrep_hf.functional.statistics import (
-    Statistics as Statistics,
-    whitening_matrix as whitening_matrix,
-)
+from relrep_hf.functional.statistics import Statistics as Statistics
 from relrep_hf.migration.candidates import (
     MigrationCandidate as MigrationCandidate,
     register_migration_candidate as register_migration_candidate,
@@ -49,7 +38,6 @@ from relrep_hf.migration.fit import fit_migration as fit_migration
 from relrep_hf.migration.map import MigrationMap as MigrationMap
 from relrep_hf.migration.migrate import migrate_store as migrate_store
 from relrep_hf.migration.reembed import reembed_store as reembed_store
-from relrep_hf.migration.space import StoreSpace as StoreSpace
 from relrep_hf.migration.stores import (
     StoreKind as StoreKind,
     register_store_kind as register_store_kind,
@@ -59,31 +47,23 @@ from relrep_hf.models.anchor_set import AnchorSet as AnchorSet
 from relrep_hf.models.configuration_relative_classifier import (
     RelativeClassifierConfig as RelativeClassifierConfig,
 )
-from relrep_hf.models.configuration_relative_head import (
-    SWAPPABLE_HEAD_LAYERS as SWAPPABLE_HEAD_LAYERS,
-    RelativeHeadConfig as RelativeHeadConfig,
-)
+from relrep_hf.models.configuration_relative_head import RelativeHeadConfig as RelativeHeadConfig
 from relrep_hf.models.configuration_relative_projector import (
     RelativeProjectorConfig as RelativeProjectorConfig,
 )
 from relrep_hf.models.modeling_relative_head import (
     RelativeHeadForClassification as RelativeHeadForClassification,
-    check_head_matches_projector as check_head_matches_projector,
 )
 from relrep_hf.models.modeling_relative_projector import RelativeProjector as RelativeProjector
 from relrep_hf.models.modeling_relative_wrapper import (
     RelativeModelForSequenceClassification as RelativeModelForSequenceClassification,
     RelativeWrapper as RelativeWrapper,
-    RelativeWrapperOutput as RelativeWrapperOutput,
-    RelativeWrapperWithHead as RelativeWrapperWithHead,
 )
 from relrep_hf.models.sentence_transformers_module import RelativeProjection as RelativeProjection
-from relrep_hf.publishing.hub import HubError as HubError, push_artifact as push_artifact
-from relrep_hf.training.head_directions import choose_num_directions as choose_num_directions
+from relrep_hf.publishing.hub import HubError as HubError
 from relrep_hf.training.head_trainer import (
     HeadTrainer as HeadTrainer,
     HeadTrainingArguments as HeadTrainingArguments,
-    HeadTrainOutput as HeadTrainOutput,
     train_in_memory as train_in_memory,
 )
 from relrep_hf.translation.inverse import relative_inverse as relative_inverse

@@ -50,17 +50,12 @@ from typing import Any
 import datasets
 import torch
 
-from relrep_hf import embeddings_tensor, extract_embeddings
-from relrep_hf.encoding import load_sentences
-from relrep_hf.evaluation import EncoderData, Method, ZeroShotStitching, new_figure, save
-from relrep_hf.functional import (
-    accuracy,
-    format_table,
-    normalized_mse,
-    retrieval_metrics,
-    rr_std,
-    summarize_seeds,
-)
+from relrep_hf.encoding import embeddings_tensor, extract_embeddings, load_sentences
+from relrep_hf.evaluation import EncoderData, Method, ZeroShotStitching
+from relrep_hf.evaluation.plots import new_figure, save
+from relrep_hf.functional import accuracy, normalized_mse, retrieval_metrics
+from relrep_hf.functional.markdown_tables import format_table, summarize_seeds
+from relrep_hf.functional.metrics import rr_std
 from scripts.common import experiment_parser, param_arguments, parse, smoke_tokenizer, write_results
 
 SWEEP = (

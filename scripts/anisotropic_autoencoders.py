@@ -51,8 +51,9 @@ import torch
 from torch import Tensor, nn
 
 from benchmarks.spaces.affine_stress import AnisotropicAutoencoder, fit_reconstruction, mlp
-from relrep_hf.evaluation import EncoderData, Method, ZeroShotStitching, new_figure, save
-from relrep_hf.functional import format_table, summarize_seeds
+from relrep_hf.evaluation import EncoderData, Method, ZeroShotStitching
+from relrep_hf.evaluation.plots import new_figure, save
+from relrep_hf.functional.markdown_tables import format_table, summarize_seeds
 from scripts.common import experiment_parser, param_arguments, parse, write_results
 
 AUTOENCODERS = ("AE1", "AE2", "AE3", "AE4")

@@ -19,8 +19,9 @@ from typing import Any
 from torch import Tensor
 
 from relrep_hf import ParamTrainingArguments
-from relrep_hf.evaluation import PAPER_TABLE_1, EncoderData, ZeroShotStitching, heatmap
-from relrep_hf.functional import format_table, summarize_seeds
+from relrep_hf.evaluation import EncoderData, ZeroShotStitching, heatmap
+from relrep_hf.evaluation.zero_shot import PAPER_TABLE_1
+from relrep_hf.functional.markdown_tables import format_table, summarize_seeds
 from relrep_hf.utils.io import atomic_write_bytes
 
 PAPER_SEEDS = (0, 1, 2, 3, 4, 5)  # the paper reports mean ± std over 6 seeds

@@ -100,8 +100,7 @@ import datasets
 import torch
 from torch import Tensor
 
-from relrep_hf import embeddings_tensor, extract_embeddings
-from relrep_hf.encoding import load_sentences
+from relrep_hf.encoding import embeddings_tensor, extract_embeddings, load_sentences
 from relrep_hf.evaluation import EncoderData
 from scripts.common import experiment_parser, parse, smoke_tokenizer, stitching_experiment
 
@@ -230,7 +229,8 @@ def encoder_data(
 def embed_any(spec: str, texts: Sequence[str], cache_dir: Path) -> Tensor:
     """``texts`` embedded by any encoder spec, through the registry of encoder kinds
     (`relrep_hf.encoding.encoder_kinds`: a kind registered there works here too), cached."""
-    from relrep_hf.encoding import EmbedRequest, embed_encoders, parse_encoder
+    from relrep_hf.encoding import embed_encoders, parse_encoder
+    from relrep_hf.encoding.encoder_kinds import EmbedRequest
 
     encoder, _ = parse_encoder(spec)
     dataset = datasets.Dataset.from_dict({"text": list(texts)})

@@ -45,10 +45,10 @@ import datasets
 import torch
 from torch import Tensor
 
-from relrep_hf import embeddings_tensor, extract_embeddings
-from relrep_hf.encoding import template_sentences
+from relrep_hf.encoding import embeddings_tensor, extract_embeddings
+from relrep_hf.encoding.corpora import template_sentences
 from relrep_hf.evaluation import EncoderData, Method, ZeroShotStitching, stitching_heatmap
-from relrep_hf.functional import format_table, summarize_seeds
+from relrep_hf.functional.markdown_tables import format_table, summarize_seeds
 from scripts.common import experiment_parser, param_arguments, parse, smoke_tokenizer, write_results
 
 NUM_SENTENCES, NUM_TEST = 3300, 300

@@ -31,8 +31,10 @@ from torch import Tensor
 from transformers import AutoModel, AutoTokenizer
 
 from relrep_hf import RelativeProjector, Statistics, relative_inverse
-from relrep_hf.encoding import max_input_length, pool, tokenize
-from relrep_hf.functional import fit_affine, fit_procrustes, markdown_table
+from relrep_hf.encoding import pool, tokenize
+from relrep_hf.encoding.batches import max_input_length
+from relrep_hf.functional import fit_affine, fit_procrustes
+from relrep_hf.functional.markdown_tables import markdown_table
 from relrep_hf.translation import InversionWarning, evaluate_translation
 
 SOURCE_VIEW = ("mean", 3)  # (pooling, hidden_states index)

@@ -65,7 +65,8 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
-from relrep_hf.encoding import encode_in_order, pool_model_output
+from relrep_hf.encoding import encode_in_order
+from relrep_hf.encoding.pooling import pool_model_output
 from relrep_hf.evaluation import EncoderData
 from scripts.common import experiment_parser, parse, stitching_experiment
 

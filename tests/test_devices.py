@@ -29,14 +29,13 @@ from relrep_hf import (
     RelativeProjector,
     RelativeWrapper,
     Statistics,
-    relative_projection,
     translate,
-    whitening_matrix,
 )
 from relrep_hf.anchors.shared_linear.trainer import (
     SharedLinearTuningArguments,
     fine_tune_shared_linear,
 )
+from relrep_hf.functional import relative_projection, whitening_matrix
 from relrep_hf.functional.least_squares import fit_affine, fit_procrustes, pseudo_inverse_solve
 from relrep_hf.functional.metrics import retrieval_metrics
 from relrep_hf.functional.regularization import top_eigenpairs

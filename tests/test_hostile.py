@@ -18,7 +18,8 @@ import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import relrep_hf
-from relrep_hf import AnchorSet, RelativeProjector, Statistics, relative_projection
+from relrep_hf import AnchorSet, RelativeProjector, Statistics
+from relrep_hf.functional import relative_projection
 
 SETTINGS = settings(
     max_examples=150,

@@ -11,7 +11,8 @@ import pytest
 import torch
 from hypothesis import example, given, settings, strategies as st
 
-from relrep_hf import RelativeProjector, Statistics, relative_projection
+from relrep_hf import RelativeProjector, Statistics
+from relrep_hf.functional import relative_projection
 from relrep_hf.functional.similarities import SIMILARITIES
 from relrep_hf.functional.statistics import whiten, whitening_matrix
 

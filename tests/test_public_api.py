@@ -1,19 +1,34 @@
-"""Our own programs on the public API (docs/architecture.md, "The public API").
+"""The public API: a surface a user can hold (issue #45), and our own programs on it.
 
-The rule, one a reader can check by eye: an import of relrep_hf in ``benchmarks/`` or
+The surface: every name the public packages export is one a user calls, in one namespace only,
+with a docstring and a line in docs/api.md, and there are at most `SURFACE_CEILING` of them. A
+name they exported before answers from its home with a `DeprecationWarning`, outside ``__all__``
+and ``dir()``.
+
+The programs, a rule a reader can check by eye: an import of relrep_hf in ``benchmarks/`` or
 ``scripts/`` is public when it names `PUBLIC_PACKAGES` itself (``from relrep_hf.functional
-import retrieval_metrics``, ``import relrep_hf.encoding``), never a module inside one. At least
-80% of those imports are public, and a public one names only what its package's ``__all__``
-exports. The rest (a study that patches a module's constant, a benchmark of an internal step)
-import the module they need, in plain sight.
+import retrieval_metrics``, ``import relrep_hf.encoding``), never a module inside one, and a
+public one names only what its package's ``__all__`` exports. Since the packages export only what
+a user calls, the programs that measure internal steps (a study of the migration choice's blend,
+the onboarding shrinkage's grid, the encoding loop's batches) and the scripts' Markdown tables
+and figure files import the modules they need, in plain sight: at least `MIN_PUBLIC` of the
+imports are public (64% when the surface went to 100 names), so the programs stay mostly on the
+public API without exporting an internal step for their sake.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib
+import inspect
+import pkgutil
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
+
+from relrep_hf.utils.deprecated_import import DEPRECATED_PATHS
 
 REPO = Path(__file__).resolve().parents[1]
 ARCHITECTURE = REPO / "docs" / "architecture.md"
@@ -26,7 +41,9 @@ PUBLIC_PACKAGES = (
     "relrep_hf.migration",
     "relrep_hf.translation",
 )
-MIN_PUBLIC = 0.8
+MIN_PUBLIC = 0.6
+SURFACE_CEILING = 100  # issue #45 asked for 120 or fewer; 100 when it was done
+API_DOC = REPO / "docs" / "api.md"
 
 
 @dataclass(frozen=True)
@@ -115,3 +132,119 @@ def test_every_public_name_resolves_and_the_docs_list_the_packages():
     section = ARCHITECTURE.read_text().split("## The public API", 1)[1].split("\n## ", 1)[0]
     listed = [p for p in PUBLIC_PACKAGES if f"`{p}`" in section]
     assert listed == list(PUBLIC_PACKAGES), "docs/architecture.md's public API section"
+
+
+# The surface a user holds
+
+
+def exported() -> dict[str, list[str]]:
+    """Each public package's ``__all__``."""
+    return {p: list(importlib.import_module(p).__all__) for p in PUBLIC_PACKAGES}
+
+
+def test_the_surface_stays_small():
+    sizes = {package: len(names) for package, names in exported().items()}
+    total = sum(sizes.values())
+    assert total <= SURFACE_CEILING, f"{total} public names ({sizes}): is each one a user calls?"
+
+
+def test_each_public_name_has_one_namespace():
+    homes: dict[str, list[str]] = {}
+    for package, names in exported().items():
+        for name in names:
+            homes.setdefault(name, []).append(package)
+    twice = {name: where for name, where in homes.items() if len(where) > 1}
+    assert twice == {}, "a name exported from two namespaces: keep one"
+
+
+def api_sections() -> dict[str, str]:
+    """docs/api.md's text under each ``## `package` `` heading."""
+    sections = API_DOC.read_text("utf-8").split("\n## `")[1:]
+    return {s.split("`", 1)[0]: s.split("\n", 1)[1] for s in sections}
+
+
+def test_every_public_name_is_documented():
+    sections = api_sections()
+    assert sorted(sections) == sorted(PUBLIC_PACKAGES), "docs/api.md: one section per package"
+    undocumented, unlisted = [], []
+    for package, names in exported().items():
+        module = importlib.import_module(package)
+        for name in names:
+            value = getattr(module, name)
+            if (inspect.isclass(value) or inspect.isfunction(value)) and not value.__doc__:
+                undocumented.append(f"{package}.{name}")
+            if f"`{name}`" not in sections[package]:
+                unlisted.append(f"{package}.{name}")
+    assert undocumented == [], "public names without a docstring"
+    assert unlisted == [], "public names missing from their section of docs/api.md"
+
+
+def test_the_api_page_lists_nothing_else():
+    """A name docs/api.md lists as a package's (a backticked name starting a list item or in
+    its run of names) is one the package exports or one of relrep_hf's, named again."""
+    import re
+
+    top = set(exported()["relrep_hf"])
+    for package, text in api_sections().items():
+        names = {
+            name
+            for line in text.splitlines()
+            if line.startswith("- ")
+            for name in re.findall(r"`(\w+)`", line.split(": ", 1)[0])
+        }
+        stray = sorted(names - set(exported()[package]) - top)
+        assert stray == [], f"docs/api.md lists under {package} names it does not export"
+
+
+DROPPED_ROWS = {
+    old: new for old, new in DEPRECATED_PATHS.items() if old.rpartition(".")[0] in PUBLIC_PACKAGES
+}
+
+
+@pytest.mark.parametrize(
+    "old",
+    [
+        "relrep_hf.whitening_matrix",  # now relrep_hf.functional's only
+        "relrep_hf.functional.Statistics",  # now relrep_hf's only
+        "relrep_hf.migration.fit_migration",  # an eager package, not a lazy one
+        "relrep_hf.encoding.POOLINGS",  # a constant, from its module
+        "relrep_hf.evaluation.save",
+        "relrep_hf.translation.RelativeInverse",
+    ],
+)
+def test_a_name_no_longer_exported_imports_with_a_warning(old):
+    package, _, name = old.rpartition(".")
+    new = DROPPED_ROWS[old]
+    home, _, attribute = new.rpartition(".")
+    module = importlib.import_module(package)
+    with pytest.warns(DeprecationWarning, match=f"{old!r} moved to {new!r}") as caught:
+        value = getattr(module, name)
+    assert value is getattr(importlib.import_module(home), attribute)
+    assert {w.filename for w in caught} == {__file__}  # pointed at the caller
+    assert name not in module.__all__
+    assert name not in dir(module)
+    with pytest.warns(DeprecationWarning):  # and the ``from ... import`` spelling
+        exec(f"from {package} import {name}", {})
+
+
+def test_every_row_of_a_public_package_answers():
+    """Each old public name answers the object at its home; none shadows a module of its
+    package (the finder of old module paths would answer that module's import)."""
+    assert len(DROPPED_ROWS) >= 120
+    for old, new in DROPPED_ROWS.items():
+        package, _, name = old.rpartition(".")
+        home, _, attribute = new.rpartition(".")
+        module = importlib.import_module(package)
+        assert name not in module.__all__, f"{old} is exported and deprecated"
+        submodules = {info.name for info in pkgutil.iter_modules(module.__path__)}
+        assert name not in submodules, f"{old} is a module's path"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            assert getattr(module, name) is getattr(importlib.import_module(home), attribute), old
+
+
+def test_a_name_never_exported_is_refused():
+    with pytest.raises(ImportError, match="no_such_name"):
+        exec("from relrep_hf.functional import no_such_name", {})
+    with pytest.raises(AttributeError, match="'relrep_hf.migration' has no attribute 'nope'"):
+        importlib.import_module("relrep_hf.migration").nope  # noqa: B018

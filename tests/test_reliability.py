@@ -50,9 +50,8 @@ from relrep_hf import (
     RelativeWrapper,
     Statistics,
     register_anchor_method,
-    relative_projection,
+    register_similarity,
     translate,
-    whitening_matrix,
 )
 from relrep_hf.encoding.array_encoders import array_embeddings
 from relrep_hf.encoding.encoder_kinds import (
@@ -65,7 +64,7 @@ from relrep_hf.encoding.encoders import ArraySpec, EncoderSpec
 from relrep_hf.encoding.extraction import extract_embeddings
 from relrep_hf.encoding.gguf_encoders import gguf_quantization
 from relrep_hf.evaluation.zero_shot import EncoderData, ZeroShotStitching
-from relrep_hf.functional import register_similarity
+from relrep_hf.functional import relative_projection, whitening_matrix
 from relrep_hf.pipeline.steps import demo_sizes, load_dataset_for_run
 from relrep_hf.translation.inverse import relative_inverse, relative_inverses
 from relrep_hf.utils.lazy_imports import stub_names

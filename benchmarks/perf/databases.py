@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from benchmarks.common import announce_skips, row, unavailable
-from relrep_hf.migration import MigrationMap, migrate_store
+from relrep_hf import MigrationMap, migrate_store
 from tests.fixtures import store_writers
 
 D_OLD, D_NEW = 384, 768

@@ -26,8 +26,8 @@ from accelerate.state import AcceleratorState
 
 from benchmarks.common import row
 from benchmarks.perf.param import loss_deviation
-from relrep_hf import ParamTrainer, ParamTrainingArguments, embeddings_tensor, extract_embeddings
-from relrep_hf.encoding import load_sentences
+from relrep_hf import ParamTrainer, ParamTrainingArguments
+from relrep_hf.encoding import embeddings_tensor, extract_embeddings, load_sentences
 from tests.fixtures.param_reference import direct_epoch, random_spaces
 
 EPOCHS = 3

@@ -24,7 +24,7 @@ from datasets.arrow_writer import ArrowWriter
 from transformers import AutoModel, AutoTokenizer
 
 from benchmarks.common import peak_memories, row
-from relrep_hf import extract_embeddings
+from relrep_hf.encoding import extract_embeddings
 
 MIB = 1024**2
 BUDGET_MIB = 128

@@ -80,7 +80,7 @@ def _arms(model, tokenizer, st, sentences: list[str], batch_size: int, loops: bo
     """The functions timed against each other: ours, ST, and optionally the two plain loops."""
     import datasets
 
-    from relrep_hf import embeddings_tensor, extract_embeddings
+    from relrep_hf.encoding import embeddings_tensor, extract_embeddings
 
     dataset = datasets.Dataset.from_dict({"text": sentences})
 

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from benchmarks.common import Table, row
-from relrep_hf.migration import MigrationMap, migrate_store
+from relrep_hf import MigrationMap, migrate_store
 from relrep_hf.migration.ray_engine import reembed_dataset
 from relrep_hf.migration.ray_shards import migrate_shards
 from relrep_hf.migration.reembed import _parse, embed_texts

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from benchmarks.common import Table, interleaved_medians, peak_memory, row
-from relrep_hf.migration import MigrationMap, migrate_store
+from relrep_hf import MigrationMap, migrate_store
 
 D_IN, D_OUT, CHUNK_ROWS = 384, 768, 32768
 ROWS, QUICK_ROWS = 200_000, 20_000

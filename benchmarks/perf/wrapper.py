@@ -13,7 +13,8 @@ import torch
 from benchmarks.common import interleaved_medians, row, summed_medians
 from benchmarks.perf.minilm import BATCH_SIZE, NUM_ANCHORS, model_path, random_projector, sentences
 from relrep_hf import RelativeWrapper
-from relrep_hf.encoding import max_input_length, pool, tokenize
+from relrep_hf.encoding import pool, tokenize
+from relrep_hf.encoding.batches import max_input_length
 
 
 def needs(quick: bool) -> dict[str, tuple[str, ...]]:

@@ -34,8 +34,13 @@ from transformers import AutoModel, AutoTokenizer
 
 from benchmarks.spaces.affine_stress import QUICK_STRESS, StressConfig, anisotropic_spaces
 from benchmarks.spaces.small_lms import cache_root, ensure_small_lms
-from relrep_hf import embeddings_tensor
-from relrep_hf.encoding import EncoderSpec, extract_embedding_views, load_encoder, load_sentences
+from relrep_hf.encoding import (
+    EncoderSpec,
+    embeddings_tensor,
+    extract_embedding_views,
+    load_encoder,
+    load_sentences,
+)
 
 GROUPS: tuple[str, ...] = ("real", "minilm", "small_lms", "affine")
 MINILM_ENCODERS = ("minilm:mean:-1", "minilm:mean:4", "minilm:mean:2", "minilm:cls:-1")

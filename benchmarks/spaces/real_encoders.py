@@ -50,8 +50,12 @@ def _transformer(spec: str, poolings: tuple[str, ...]) -> Callable[[list[str]], 
     def embed(texts: list[str]) -> list[np.ndarray]:
         import datasets
 
-        from relrep_hf import embeddings_tensor
-        from relrep_hf.encoding import EncoderSpec, extract_embedding_views, load_encoder
+        from relrep_hf.encoding import (
+            EncoderSpec,
+            embeddings_tensor,
+            extract_embedding_views,
+            load_encoder,
+        )
 
         model, tokenizer, provenance = load_encoder(EncoderSpec.parse(spec))
         data = datasets.Dataset.from_dict({"text": texts})
@@ -81,7 +85,7 @@ def _callable(name: str) -> Callable[[list[str]], list[np.ndarray]]:
 
 
 def _sources() -> dict[tuple[str, ...], Callable[[list[str]], list[np.ndarray]]]:
-    from relrep_hf.encoding import smollm2_gguf_path
+    from relrep_hf.encoding.packaged_encoders import smollm2_gguf_path
 
     return {
         ("minilm:mean",): _transformer("minilm", ("mean",)),

@@ -38,7 +38,6 @@ from torch import Tensor
 from benchmarks.common import Table, row
 from benchmarks.spaces.head_spaces import GROUPS, LabelledSpaces, labelled_spaces, verse_spaces
 from relrep_hf import (
-    SWAPPABLE_HEAD_LAYERS,
     AnchorSet,
     ParamTrainer,
     ParamTrainingArguments,
@@ -49,6 +48,7 @@ from relrep_hf import (
     train_in_memory,
 )
 from relrep_hf.functional import weighted_f1
+from relrep_hf.models.configuration_relative_head import SWAPPABLE_HEAD_LAYERS
 
 KS = (500, 1000, 2000, 4000)
 QUICK_KS = (100,)  # --quick: one K, a crash check

@@ -36,9 +36,9 @@ from relrep_hf import (
     HeadTrainingArguments,
     RelativeHeadConfig,
     RelativeHeadForClassification,
-    choose_num_directions,
 )
 from relrep_hf.functional import weighted_f1
+from relrep_hf.training.head_directions import choose_num_directions
 
 DEFAULTS = HeadTrainingArguments("unused")
 VARIANTS: dict[str, dict] = {

@@ -41,13 +41,9 @@ import numpy as np
 import torch
 
 from benchmarks.common import Table, interleaved_medians, peak_memory, row
-from relrep_hf.migration import (  # imported before any measurement
-    BLEND,
-    CANDIDATES,
-    DEFAULT_FOLDS,
-    MigrationMap,
-    migrate_store,
-)
+from relrep_hf import MigrationMap, migrate_store
+from relrep_hf.migration.candidates import CANDIDATES
+from relrep_hf.migration.selection import BLEND, DEFAULT_FOLDS
 
 PAIRS = (
     ("minilm:mean", "e5-small"),
@@ -121,7 +117,7 @@ class AnchorPaths:
     def fit(self, pair: tuple[str, str]):
         """``rows -> {label: AffineMap}``: the pair's anchor path (variants by inverse ridge,
         `anchor_path_maps`) fitted on ``rows``."""
-        from relrep_hf.migration import anchor_path_maps
+        from relrep_hf.migration.fit import anchor_path_maps
 
         def fit_on(rows: torch.Tensor):
             return anchor_path_maps(self.projector(pair[0], rows), self.projector(pair[1], rows))
@@ -141,7 +137,7 @@ def csls(queries: torch.Tensor, keys: torch.Tensor, sample: torch.Tensor, k: int
 
 def csls_scores(queries, keys, reference: torch.Tensor, sample) -> dict:
     """Recall@1 and retention@10 (own row left out) of a search ranked by `csls`."""
-    from relrep_hf.functional import retention_of_neighbours
+    from relrep_hf.functional.retention import retention_of_neighbours
 
     scores = csls(queries, keys, sample)
     rows = torch.arange(len(scores))
@@ -157,7 +153,7 @@ def pair_report(
     """One pair of ``paths.spaces`` at fit size ``k``: every candidate (`CANDIDATES_RUN`), the
     chosen map and the bridge on the last ``test`` rows (`migration_report`: new-encoder
     queries, Recall@1 and retention@10 against re-embedding), and CSLS over the chosen map."""
-    from relrep_hf.functional import top_k_neighbours
+    from relrep_hf.functional.retention import top_k_neighbours
     from relrep_hf.migration import migration_report, select_migration_map
 
     old, new = paths.spaces[pair[0]].double(), paths.spaces[pair[1]].double()

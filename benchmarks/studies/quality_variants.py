@@ -19,7 +19,8 @@ from collections.abc import Sequence
 import torch
 
 from benchmarks.spaces.groups import load_group
-from relrep_hf import Statistics, whitening_matrix
+from relrep_hf import Statistics
+from relrep_hf.functional import whitening_matrix
 from relrep_hf.functional import retrieval_metrics
 
 M = 300

@@ -22,7 +22,7 @@ import torch
 
 from benchmarks.spaces.groups import load_group
 from benchmarks.studies.quality_variants import whitened_spaces
-from relrep_hf.evaluation import head_f1, standardize, train_classifier
+from relrep_hf.evaluation.stitching_steps import head_f1, standardize, train_classifier
 
 EPOCHS = int(os.environ.get("EPOCHS", 30))
 

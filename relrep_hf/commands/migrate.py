@@ -97,8 +97,7 @@ def add_store_flags(parser: argparse.ArgumentParser, *, required: bool) -> None:
 def migrate_vectors(args: argparse.Namespace, migration_map: Any) -> None:
     """``--vectors`` through ``migration_map`` (a `MigrationMap`, a folder or a Hub id) into
     ``--out``."""
-    from relrep_hf.migration import migrate_store
-    from relrep_hf.migration.migrate import plan_migration
+    from relrep_hf.migration.migrate import migrate_store, plan_migration
 
     if args.vectors is None or args.out is None:
         raise ValueError("--vectors needs --out, where the migrated store goes (same kind).")

@@ -91,7 +91,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from relrep_hf.migration import reembed_store
+    from relrep_hf.migration.reembed import reembed_store
 
     names = ("text_column", "texts", "id_column", "column", "table", "chunk_rows", "batch_size")
     result = reembed_store(

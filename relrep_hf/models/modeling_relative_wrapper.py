@@ -37,9 +37,11 @@ from transformers.image_processing_utils import BaseImageProcessor
 from transformers.modeling_outputs import SequenceClassifierOutput
 from transformers.utils import ModelOutput
 
-from relrep_hf.encoding import Pooling, encode_in_order, input_modality, pool_model_output
+from relrep_hf.encoding import Pooling, encode_in_order
 from relrep_hf.encoding.encoders import encoder_provenance
 from relrep_hf.encoding.gguf_encoders import gguf_mismatch
+from relrep_hf.encoding.models import input_modality
+from relrep_hf.encoding.pooling import pool_model_output
 from relrep_hf.models.configuration_relative_classifier import RelativeClassifierConfig
 from relrep_hf.models.modeling_relative_head import (
     RelativeHeadForClassification,

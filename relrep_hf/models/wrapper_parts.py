@@ -26,9 +26,11 @@ from torch import nn
 from transformers import AutoModel, AutoTokenizer, PreTrainedConfig, PreTrainedTokenizerBase
 from transformers.image_processing_utils import BaseImageProcessor
 
-from relrep_hf.encoding import InputModality, Pooling, embedding_config, validate_pooling
+from relrep_hf.encoding import Pooling
 from relrep_hf.encoding.encoders import cached_commit, load_preprocessor
 from relrep_hf.encoding.gguf_encoders import gguf_provenance, load_gguf_tokenizer
+from relrep_hf.encoding.models import InputModality, embedding_config
+from relrep_hf.encoding.pooling import validate_pooling
 from relrep_hf.models.modeling_relative_projector import RelativeProjector
 from relrep_hf.utils.hub_files import LOCAL_PREFIX, is_commit_hash
 from relrep_hf.utils.local_paths import check_local_path

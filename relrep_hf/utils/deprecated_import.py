@@ -62,17 +62,201 @@ DEPRECATED_PATHS: dict[str, str] = {
     "relrep_hf.training.anchor_arguments.loss_weight_field": (
         "relrep_hf.anchors.param.arguments.loss_weight_field"
     ),
+    # names a public package no longer exports (issue #45, item 4: a surface a user can hold):
+    # old package.name -> its public name now, or the module that defines it
+    "relrep_hf.embeddings_tensor": "relrep_hf.encoding.embeddings_tensor",
+    "relrep_hf.extract_embeddings": "relrep_hf.encoding.extract_embeddings",
+    "relrep_hf.SIMILARITIES": "relrep_hf.functional.similarities.SIMILARITIES",
+    "relrep_hf.relative_projection": "relrep_hf.functional.relative_projection",
+    "relrep_hf.whitening_matrix": "relrep_hf.functional.whitening_matrix",
+    "relrep_hf.StoreSpace": "relrep_hf.migration.StoreSpace",
+    "relrep_hf.SWAPPABLE_HEAD_LAYERS": (
+        "relrep_hf.models.configuration_relative_head.SWAPPABLE_HEAD_LAYERS"
+    ),
+    "relrep_hf.check_head_matches_projector": (
+        "relrep_hf.models.modeling_relative_head.check_head_matches_projector"
+    ),
+    "relrep_hf.RelativeWrapperOutput": (
+        "relrep_hf.models.modeling_relative_wrapper.RelativeWrapperOutput"
+    ),
+    "relrep_hf.RelativeWrapperWithHead": (
+        "relrep_hf.models.modeling_relative_wrapper.RelativeWrapperWithHead"
+    ),
+    "relrep_hf.push_artifact": "relrep_hf.publishing.hub.push_artifact",
+    "relrep_hf.choose_num_directions": "relrep_hf.training.head_directions.choose_num_directions",
+    "relrep_hf.HeadTrainOutput": "relrep_hf.training.head_trainer.HeadTrainOutput",
+    "relrep_hf.SharedLinearTuningArguments": (
+        "relrep_hf.anchors.shared_linear.trainer.SharedLinearTuningArguments"
+    ),
+    "relrep_hf.fine_tune_shared_linear": (
+        "relrep_hf.anchors.shared_linear.trainer.fine_tune_shared_linear"
+    ),
+    "relrep_hf.encoding.PROGRESS_DELAY_SECONDS": (
+        "relrep_hf.encoding.batches.PROGRESS_DELAY_SECONDS"
+    ),
+    "relrep_hf.encoding.max_input_length": "relrep_hf.encoding.batches.max_input_length",
+    "relrep_hf.encoding.progress_bar": "relrep_hf.encoding.batches.progress_bar",
+    "relrep_hf.encoding.warn_truncated": "relrep_hf.encoding.batches.warn_truncated",
+    "relrep_hf.encoding.BUNDLED_SENTENCES_ID": "relrep_hf.encoding.corpora.BUNDLED_SENTENCES_ID",
+    "relrep_hf.encoding.sentence_labels": "relrep_hf.encoding.corpora.sentence_labels",
+    "relrep_hf.encoding.template_sentences": "relrep_hf.encoding.corpora.template_sentences",
+    "relrep_hf.encoding.ENCODER_KINDS": "relrep_hf.encoding.encoder_kinds.ENCODER_KINDS",
+    "relrep_hf.encoding.Embedded": "relrep_hf.encoding.encoder_kinds.Embedded",
+    "relrep_hf.encoding.EmbedRequest": "relrep_hf.encoding.encoder_kinds.EmbedRequest",
+    "relrep_hf.encoding.EncoderKind": "relrep_hf.EncoderKind",
+    "relrep_hf.encoding.encoder_kind": "relrep_hf.encoding.encoder_kinds.encoder_kind",
+    "relrep_hf.encoding.encoder_kinds_help": "relrep_hf.encoding.encoder_kinds.encoder_kinds_help",
+    "relrep_hf.encoding.register_encoder_kind": "relrep_hf.register_encoder_kind",
+    "relrep_hf.encoding.unregister_encoder_kind": "relrep_hf.unregister_encoder_kind",
+    "relrep_hf.encoding.ArraySpec": "relrep_hf.encoding.encoders.ArraySpec",
+    "relrep_hf.encoding.ExtractionOptions": "relrep_hf.encoding.extraction.ExtractionOptions",
+    "relrep_hf.encoding.InputModality": "relrep_hf.encoding.models.InputModality",
+    "relrep_hf.encoding.Modality": "relrep_hf.encoding.models.Modality",
+    "relrep_hf.encoding.base_model_for_hidden_states": (
+        "relrep_hf.encoding.models.base_model_for_hidden_states"
+    ),
+    "relrep_hf.encoding.device_and_dtype": "relrep_hf.encoding.models.device_and_dtype",
+    "relrep_hf.encoding.embedding_config": "relrep_hf.encoding.models.embedding_config",
+    "relrep_hf.encoding.input_modality": "relrep_hf.encoding.models.input_modality",
+    "relrep_hf.encoding.is_causal_decoder": "relrep_hf.encoding.models.is_causal_decoder",
+    "relrep_hf.encoding.layer_hidden_states": "relrep_hf.encoding.models.layer_hidden_states",
+    "relrep_hf.encoding.smollm2_gguf_path": (
+        "relrep_hf.encoding.packaged_encoders.smollm2_gguf_path"
+    ),
+    "relrep_hf.encoding.LANGUAGES": "relrep_hf.encoding.parallel_corpus.LANGUAGES",
+    "relrep_hf.encoding.PARALLEL_VERSES_ID": (
+        "relrep_hf.encoding.parallel_corpus.PARALLEL_VERSES_ID"
+    ),
+    "relrep_hf.encoding.TOPICS": "relrep_hf.encoding.parallel_corpus.TOPICS",
+    "relrep_hf.encoding.POOLINGS": "relrep_hf.encoding.pooling.POOLINGS",
+    "relrep_hf.encoding.pool_model_output": "relrep_hf.encoding.pooling.pool_model_output",
+    "relrep_hf.encoding.pool_model_outputs": "relrep_hf.encoding.pooling.pool_model_outputs",
+    "relrep_hf.encoding.validate_pooling": "relrep_hf.encoding.pooling.validate_pooling",
+    "relrep_hf.evaluation.RelrepEvaluator": "relrep_hf.evaluation.evaluators.RelrepEvaluator",
+    "relrep_hf.evaluation.language_pair_rows": (
+        "relrep_hf.evaluation.language_pairs.language_pair_rows"
+    ),
+    "relrep_hf.evaluation.new_figure": "relrep_hf.evaluation.plots.new_figure",
+    "relrep_hf.evaluation.save": "relrep_hf.evaluation.plots.save",
+    "relrep_hf.evaluation.build_projectors": (
+        "relrep_hf.evaluation.stitching_steps.build_projectors"
+    ),
+    "relrep_hf.evaluation.head_f1": "relrep_hf.evaluation.stitching_steps.head_f1",
+    "relrep_hf.evaluation.retrieval_matrix": (
+        "relrep_hf.evaluation.stitching_steps.retrieval_matrix"
+    ),
+    "relrep_hf.evaluation.standardize": "relrep_hf.evaluation.stitching_steps.standardize",
+    "relrep_hf.evaluation.train_classifier": (
+        "relrep_hf.evaluation.stitching_steps.train_classifier"
+    ),
+    "relrep_hf.evaluation.ALGORITHM_1": "relrep_hf.evaluation.zero_shot.ALGORITHM_1",
+    "relrep_hf.evaluation.PAPER_TABLE_1": "relrep_hf.evaluation.zero_shot.PAPER_TABLE_1",
+    "relrep_hf.functional.farthest_point_mixture": (
+        "relrep_hf.functional.anchor_strategies.farthest_point_mixture"
+    ),
+    "relrep_hf.functional.kmeans_mixture": "relrep_hf.functional.anchor_strategies.kmeans_mixture",
+    "relrep_hf.functional.random_mixture": "relrep_hf.functional.anchor_strategies.random_mixture",
+    "relrep_hf.functional.sample_support_rows": (
+        "relrep_hf.functional.anchor_strategies.sample_support_rows"
+    ),
+    "relrep_hf.functional.LeastSquaresOperator": (
+        "relrep_hf.functional.least_squares.LeastSquaresOperator"
+    ),
+    "relrep_hf.functional.least_squares_operator": (
+        "relrep_hf.functional.least_squares.least_squares_operator"
+    ),
+    "relrep_hf.functional.LossWeights": "relrep_hf.functional.losses.LossWeights",
+    "relrep_hf.functional.coverage_loss": "relrep_hf.functional.losses.coverage_loss",
+    "relrep_hf.functional.info_nce_loss": "relrep_hf.functional.losses.info_nce_loss",
+    "relrep_hf.functional.length_loss": "relrep_hf.functional.losses.length_loss",
+    "relrep_hf.functional.multi_space_info_nce": "relrep_hf.functional.losses.multi_space_info_nce",
+    "relrep_hf.functional.orthogonality_loss": "relrep_hf.functional.losses.orthogonality_loss",
+    "relrep_hf.functional.param_loss": "relrep_hf.functional.losses.param_loss",
+    "relrep_hf.functional.format_table": "relrep_hf.functional.markdown_tables.format_table",
+    "relrep_hf.functional.markdown_table": "relrep_hf.functional.markdown_tables.markdown_table",
+    "relrep_hf.functional.mean_std": "relrep_hf.functional.markdown_tables.mean_std",
+    "relrep_hf.functional.metric_label": "relrep_hf.functional.markdown_tables.metric_label",
+    "relrep_hf.functional.summarize_seeds": "relrep_hf.functional.markdown_tables.summarize_seeds",
+    "relrep_hf.functional.retrieval_ranks": "relrep_hf.functional.metrics.retrieval_ranks",
+    "relrep_hf.functional.rr_std": "relrep_hf.functional.metrics.rr_std",
+    "relrep_hf.functional.MIXING_KINDS": "relrep_hf.functional.mixing.MIXING_KINDS",
+    "relrep_hf.functional.check_same_anchor_set": (
+        "relrep_hf.functional.mixing.check_same_anchor_set"
+    ),
+    "relrep_hf.functional.fingerprint": "relrep_hf.functional.mixing.fingerprint",
+    "relrep_hf.functional.ShrinkageSelection": (
+        "relrep_hf.functional.regularization.ShrinkageSelection"
+    ),
+    "relrep_hf.functional.supported_rank": "relrep_hf.functional.regularization.supported_rank",
+    "relrep_hf.functional.retention_of_neighbours": (
+        "relrep_hf.functional.retention.retention_of_neighbours"
+    ),
+    "relrep_hf.functional.top_k_neighbours": "relrep_hf.functional.retention.top_k_neighbours",
+    "relrep_hf.functional.SharedLinearFit": "relrep_hf.functional.shared_linear.SharedLinearFit",
+    "relrep_hf.functional.fit_shared_linear": (
+        "relrep_hf.functional.shared_linear.fit_shared_linear"
+    ),
+    "relrep_hf.functional.SIMILARITIES": "relrep_hf.functional.similarities.SIMILARITIES",
+    "relrep_hf.functional.Similarity": "relrep_hf.Similarity",
+    "relrep_hf.functional.get_similarity": "relrep_hf.functional.similarities.get_similarity",
+    "relrep_hf.functional.register_similarity": "relrep_hf.register_similarity",
+    "relrep_hf.functional.unregister_similarity": "relrep_hf.unregister_similarity",
+    "relrep_hf.functional.Statistics": "relrep_hf.Statistics",
+    "relrep_hf.migration.CANDIDATES": "relrep_hf.migration.candidates.CANDIDATES",
+    "relrep_hf.migration.MIGRATION_CANDIDATES": (
+        "relrep_hf.migration.candidates.MIGRATION_CANDIDATES"
+    ),
+    "relrep_hf.migration.MigrationCandidate": "relrep_hf.MigrationCandidate",
+    "relrep_hf.migration.register_migration_candidate": "relrep_hf.register_migration_candidate",
+    "relrep_hf.migration.unregister_migration_candidate": (
+        "relrep_hf.unregister_migration_candidate"
+    ),
+    "relrep_hf.migration.anchor_path_maps": "relrep_hf.migration.fit.anchor_path_maps",
+    "relrep_hf.migration.fit_migration": "relrep_hf.fit_migration",
+    "relrep_hf.migration.MigrationMap": "relrep_hf.MigrationMap",
+    "relrep_hf.migration.migrate_store": "relrep_hf.migrate_store",
+    "relrep_hf.migration.ReembedEstimate": "relrep_hf.migration.reembed.ReembedEstimate",
+    "relrep_hf.migration.reembed_store": "relrep_hf.reembed_store",
+    "relrep_hf.migration.BLEND": "relrep_hf.migration.selection.BLEND",
+    "relrep_hf.migration.DEFAULT_FOLDS": "relrep_hf.migration.selection.DEFAULT_FOLDS",
+    "relrep_hf.migration.MigrationSelection": "relrep_hf.migration.selection.MigrationSelection",
+    "relrep_hf.migration.STORE_KINDS": "relrep_hf.migration.stores.STORE_KINDS",
+    "relrep_hf.migration.StoreKind": "relrep_hf.StoreKind",
+    "relrep_hf.migration.register_store_kind": "relrep_hf.register_store_kind",
+    "relrep_hf.migration.unregister_store_kind": "relrep_hf.unregister_store_kind",
+    "relrep_hf.migration.MigratedLocation": "relrep_hf.migration.stores.database.MigratedLocation",
+    "relrep_hf.translation.INVERTIBLE_SIMILARITIES": (
+        "relrep_hf.translation.inverse.INVERTIBLE_SIMILARITIES"
+    ),
+    "relrep_hf.translation.IllConditionedInversionWarning": (
+        "relrep_hf.translation.inverse.IllConditionedInversionWarning"
+    ),
+    "relrep_hf.translation.RelativeInverse": "relrep_hf.translation.inverse.RelativeInverse",
+    "relrep_hf.translation.UnderdeterminedInversionWarning": (
+        "relrep_hf.translation.inverse.UnderdeterminedInversionWarning"
+    ),
+    "relrep_hf.translation.relative_inverse": "relrep_hf.relative_inverse",
+    "relrep_hf.translation.LatentTranslator": "relrep_hf.LatentTranslator",
+    "relrep_hf.translation.translate": "relrep_hf.translate",
 }
 """Old dotted path -> new dotted path: a module, or a module's public name (issue #45)."""
 
 
+_FORWARDERS = (__name__, "relrep_hf.utils.lazy_imports")  # frames between a caller and _warn
+
+
 def _warn(old: str, new: str) -> None:
-    """The warning, pointed at the first caller outside importlib and this module."""
+    """The warning, pointed at the first caller outside importlib and the modules that forward
+    an old name here."""
     stacklevel, frame = 2, sys._getframe(1)
     while frame is not None and (
-        "importlib" in frame.f_code.co_filename or frame.f_code.co_filename == __file__
+        "importlib" in frame.f_code.co_filename or frame.f_globals.get("__name__") in _FORWARDERS
     ):
-        stacklevel, frame = stacklevel + 1, frame.f_back
+        # warnings.warn skips importlib's bootstrap frames itself: count the others
+        bootstrap = (
+            "importlib" in frame.f_code.co_filename and "_bootstrap" in frame.f_code.co_filename
+        )
+        stacklevel, frame = stacklevel + (not bootstrap), frame.f_back
     warnings.warn(
         f"{old!r} moved to {new!r}: import it from there ({old!r} will be removed in a future "
         "version).",

@@ -7,6 +7,10 @@ stubs), and its ``__init__.py`` reads that list and installs the pair this modul
     _LAZY = stub_names(__file__)
     __all__ = sorted(_LAZY)
     __getattr__, __dir__ = lazy_attributes(__name__, globals(), _LAZY)
+
+A name the package no longer exports, but did, is a row of `DEPRECATED_PATHS`
+(``utils/deprecated_import.py``): it still answers, from its home, with a `DeprecationWarning`,
+and is in neither ``__all__`` nor ``dir()``.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import importlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+
+from relrep_hf.utils.deprecated_import import deprecated_attributes
 
 
 def stub_names(init_file: str) -> dict[str, str]:
@@ -42,11 +48,13 @@ def lazy_attributes(
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """The module ``__getattr__`` and ``__dir__`` of ``package``: a name of ``lazy`` (name ->
     the module that defines it) is imported on first access and stored in ``namespace`` (the
-    package's ``globals()``), so later accesses skip the import."""
+    package's ``globals()``), so later accesses skip the import; a name the package exported
+    before answers from `DEPRECATED_PATHS`, warning, and is not stored."""
+    deprecated = deprecated_attributes(package)
 
     def __getattr__(name: str) -> Any:
         if name not in lazy:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+            return deprecated(name)  # AttributeError unless the name moved
         value = getattr(importlib.import_module(lazy[name]), name)
         namespace[name] = value
         return value

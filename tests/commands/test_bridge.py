@@ -173,7 +173,7 @@ def same_width(tmp_path_factory):
     (another tiny BERT); real maps fitted on their encode output of the bundled sentences: the
     bridge new -> old, the migration old -> new (the wrong direction, same width) and the
     bridge of ``other`` (another model of the right width)."""
-    from relrep_hf.migration import fit_migration
+    from relrep_hf import fit_migration
     from relrep_hf.migration.bridge import fit_bridge
 
     root = tmp_path_factory.mktemp("same-width")

@@ -11,9 +11,9 @@ import pytest
 import torch
 from transformers import AutoTokenizer, BertConfig, BertModel
 
-from relrep_hf.encoding import encode_in_order, pool, pool_model_output, tokenize
+from relrep_hf.encoding import encode_in_order, pool, tokenize
 from relrep_hf.encoding.batches import _prefetched
-from relrep_hf.encoding.pooling import masks_checked_on_host
+from relrep_hf.encoding.pooling import masks_checked_on_host, pool_model_output
 
 TEXTS = [
     "A short one.",

@@ -34,17 +34,10 @@ from transformers import (
     ViTModel,
 )
 
-from relrep_hf.encoding import (
-    POOLINGS,
-    base_model_for_hidden_states,
-    encode_in_order,
-    hidden_states,
-    max_input_length,
-    pool,
-    pool_model_output,
-    tokenize,
-    validate_pooling,
-)
+from relrep_hf.encoding import encode_in_order, hidden_states, pool, tokenize
+from relrep_hf.encoding.batches import max_input_length
+from relrep_hf.encoding.models import base_model_for_hidden_states
+from relrep_hf.encoding.pooling import POOLINGS, pool_model_output, validate_pooling
 
 transformers.logging.set_verbosity_error()
 

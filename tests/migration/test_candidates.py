@@ -177,13 +177,13 @@ def test_the_map_is_pushed_to_and_loaded_from_a_hub(tmp_path):
 
 
 def test_a_candidate_is_registered_and_unregistered_by_name():
-    from relrep_hf.functional.least_squares import fit_affine
-    from relrep_hf.migration import (
-        MIGRATION_CANDIDATES,
+    from relrep_hf import (
         MigrationCandidate,
         register_migration_candidate,
         unregister_migration_candidate,
     )
+    from relrep_hf.functional.least_squares import fit_affine
+    from relrep_hf.migration.candidates import MIGRATION_CANDIDATES
 
     toy = MigrationCandidate("toy", lambda old, new, _: [({}, fit_affine(old, new))], default=False)
     register_migration_candidate(toy)

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from relrep_hf.migration import MigrationMap, StoreSpaceError, migrate_store, open_store
+from relrep_hf import MigrationMap, migrate_store
+from relrep_hf.migration import StoreSpaceError, open_store
 from relrep_hf.migration.rollback import rollback_store
 from relrep_hf.migration.space import map_fingerprint
 from relrep_hf.migration.stores.database import parse_location

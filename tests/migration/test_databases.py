@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 import torch
 
-from relrep_hf.migration import MigrationMap, migrate_store, open_store
+from relrep_hf import MigrationMap, migrate_store
+from relrep_hf.migration import open_store
 from relrep_hf.migration.stores import VectorStoreError
 from relrep_hf.migration.stores.database import StoreBusyError, parse_location
 from tests.fixtures import database_stores
@@ -241,7 +242,7 @@ def test_a_killed_run_leaves_the_old_store_serving_and_a_second_run_fails(kind, 
 
 
 def test_fixture_kinds_are_the_registered_database_kinds():
-    from relrep_hf.migration import STORE_KINDS
+    from relrep_hf.migration.stores import STORE_KINDS
 
     assert set(database_stores.KINDS) <= set(STORE_KINDS)
 

@@ -22,7 +22,8 @@ import numpy as np
 import pytest
 import torch
 
-from relrep_hf.migration import MigrationMap, migrate_store, open_store
+from relrep_hf import MigrationMap, migrate_store
+from relrep_hf.migration import open_store
 from relrep_hf.migration.disk import DiskFullError, check_free_space
 from tests.fixtures.database_stores import build
 

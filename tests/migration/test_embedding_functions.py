@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from relrep_hf.migration import MigrationMap, migrate_store, open_store, reembed_store
+from relrep_hf import MigrationMap, migrate_store, reembed_store
+from relrep_hf.migration import open_store
 from relrep_hf.migration.migrate import plan_migration
 from relrep_hf.migration.plan import StorePlanError
 from tests.fixtures.embedding_functions import (

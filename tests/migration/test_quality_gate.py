@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
+from relrep_hf import MigrationMap, migrate_store
 from relrep_hf.cli import main
 from relrep_hf.functional.least_squares import AffineMap
 from relrep_hf.functional.retention import bootstrap_interval, wilson_interval
-from relrep_hf.migration import MigrationMap, migrate_store
 from relrep_hf.migration.report import (
     MIN_HELD_OUT_ROWS,
     MigrationQualityError,

@@ -19,9 +19,9 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
+from relrep_hf import migrate_store
 from relrep_hf.cli import main
 from relrep_hf.functional.statistics import Statistics
-from relrep_hf.migration import migrate_store
 from relrep_hf.migration.map import MigrationMap
 from relrep_hf.migration.ray_shards import SHARDS_FILE, migrate_shards
 from relrep_hf.migration.stores import VectorStoreError

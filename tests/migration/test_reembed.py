@@ -19,16 +19,9 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from relrep_hf.migration import (
-    MigrationMap,
-    MissingTextError,
-    ReembedEstimate,
-    StoreSpaceError,
-    VectorStoreError,
-    migrate_store,
-    open_store,
-    reembed_store,
-)
+from relrep_hf import MigrationMap, migrate_store, reembed_store
+from relrep_hf.migration import MissingTextError, StoreSpaceError, VectorStoreError, open_store
+from relrep_hf.migration.reembed import ReembedEstimate
 from tests.fixtures import killable_reembed
 from tests.fixtures.killable_reembed import SPEC, letters, reembed_and_hang
 

@@ -18,14 +18,10 @@ import time
 import numpy as np
 import pytest
 
+from relrep_hf import reembed_store
 from relrep_hf.cli import main
-from relrep_hf.migration import (
-    MissingTextError,
-    ReembedEstimate,
-    VectorStoreError,
-    open_store,
-    reembed_store,
-)
+from relrep_hf.migration import MissingTextError, VectorStoreError, open_store
+from relrep_hf.migration.reembed import ReembedEstimate
 from relrep_hf.migration.rollback import rollback_store
 from relrep_hf.migration.stores.database import parse_location
 from relrep_hf.migration.stores.sqlite_vec import connect

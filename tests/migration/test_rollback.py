@@ -137,7 +137,7 @@ def test_cleanup_of_a_file_store_removes_dead_runs_partial_files(tmp_path):
 
 
 def test_a_file_store_migrated_in_place_keeps_a_backup_until_cleanup(tmp_path):
-    from relrep_hf.migration import migrate_store
+    from relrep_hf import migrate_store
     from relrep_hf.migration.stores import open_store
 
     store, vectors = tmp_path / "vectors.npy", old_vectors("sqlite-vec")

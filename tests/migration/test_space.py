@@ -12,13 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from relrep_hf.migration import (
-    MigrationMap,
-    StoreSpace,
-    StoreSpaceError,
-    migrate_store,
-    open_store,
-)
+from relrep_hf import MigrationMap, migrate_store
+from relrep_hf.migration import StoreSpace, StoreSpaceError, open_store
 from relrep_hf.migration.space import SPACE_KEY, map_fingerprint
 from relrep_hf.migration.stores import rewrite_store
 from relrep_hf.migration.stores.npy import space_sidecar

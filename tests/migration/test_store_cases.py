@@ -21,8 +21,8 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
+from relrep_hf import migrate_store
 from relrep_hf.cli import main
-from relrep_hf.migration import migrate_store
 from relrep_hf.migration.map import MigrationMap
 from relrep_hf.migration.stores import (
     STORE_KINDS,
@@ -329,7 +329,8 @@ def test_store_kinds_are_registered_in_one_place_and_unregistered_by_name(vector
     importing their modules); `unregister_store_kind` takes one out, and the call puts it back."""
     import importlib
 
-    from relrep_hf.migration import stores, unregister_store_kind
+    from relrep_hf import unregister_store_kind
+    from relrep_hf.migration import stores
 
     assert list(STORE_KINDS)[: len(stores.BUILTIN_KINDS)] == [
         "npy", "safetensors", "parquet", "faiss", "datasets", "lancedb",

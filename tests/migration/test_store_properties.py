@@ -20,7 +20,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from relrep_hf.migration import migrate_store
+from relrep_hf import migrate_store
 from relrep_hf.migration.map import MigrationMap
 from relrep_hf.migration.migrate import affine_chunks
 from relrep_hf.migration.stores import VectorStoreError, open_store, rewrite_store

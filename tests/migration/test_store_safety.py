@@ -58,7 +58,7 @@ def test_chroma_over_its_max_batch_with_large_chunks(tmp_path):
 def test_chroma_failed_copy_leaves_no_staging_collection(tmp_path):
     import torch
 
-    from relrep_hf.migration import MigrationMap
+    from relrep_hf import MigrationMap
 
     uri = build("chroma", tmp_path, "docs", vectors(40) + 4.0)
     huge = MigrationMap(torch.full((D_OLD, D_NEW), 3e38), torch.zeros(D_NEW))  # overflows
@@ -248,6 +248,6 @@ def test_backup_names_differ_within_one_second(tmp_path):
 def _square():
     import torch
 
-    from relrep_hf.migration import MigrationMap
+    from relrep_hf import MigrationMap
 
     return MigrationMap(torch.eye(D_NEW), torch.zeros(D_NEW))

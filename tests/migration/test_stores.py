@@ -17,8 +17,8 @@ import pytest
 import torch
 from safetensors.numpy import load_file, save_file
 
+from relrep_hf import migrate_store
 from relrep_hf.cli import main
-from relrep_hf.migration import migrate_store
 from relrep_hf.migration.map import MigrationMap
 from relrep_hf.migration.stores import VectorStoreError, open_store
 

@@ -151,7 +151,7 @@ def test_head_of_another_anchor_set_is_refused_as_with_head_refuses_it(parts):
 
 
 def test_with_head_is_the_classifier_and_the_old_constructor_says_what_to_call(parts):
-    from relrep_hf import RelativeWrapperWithHead
+    from relrep_hf.models.modeling_relative_wrapper import RelativeWrapperWithHead
 
     wrapper, head = parts["wrappers"]["B"], parts["head"]
     classifier = wrapper.with_head(head)

@@ -32,9 +32,10 @@ from tokenizers import Tokenizer, normalizers, pre_tokenizers
 from tokenizers.models import WordLevel
 from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
-from relrep_hf import SIMILARITIES, AnchorSet, RelativeProjector, Statistics
+from relrep_hf import AnchorSet, RelativeProjector, Statistics
 from relrep_hf.encoding.corpora import load_sentences
 from relrep_hf.functional.metrics import accuracy, retrieval_metrics, weighted_f1
+from relrep_hf.functional.similarities import SIMILARITIES
 from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
 from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
 from relrep_hf.models.modeling_relative_wrapper import RelativeWrapper
