@@ -30,8 +30,8 @@ from benchmarks.common import RESULTS, Table, announce_skips, row, unavailable, 
 from benchmarks.spaces.groups import GROUPS, group_needs, load_group
 from benchmarks.studies.k_sweep import label_recall_panel, plot_sweep, sweep_group
 from relrep_hf import AnchorSet, ParamTrainer, ParamTrainingArguments, RelativeProjector, Statistics
+from relrep_hf.anchors.shared_linear.trainer import fine_tune_shared_linear
 from relrep_hf.functional import retrieval_metrics
-from relrep_hf.training.shared_linear_trainer import fine_tune_shared_linear
 
 NUM_ANCHORS = 300
 SWEEP = (25, 50, 100, 200, 300)
