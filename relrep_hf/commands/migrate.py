@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from relrep_hf.commands.arguments import add_command, step_keywords
+from relrep_hf.commands.arguments import add_command, add_ray_flags, join_ray, step_keywords
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -41,6 +41,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="--engine ray: keep the verified shards of an earlier run that stopped",
     )
+    add_ray_flags(parser, workers=False)
     parser.add_argument(
         "--max-rows",
         type=int,
@@ -126,6 +127,7 @@ def run(args: argparse.Namespace) -> None:
         where = {"column": args.column, "table": args.table, "chunk_rows": args.chunk_rows}
         print(estimate_migration(args.map, args.vectors, args.max_rows, **where))
         return
+    join_ray(args)
     if args.engine == "ray":
         from relrep_hf.migration.ray_shards import migrate_shards
 

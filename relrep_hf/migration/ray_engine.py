@@ -326,13 +326,14 @@ def _map_digest(migration_map: Any) -> str:
     return digest.hexdigest()
 
 
-def _start_work(work: Path, plan: dict[str, Any], resume: bool) -> None:
-    """Create the work folder with ``plan``; or, with ``resume``, check an existing one's plan."""
+def _start_work(work: Path, plan: dict[str, Any], resume: bool, what: str = "migration") -> None:
+    """Create the work folder with ``plan``; or, with ``resume``, check an existing one's plan.
+    ``what``: the run, as errors name it (``migration``, ``re-embed``)."""
     plan_path = work / PLAN_FILE
     if work.exists():
         if not resume:
             raise VectorStoreError(
-                f"{str(work)!r}: an earlier run of this migration stopped before it finished and "
+                f"{str(work)!r}: an earlier run of this {what} stopped before it finished and "
                 "left its shards there. Pass resume=True (--resume) to keep the shards it "
                 "finished, or remove that folder to start again. Nothing was written."
             )
@@ -342,9 +343,9 @@ def _start_work(work: Path, plan: dict[str, Any], resume: bool) -> None:
             found = None
         if found != plan:
             raise VectorStoreError(
-                f"{str(work)!r} holds shards of another migration (another map, input, column "
-                f"or dtype: {found} against {plan}). Remove that folder to start again, or "
-                "resume with the same arguments. Nothing was written."
+                f"{str(work)!r} holds shards of another {what} (another map or encoder, input, "
+                f"column or dtype: {found} against {plan}). Remove that folder to start again, "
+                "or resume with the same arguments. Nothing was written."
             )
         return
     (work / DONE_FOLDER).mkdir(parents=True)
@@ -357,32 +358,50 @@ def run_shard_tasks(
     """One Ray task ``function(map, *args)`` per ``{shard name: args}`` of ``jobs``. The others
     still finish when one fails (their shards are kept for a resume); then the first failure is
     raised naming its shard (a worker that died ``max_retries + 1`` times included)."""
-    from tqdm.auto import tqdm
-
     ray = require_ray()
     if not ray.is_initialized():
         ray.init()  # RAY_ADDRESS, if set, names the cluster; else a local one
     task = ray.remote(max_retries=options["max_retries"])(function)
     shared_map = ray.put(migration_map)
     pending = {task.remote(shared_map, *args): shard for shard, args in jobs.items()}
+    collect_shards(pending, len(jobs), work, options | {"work": "migrating"})
+
+
+def collect_shards(
+    pending: dict[Any, str], total: int, work: Path, options: dict, next_job: Any = None
+) -> None:
+    """Wait for every Ray call of ``pending`` (``{object ref: shard name}``), ``total`` shards
+    in all; ``next_job(ref, died)`` may add the next call to ``pending`` (an actor freed, or
+    dead when ``died``). The others still finish when one fails; then the first failure is
+    raised naming its shard (a worker that died ``max_retries + 1`` times included).
+    ``options``: ``max_retries``, ``show_progress``, ``work`` (what a worker does, for the
+    bar and the error: ``migrating``, ``re-embedding``)."""
+    import ray
+    from tqdm.auto import tqdm
+
     failure: Exception | None = None
     disable = None if options["show_progress"] is None else not options["show_progress"]
-    with tqdm(total=len(jobs), unit="shard", desc="migrating on Ray", disable=disable) as bar:
+    doing = options["work"]
+    with tqdm(total=total, unit="shard", desc=f"{doing} on Ray", disable=disable) as bar:
         while pending:
             (ready,), _ = ray.wait(list(pending), num_returns=1)
-            shard = pending.pop(ready)
+            shard, died = pending.pop(ready), False
             try:
                 ray.get(ready)
                 bar.update(1)
             except ray.exceptions.RayTaskError as error:
                 failure = failure or _task_failure(error, shard)
             except ray.exceptions.RayError as error:  # the worker or its node died
+                died = True
                 failure = failure or VectorStoreError(
-                    f"Shard {str(shard)!r}: the Ray worker migrating it died "
+                    f"Shard {str(shard)!r}: the Ray worker {doing} it died "
                     f"{options['max_retries'] + 1} time(s) ({type(error).__name__}). The "
                     f"shards already written are kept in {str(work)!r}: run again with "
-                    "resume=True (--resume) once the cause (memory, a lost node) is fixed."
+                    "resume=True (--resume) once the cause (memory, a lost node) is fixed. "
+                    "The input was not modified."
                 )
+            if next_job is not None:
+                next_job(ready, died)
     if failure is not None:
         raise failure
 

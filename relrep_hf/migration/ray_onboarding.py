@@ -249,11 +249,14 @@ def onboard_shards(
     text_column: str = "text",
     key_column: str | None = None,
     batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
+    num_workers: int | None = None,
+    num_gpus: float | None = None,
 ) -> RelativeProjector:
     """`onboard_dataset` over parquet shards (a folder or a glob) read by Ray Data, the
     projector saved to ``out`` (`relrep-hf onboard --engine ray`): the vectors of ``column``
     when given (``encoder`` then names the encoder they come from), else the texts of
-    ``text_column`` embedded by ``encoder``. Statistics from every row of the shards. Ray is
+    ``text_column`` embedded by ``encoder`` (``num_workers`` encoder actors, default as many
+    as the cluster holds; ``num_gpus`` each). Statistics from every row of the shards. Ray is
     started here (``RAY_ADDRESS`` or a local cluster) unless the caller started it."""
     from relrep_hf.encoding.encoder_kinds import encoder_kind
     from relrep_hf.migration.reembed import _parse
@@ -277,7 +280,7 @@ def onboard_shards(
         column=column,
         encoder=None if column else encoder,
         text_column=text_column,
-        reembed={"batch_size": batch_size},
+        reembed={"batch_size": batch_size, "num_gpus": num_gpus, "concurrency": num_workers},
         **provenance,
     )
     projector.save_pretrained(out)
