@@ -24,7 +24,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from relrep_hf.migration.ray_engine import DATASET, _names, partial_statistics, require_ray
+from relrep_hf.migration.ray_engine import (
+    DATASET,
+    _names,
+    named_failure,
+    partial_statistics,
+    require_ray,
+)
 from relrep_hf.migration.stores import VectorStoreError
 from relrep_hf.migration.stores.arrow import _matrix, _pick_column
 from relrep_hf.utils.defaults import DEFAULT_EMBED_BATCH_SIZE
@@ -188,7 +194,11 @@ def onboarding_from_dataset(
         statistics_keys=wanted,
     )
     rows = ds.map_batches(function, batch_format="pyarrow", batch_size=None).iter_rows()
-    return _merged(rows, column, len(keys), list(keys))
+    ray = require_ray()
+    try:
+        return _merged(rows, column, len(keys), list(keys))
+    except ray.exceptions.RayError as error:  # a worker that died: its batch named
+        raise named_failure(error) from None
 
 
 def onboard_dataset(
@@ -273,9 +283,13 @@ def onboard_shards(
     provenance.update(
         {k: getattr(spec, k) for k in ("pooling", "layer") if getattr(spec, k, None) is not None}
     )
+    import pyarrow.parquet as pq
+
+    # each row's shard file (a ``path`` column), so that an error names the shard
+    paths = "path" not in pq.read_schema(files[0]).names
     projector = onboard_dataset(
         anchor_set,
-        ray.data.read_parquet(files),
+        ray.data.read_parquet(files, include_paths=paths),
         key_column=key_column,
         column=column,
         encoder=None if column else encoder,

@@ -203,3 +203,47 @@ def test_a_worker_that_dies_is_retried_then_named_and_the_run_resumes(tmp_path):
     for i, path in enumerate(paths):
         local = reembed_store(path, SPEC, tmp_path / f"local-{i}.parquet")
         _same_table(pq.read_table(out / path.name), pq.read_table(local))
+
+
+# ---------------------------------------------------------------------------------------------
+# Ray Data (`reembed_dataset`, onboarding): a worker that dies is retried, then its batch named
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_batch_is_named_by_its_shard_file_else_by_its_ids():
+    from relrep_hf.migration.ray_engine import describe_batch
+
+    texts = pa.array(["a", "b", "c"])
+    paths = pa.array(["/data/part-1.parquet", "/data/part-1.parquet", "/data/part-2.parquet"])
+    named = describe_batch(pa.table({"text": texts, "path": paths}), "text")
+    assert named == "shard '/data/part-1.parquet', '/data/part-2.parquet'"
+    by_ids = describe_batch(pa.table({"id": [30, 31, 59], "text": texts}), "text")
+    assert by_ids == "the rows of ids 30 to 59 of the Ray dataset"
+    assert describe_batch(pa.table({"text": texts}), "text") == (
+        "the batch of 3 rows of the Ray dataset from text 'a'"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("ray_cluster")
+def test_a_worker_that_dies_while_onboarding_is_retried_then_its_shard_named(tmp_path):
+    import ray
+
+    from relrep_hf.migration.ray_onboarding import onboarding_from_dataset
+
+    source = tmp_path / "corpus"
+    paths = _parquet_shards(source, sizes=(6, 6, 6))
+    table = pq.read_table(paths[1])
+    texts = table.column("text").to_pylist()
+    pq.write_table(
+        table.set_column(1, "text", pa.array([*texts[:3], DYING_TEXT, *texts[4:]])), paths[1]
+    )
+    before = _hashes(source)
+    ds = ray.data.read_parquet([str(p) for p in paths], include_paths=True)
+    with pytest.raises(VectorStoreError, match=r"part-001\.parquet': the Ray worker re-embed") as e:
+        onboarding_from_dataset(
+            ds, ["row 0", "row 13"], encoder=DYING_SPEC, chunk_rows=6, max_retries=1, concurrency=1
+        )
+    assert "died 2 time(s)" in str(e.value)
+    _documented(e.value, tmp_path)
+    assert _hashes(source) == before
