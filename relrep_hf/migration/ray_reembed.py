@@ -1,5 +1,6 @@
 """A sharded store re-embedded from its text on Ray, shard by shard (`reembed_shards`,
-``relrep-hf reembed --engine ray``): a folder of parquet shards, or a ``datasets`` folder.
+``relrep-hf reembed --engine ray``): a folder of parquet shards, or a ``datasets`` folder (a
+Lance dataset is refused: the local engine re-embeds a LanceDB table, indexes rebuilt).
 
 Encoder actors (one per GPU where the cluster has GPUs, else one per CPU; ``num_workers``)
 each take one input shard at a time and rewrite it as the single-process re-embed rewrites a
@@ -130,6 +131,21 @@ def write_shard(
     return record
 
 
+def _sharded(source: Path) -> tuple[str, list[Path]]:
+    """`sharded_store`, with a Lance dataset refused (the local engine re-embeds a LanceDB
+    table: its embedding functions and indexes are handled there)."""
+    from relrep_hf.migration.ray_lance import is_lance_dataset
+
+    if is_lance_dataset(source):
+        raise VectorStoreError(
+            f"{str(source)!r} is a Lance dataset: the Ray re-embed reads a folder of parquet "
+            "shards or a datasets folder. Re-embed a LanceDB table with the local engine "
+            "(relrep-hf reembed DB_FOLDER --table TABLE), which rebuilds its indexes; "
+            "nothing was written."
+        )
+    return sharded_store(source)
+
+
 def _checked_shards(kind: str, shards: list[Path], options: dict[str, Any]) -> list[VectorStore]:
     """Every shard opened, its text column found and its rows without text refused by id
     (`check_texts`, the local path's error), before any actor starts; empty shards left out."""
@@ -218,7 +234,7 @@ def reembed_shards(
             raise ValueError(f"{name} must be a positive int, got {value!r}.")
     spec = _parse(encoder)
     source, out = Path(store), Path(os.path.abspath(out))
-    kind, shards = sharded_store(source)
+    kind, shards = _sharded(source)
     _check_out(source, out, kind, overwrite)
     options = {"column": column, "text_column": text_column, "chunk_rows": chunk_rows}
     stores = _checked_shards(kind, shards, options)
@@ -306,7 +322,7 @@ def estimate_shards(
     from relrep_hf.migration.reembed import _dry_run, _parse
 
     spec = _parse(encoder)
-    kind, shards = sharded_store(store)
+    kind, shards = _sharded(Path(store))
     stores = [_open_shard(kind, shard, column) for shard in shards]
     texts_of(stores[0], text_column, None, stores[0].id_field)  # a missing column named
     source = _ShardTexts(stores, text_column)

@@ -25,7 +25,7 @@ from relrep_hf.migration.ray_shards import SHARDS_FILE
 from relrep_hf.migration.reembed_texts import MissingTextError
 from relrep_hf.migration.space import SPACE_KEY
 from relrep_hf.migration.stores import VectorStoreError
-from tests.fixtures.killable_reembed import DYING_SPEC, DYING_TEXT, SPEC
+from tests.fixtures.killable_reembed import DYING_SPEC, DYING_TEXT, SLOW_SPEC, SPEC
 from tests.migration.test_ray_engine import (  # noqa: F401 (ray_cluster: a fixture)
     _hashes,
     _parquet_shards,
@@ -86,6 +86,17 @@ def test_a_missing_text_column_is_named(tmp_path):
         reembed_shards(source, SPEC, tmp_path / "out", text_column="body")
     _documented(e.value, tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["shards"]
+
+
+def test_a_lance_dataset_is_sent_to_the_local_engine(tmp_path):
+    from tests.migration.test_ray_engine import _lance_table, _tree_hashes
+
+    source = _lance_table(tmp_path, np.ones((4, 8), np.float32))
+    before = _tree_hashes(source)
+    with pytest.raises(VectorStoreError, match="is a Lance dataset: the Ray re-embed reads") as e:
+        reembed_shards(source, SPEC, tmp_path / "new.lance")
+    _documented(e.value, tmp_path)
+    assert _tree_hashes(source) == before and not (tmp_path / "new.lance").exists()
 
 
 @pytest.mark.parametrize(
@@ -202,6 +213,48 @@ def test_a_worker_that_dies_is_retried_then_named_and_the_run_resumes(tmp_path):
     assert {name: os.stat(out / name).st_ino for name in kept} == kept  # not embedded again
     for i, path in enumerate(paths):
         local = reembed_store(path, SPEC, tmp_path / f"local-{i}.parquet")
+        _same_table(pq.read_table(out / path.name), pq.read_table(local))
+
+
+# A driver run as a child process (connected to the module's cluster by RAY_ADDRESS), whose
+# encoder takes a second a shard: the test kills it once a shard is recorded.
+SLOW_DRIVER = """
+import sys
+from relrep_hf.migration.ray_reembed import reembed_shards
+reembed_shards(sys.argv[1], sys.argv[2], sys.argv[3], chunk_rows=10, num_workers=2)
+"""
+
+
+@pytest.mark.slow
+def test_a_killed_driver_resumes_from_its_finished_shards(tmp_path, ray_cluster):  # noqa: F811
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    source = tmp_path / "shards"
+    paths = _parquet_shards(source, sizes=(10,) * 8)
+    work, out = tmp_path / ".out.ray-shards", tmp_path / "out"
+    env = {**os.environ, "RAY_ADDRESS": ray_cluster.get_runtime_context().gcs_address}
+    command = [sys.executable, "-c", SLOW_DRIVER, str(source), SLOW_SPEC, str(out)]
+    driver = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while not any((work / ".done").glob("*.json")) and driver.poll() is None:
+        assert time.monotonic() < deadline, "no shard was recorded in 4 minutes"
+        time.sleep(0.05)
+    driver.send_signal(signal.SIGKILL)
+    _, stderr = driver.communicate()
+    assert driver.returncode == -signal.SIGKILL, stderr[-2000:]
+    assert not out.exists()
+    finished = [p for p in paths if (work / ".done" / f"{p.name}.json").exists()]
+    assert 1 <= len(finished) < len(paths)
+    kept = {p.name: os.stat(work / p.name).st_ino for p in finished}
+    before = _hashes(source)
+    reembed_shards(source, SLOW_SPEC, out, chunk_rows=10, num_workers=2, resume=True)
+    assert _hashes(source) == before
+    assert {name: os.stat(out / name).st_ino for name in kept} == kept  # not embedded again
+    for i, path in enumerate(paths):
+        local = reembed_store(path, SPEC, tmp_path / f"local-{i}.parquet", chunk_rows=10)
         _same_table(pq.read_table(out / path.name), pq.read_table(local))
 
 
