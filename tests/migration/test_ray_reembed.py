@@ -123,6 +123,14 @@ def test_flags_of_the_other_engine_are_refused(tmp_path, capsys, flags, message)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["shards"]
 
 
+def test_migrate_takes_the_same_cluster_flags(tmp_path, capsys):
+    np.save(tmp_path / "old.npy", np.ones((3, 8), np.float32))
+    argv = ["migrate", "map", "--vectors", str(tmp_path / "old.npy"), "--out", "new.npy"]
+    assert main([*argv, "--address", "auto"]) == 2
+    assert "--address applies to --engine ray" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.npy"]
+
+
 def test_a_dry_run_projects_the_whole_store_and_writes_nothing(tmp_path, capsys):
     source = tmp_path / "shards"
     _parquet_shards(source, sizes=(5, 6, 7))
