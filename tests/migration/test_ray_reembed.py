@@ -177,6 +177,26 @@ def test_parquet_shards_match_the_single_process_reembed(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("ray_cluster")
+def test_a_transformers_encoder_gives_the_single_process_vectors(tmp_path):
+    from tests.migration.test_ray_engine import _tiny_bert
+
+    spec = _tiny_bert(tmp_path / "bert")  # a BertModel from a config, saved with its tokenizer
+    source = tmp_path / "shards"
+    paths = _parquet_shards(source, sizes=(20, 13))
+    before = _hashes(source)
+    out = reembed_shards(source, spec, tmp_path / "out", chunk_rows=8, batch_size=4)
+    assert _hashes(source) == before
+    for i, path in enumerate(paths):
+        local = reembed_store(
+            path, spec, tmp_path / f"local-{i}.parquet", chunk_rows=8, batch_size=4
+        )
+        _same_table(pq.read_table(out / path.name), pq.read_table(local))  # to 1e-6
+        assert _space(out / path.name) == _space(local)
+        assert _space(local)["encoder"]["kind"] == "transformers"
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("ray_cluster")
 def test_a_datasets_folder_through_the_command(tmp_path):
     vectors = np.random.default_rng(2).standard_normal((60, 4)).astype(np.float32)
     source = tmp_path / "old_ds"
