@@ -148,7 +148,8 @@ def _sharded(source: Path) -> tuple[str, list[Path]]:
 
 def _checked_shards(kind: str, shards: list[Path], options: dict[str, Any]) -> list[VectorStore]:
     """Every shard opened, its text column found and its rows without text refused by id
-    (`check_texts`, the local path's error), before any actor starts; empty shards left out."""
+    (`check_texts`, the local path's error), before any actor starts; a store of no rows at all
+    refused (an empty shard among others is written by `_write_empty`)."""
     stores = []
     for shard in shards:
         store = _open_shard(kind, shard, options["column"])
