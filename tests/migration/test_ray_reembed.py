@@ -3,7 +3,8 @@ text by encoder actors on a real local Ray cluster (2 CPUs, the ``ray_cluster`` 
 by shard, compared with the single-process `reembed_store` of the same shards (vectors and the
 space recorded); rows without text refused with the local path's message before Ray starts; a
 worker that dies on a chosen shard retried, then named, and the run resumed by shard. The
-encoder is the real callable encoder `tests.fixtures.killable_reembed.letters` (quick). The
+encoder is the real callable encoder `tests.fixtures.killable_reembed.letters` (quick), a BERT
+built from a config, and the real MiniLM on 2 actors. The
 input shards are hashed before and after every run."""
 
 from __future__ import annotations
@@ -193,6 +194,19 @@ def test_a_transformers_encoder_gives_the_single_process_vectors(tmp_path):
         _same_table(pq.read_table(out / path.name), pq.read_table(local))  # to 1e-6
         assert _space(out / path.name) == _space(local)
         assert _space(local)["encoder"]["kind"] == "transformers"
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("ray_cluster")
+def test_the_real_minilm_on_two_actors_gives_the_single_process_vectors(tmp_path):
+    source = tmp_path / "shards"
+    paths = _parquet_shards(source, sizes=(12, 9))
+    out = reembed_shards(source, "minilm:mean", tmp_path / "out", chunk_rows=8, num_workers=2)
+    for i, path in enumerate(paths):
+        local = reembed_store(path, "minilm:mean", tmp_path / f"local-{i}.parquet", chunk_rows=8)
+        _same_table(pq.read_table(out / path.name), pq.read_table(local))  # to 1e-6
+        assert _space(out / path.name) == _space(local)
+        assert _space(local)["encoder"]["id"] == "sentence-transformers/all-MiniLM-L6-v2"
 
 
 @pytest.mark.slow
