@@ -4,8 +4,8 @@ by shard, compared with the single-process `reembed_store` of the same shards (v
 space recorded); rows without text refused with the local path's message before Ray starts; a
 worker that dies on a chosen shard retried, then named, and the run resumed by shard. The
 encoder is the real callable encoder `tests.fixtures.killable_reembed.letters` (quick), a BERT
-built from a config, and the real MiniLM on 2 actors. The
-input shards are hashed before and after every run."""
+built from a config, and the real MiniLM on 2 actors. The input shards are hashed before and
+after every run."""
 
 from __future__ import annotations
 
