@@ -33,8 +33,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--engine",
         choices=["local", "ray"],
         default="local",
-        help="local: this process; ray: one Ray task per shard of a folder of parquet shards or "
-        "a datasets folder (pip install 'relrep-hf[ray]'; RAY_ADDRESS names the cluster)",
+        help="local: this process; ray: one Ray task per shard of a folder of parquet shards, "
+        "a datasets folder or a Lance dataset (pip install 'relrep-hf[ray]'; --address or "
+        "RAY_ADDRESS names the cluster)",
     )
     parser.add_argument(
         "--resume",
