@@ -208,3 +208,54 @@ def print_report(report: dict) -> None:
 
     print()
     print(pipeline.render_report(report))
+
+
+RAY_FLAGS = ("address", "num_workers", "num_gpus")  # `add_ray_flags`' destinations
+
+
+def add_ray_flags(parser: argparse.ArgumentParser | Any, *, workers: bool = True) -> None:
+    """The cluster flags of ``--engine ray`` (``migrate``, ``reembed``, ``onboard``) on
+    ``parser`` (or an argument group): ``--address``, and with ``workers`` ``--num-workers``
+    and ``--num-gpus`` (encoder actors)."""
+    parser.add_argument(
+        "--address",
+        default=None,
+        help="--engine ray: the Ray cluster to join (ray.init(address=...): 'auto' or "
+        "HOST:PORT; default: RAY_ADDRESS, else a local cluster)",
+    )
+    if workers:
+        parser.add_argument(
+            "--num-workers",
+            type=int,
+            default=None,
+            help="--engine ray: encoder actors (default: one per GPU of the cluster, else one "
+            "per CPU)",
+        )
+        parser.add_argument(
+            "--num-gpus",
+            type=float,
+            default=None,
+            help="--engine ray: GPUs per encoder actor (default: 1 where the cluster has GPUs)",
+        )
+
+
+def join_ray(args: argparse.Namespace) -> None:
+    """Before an ``--engine ray`` run: refuse the cluster flags under ``--engine local``, and
+    join ``--address`` when given (else the library starts Ray: ``RAY_ADDRESS`` or a local
+    cluster)."""
+    given = [name for name in RAY_FLAGS if getattr(args, name, None) is not None]
+    if args.engine != "ray":
+        if given:
+            raise ValueError(
+                f"--{given[0].replace('_', '-')} applies to --engine ray, not --engine local."
+            )
+        return
+    workers = getattr(args, "num_workers", None)
+    if workers is not None and workers < 1:
+        raise ValueError(f"--num-workers must be 1 or more, got {workers}.")
+    if args.address is not None:
+        from relrep_hf.migration.ray_engine import require_ray
+
+        ray = require_ray()
+        if not ray.is_initialized():
+            ray.init(address=args.address)

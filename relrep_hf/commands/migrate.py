@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from relrep_hf.commands.arguments import add_command, step_keywords
+from relrep_hf.commands.arguments import add_command, add_ray_flags, join_ray, step_keywords
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -33,14 +33,16 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--engine",
         choices=["local", "ray"],
         default="local",
-        help="local: this process; ray: one Ray task per shard of a folder of parquet shards or "
-        "a datasets folder (pip install 'relrep-hf[ray]'; RAY_ADDRESS names the cluster)",
+        help="local: this process; ray: one Ray task per shard of a folder of parquet shards, "
+        "a datasets folder or a Lance dataset (pip install 'relrep-hf[ray]'; --address or "
+        "RAY_ADDRESS names the cluster)",
     )
     parser.add_argument(
         "--resume",
         action="store_true",
         help="--engine ray: keep the verified shards of an earlier run that stopped",
     )
+    add_ray_flags(parser, workers=False)
     parser.add_argument(
         "--max-rows",
         type=int,
@@ -125,6 +127,7 @@ def run(args: argparse.Namespace) -> None:
         where = {"column": args.column, "table": args.table, "chunk_rows": args.chunk_rows}
         print(estimate_migration(args.map, args.vectors, args.max_rows, **where))
         return
+    join_ray(args)
     if args.engine == "ray":
         from relrep_hf.migration.ray_shards import migrate_shards
 

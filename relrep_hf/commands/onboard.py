@@ -7,7 +7,9 @@ import argparse
 
 from relrep_hf.commands.arguments import (
     add_command,
+    add_ray_flags,
     add_run_dir,
+    join_ray,
     settle_garbage_collector,
     show_progress,
 )
@@ -26,7 +28,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         choices=["local", "ray"],
         default="local",
         help="local: embed the run's rows here; ray: statistics and support embeddings from "
-        "--shards on Ray Data (pip install 'relrep-hf[ray]'; RAY_ADDRESS names the cluster)",
+        "--shards on Ray Data (pip install 'relrep-hf[ray]'; --address or RAY_ADDRESS names "
+        "the cluster)",
     )
     ray = parser.add_argument_group("--engine ray")
     ray.add_argument(
@@ -45,6 +48,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="the column that finds the support inputs (default: text for an anchor set of "
         "texts, id for one of row indices)",
     )
+    add_ray_flags(ray)
     parser.set_defaults(func=run)
 
 
@@ -58,6 +62,7 @@ def run(args: argparse.Namespace) -> None:
     if args.engine == "ray" and (args.shards is None or args.out is None):
         raise ValueError("--engine ray needs --shards (the corpus) and --out (the projector).")
     check_run_folder(args.run_dir)  # at once, before the pipeline's imports
+    join_ray(args)
     if args.engine == "ray":
         _run_ray(args)
         return
@@ -85,6 +90,8 @@ def _run_ray(args: argparse.Namespace) -> None:
         column=args.column,
         text_column=args.text_column,
         key_column=args.key_column,
+        num_workers=args.num_workers,
+        num_gpus=args.num_gpus,
     )
     print(
         f"Onboarded {args.encoder} on Ray into {args.out}: a projector of "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from relrep_hf.commands.arguments import add_command, step_keywords
+from relrep_hf.commands.arguments import add_command, add_ray_flags, join_ray, step_keywords
 from relrep_hf.utils.defaults import DEFAULT_EMBED_BATCH_SIZE, DEFAULT_REEMBED_CHUNK_ROWS
 
 
@@ -21,7 +21,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         "store",
         metavar="STORE",
         help="a store with a text column: a .parquet file, a datasets folder, a LanceDB folder, "
-        "a Chroma, Qdrant, pgvector or sqlite-vec URI",
+        "a Chroma, Qdrant, pgvector or sqlite-vec URI (--engine ray: a folder of parquet shards, "
+        "a datasets folder)",
     )
     parser.add_argument(
         "--encoder",
@@ -67,8 +68,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     switches = {
         "--overwrite": "replace --out (a store of the same kind only)",
         "--skip-missing": "leave rows without text out of the new store (they are named; the "
-        "old store or its backup keeps them) instead of refusing",
-        "--resume": "go on from the committed chunks of a killed run",
+        "old store or its backup keeps them) instead of refusing (--engine local)",
+        "--resume": "go on from the committed chunks (--engine ray: the shards) of a killed run",
         "--force": "re-embed although the plan lists what would not be carried (a LanceDB or "
         "Chroma embedding function of the old model)",
     }
@@ -87,11 +88,33 @@ def register(commands: argparse._SubParsersAction) -> None:
         default=None,
         help="the new vectors' dtype (default: the store's)",
     )
+    add_engine_flags(parser)
     parser.set_defaults(func=run)
+
+
+def add_engine_flags(parser: argparse.ArgumentParser) -> None:
+    """--engine and the Ray cluster's flags."""
+    parser.add_argument(
+        "--engine",
+        choices=["local", "ray"],
+        default="local",
+        help="local: this process; ray: encoder actors on Ray, one shard of a folder of parquet "
+        "shards or a datasets folder at a time, into a new --out (pip install 'relrep-hf[ray]')",
+    )
+    add_ray_flags(parser)
+
+
+# what --engine ray does not take: the local path's texts by id, database tables, dropped rows
+LOCAL_ONLY = ("texts", "id_column", "table", "skip_missing", "force")
 
 
 def run(args: argparse.Namespace) -> None:
     from relrep_hf.migration.reembed import reembed_store
+
+    join_ray(args)
+    if args.engine == "ray":
+        _run_ray(args)
+        return
 
     names = ("text_column", "texts", "id_column", "column", "table", "chunk_rows", "batch_size")
     result = reembed_store(
@@ -106,3 +129,34 @@ def run(args: argparse.Namespace) -> None:
         print(result)
         return
     print(f"Re-embedded {args.store} with {args.encoder} into {result}")
+
+
+def _run_ray(args: argparse.Namespace) -> None:
+    from relrep_hf.migration.ray_reembed import estimate_shards, reembed_shards
+
+    local = [name for name in LOCAL_ONLY if getattr(args, name)]
+    if local:
+        raise ValueError(
+            f"--{local[0].replace('_', '-')} applies to --engine local, not --engine ray (a "
+            "sharded store re-embedded from its own text column)."
+        )
+    where = {"text_column": args.text_column or "text", "column": args.column}
+    if args.max_rows is not None:
+        print(estimate_shards(args.store, args.encoder, args.max_rows, **where,
+                              batch_size=args.batch_size))  # fmt: skip
+        return
+    if args.out is None:
+        raise ValueError(
+            "--engine ray writes the new shards into a new folder and never replaces the input "
+            "in place: give --out."
+        )
+    out = reembed_shards(
+        args.store,
+        args.encoder,
+        args.out,
+        **where,
+        **step_keywords(args, "chunk_rows", "batch_size", "dtype", "overwrite", "resume"),
+        num_workers=args.num_workers,
+        num_gpus=args.num_gpus,
+    )
+    print(f"Re-embedded {args.store} with {args.encoder} into {out} on Ray")

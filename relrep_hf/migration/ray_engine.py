@@ -17,6 +17,7 @@ import functools
 import hashlib
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -156,13 +157,56 @@ def migrate_dataset(
     return ds.map_batches(function, batch_format="pyarrow", batch_size=batch_size)
 
 
+class BatchTracker:
+    """A Ray actor that keeps what each encoder actor is embedding (`describe_batch`) and how
+    often the worker embedding it died, so that a restarted actor can name the batch."""
+
+    def __init__(self) -> None:
+        self.working: dict[str, str] = {}
+        self.deaths: dict[str, int] = {}
+
+    def start(self, actor_id: str, batch: str) -> None:
+        self.working[actor_id] = batch
+
+    def restarted(self, actor_id: str) -> tuple[str | None, int]:
+        """The batch the actor's last life was embedding, and the deaths on it so far."""
+        batch = self.working.get(actor_id)
+        if batch is not None:
+            self.deaths[batch] = self.deaths.get(batch, 0) + 1
+        return batch, self.deaths.get(batch, 0)
+
+
+def describe_batch(table: pa.Table, text_column: str) -> str:
+    """A batch of rows as an error names it: its shard files (a ``path`` column, Ray Data's
+    ``include_paths=True``), else its ids (an ``id`` column), else its first text."""
+    if "path" in table.column_names:
+        paths = list(dict.fromkeys(table.column("path").to_pylist()))
+        return f"shard {', '.join(map(repr, paths))}"
+    if "id" in table.column_names and table.num_rows:
+        ids = table.column("id").to_pylist()
+        return f"the rows of ids {ids[0]!r} to {ids[-1]!r} of {DATASET}"
+    first = table.column(text_column)[0].as_py() if table.num_rows else ""
+    return f"the batch of {table.num_rows} rows of {DATASET} from text {str(first)[:40]!r}"
+
+
 class EncoderActor:
     """A Ray Data actor: each batch of texts embedded into ``output_column`` (fixed-size lists of
     float32) by `relrep_hf.migration.reembed.embed_texts`, the single-process re-embed's one
     embedding (the encoder kinds' registry: any kind `parse_encoder` reads), one encoder load
-    per batch as `reembed_store` loads it once per chunk; on the GPU when the actor sees one."""
+    per batch as `reembed_store` loads it once per chunk; on the GPU when the actor sees one.
+    With a ``tracker`` (`BatchTracker`), a restart after the worker died on the same batch more
+    than ``max_retries`` times raises an error naming that batch (its shard)."""
 
-    def __init__(self, spec: str, text_column: str, output_column: str, batch_size: int):
+    def __init__(
+        self,
+        spec: str,
+        text_column: str,
+        output_column: str,
+        batch_size: int,
+        tracker: Any = None,
+        max_retries: int = 2,
+    ):
+        import ray
         import torch
 
         from relrep_hf.encoding.encoder_kinds import parse_encoder
@@ -171,13 +215,29 @@ class EncoderActor:
         self.text_column, self.output_column = text_column, output_column
         self.batch_size = batch_size
         self.device = "cuda" if torch.cuda.is_available() else None  # an actor's own GPU(s)
+        self.tracker, self.actor_id = tracker, ray.get_runtime_context().get_actor_id()
+        context = ray.get_runtime_context()
+        if tracker is not None and context.was_current_actor_reconstructed:
+            batch, deaths = ray.get(tracker.restarted.remote(self.actor_id))
+            if batch is not None and deaths > max_retries:
+                raise VectorStoreError(
+                    f"{batch[0].upper()}{batch[1:]}: the Ray worker re-embedding it died "
+                    f"{deaths} time(s). Nothing was written in place of the input; fix the "
+                    "cause (memory, a text the encoder cannot take, a lost node) and run again."
+                )
 
     def __call__(self, table: pa.Table) -> pa.Table:
         import tempfile
         from pathlib import Path
 
+        import ray
+
         from relrep_hf.migration.reembed import embed_texts
 
+        if self.tracker is not None:  # waited for: the tracker knows before a crash can happen
+            ray.get(
+                self.tracker.start.remote(self.actor_id, describe_batch(table, self.text_column))
+            )
         texts = table.column(self.text_column).to_pylist()
         with tempfile.TemporaryDirectory(prefix="relrep-ray-embed-") as cache:
             vectors, _ = embed_texts(self.spec, texts, Path(cache), self.batch_size, self.device)
@@ -187,6 +247,14 @@ class EncoderActor:
             index = table.column_names.index(self.output_column)
             return table.set_column(index, self.output_column, column)
         return table.append_column(self.output_column, column)
+
+
+def named_failure(error: Exception) -> Exception:
+    """The error that names a dead worker's batch (raised by a restarted `EncoderActor` inside
+    Ray's own ``ActorDiedError``), as a VectorStoreError; else ``error`` itself."""
+    marker = "VectorStoreError: "
+    lines = [line for line in str(error).splitlines() if marker in line]
+    return VectorStoreError(lines[-1].split(marker, 1)[1]) if lines else error
 
 
 def _concurrency(num_gpus: float | None) -> tuple[int, int]:
@@ -211,6 +279,7 @@ def reembed_dataset(
     num_gpus: float | None = None,
     concurrency: int | tuple[int, int] | None = None,
     output_column: str = "embedding",
+    max_retries: int = 2,
 ) -> ray.data.Dataset:
     """``ds`` with ``output_column`` (float32 vectors) embedded from ``text_column`` by
     ``encoder_spec`` (any spec `parse_encoder` reads but precomputed), lazily (Ray Data).
@@ -219,7 +288,10 @@ def reembed_dataset(
     chunk of `reembed_store`), ``batch_size`` texts per forward; ``num_gpus``: GPUs per actor
     (default: 1 where the cluster has GPUs, else none); ``concurrency``: actors, a number or a
     ``(min, max)`` range (default: from 1 up to as many as the cluster holds). Each row's
-    embedding is the one `reembed_store` gives for its text (the same function).
+    embedding is the one `reembed_store` gives for its text (the same function). An actor whose
+    worker dies is restarted and its batch retried ``max_retries`` times (Ray's ``max_restarts``
+    and ``max_task_retries``; Ray Data's default is forever); then the error names the batch
+    (its shard file where ``ds`` was read with ``include_paths=True``, else its ids).
 
     Example:
         >>> ds = ray.data.read_parquet("s3://bucket/docs/")  # doctest: +SKIP
@@ -240,19 +312,27 @@ def reembed_dataset(
     _parse(encoder_spec)  # on the driver first: a bad spec fails at once
     if num_gpus is None:
         num_gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else None
-    return ds.map_batches(
-        EncoderActor,
-        fn_constructor_kwargs={
-            "spec": encoder_spec,
-            "text_column": text_column,
-            "output_column": output_column,
-            "batch_size": batch_size,
-        },
-        batch_format="pyarrow",
-        batch_size=chunk_rows,
-        num_gpus=num_gpus,
-        concurrency=concurrency or _concurrency(num_gpus),
-    )
+    # Ray 2.60 takes max_restarts / max_task_retries only as ``ray_remote_args`` (deprecated
+    # there for 2.64, with no named parameter yet): its warning is Ray's to itself
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "`ray_remote_args` is deprecated")
+        return ds.map_batches(
+            EncoderActor,
+            fn_constructor_kwargs={
+                "spec": encoder_spec,
+                "text_column": text_column,
+                "output_column": output_column,
+                "batch_size": batch_size,
+                "tracker": ray.remote(num_cpus=0)(BatchTracker).remote(),
+                "max_retries": max_retries,
+            },
+            batch_format="pyarrow",
+            batch_size=chunk_rows,
+            num_gpus=num_gpus,
+            concurrency=concurrency or _concurrency(num_gpus),
+            max_restarts=max_retries + 1,  # the last restart names the batch (`EncoderActor`)
+            max_task_retries=max_retries + 1,
+        )
 
 
 def partial_statistics(table: pa.Table, *, column: str) -> pa.Table:
@@ -326,13 +406,14 @@ def _map_digest(migration_map: Any) -> str:
     return digest.hexdigest()
 
 
-def _start_work(work: Path, plan: dict[str, Any], resume: bool) -> None:
-    """Create the work folder with ``plan``; or, with ``resume``, check an existing one's plan."""
+def _start_work(work: Path, plan: dict[str, Any], resume: bool, what: str = "migration") -> None:
+    """Create the work folder with ``plan``; or, with ``resume``, check an existing one's plan.
+    ``what``: the run, as errors name it (``migration``, ``re-embed``)."""
     plan_path = work / PLAN_FILE
     if work.exists():
         if not resume:
             raise VectorStoreError(
-                f"{str(work)!r}: an earlier run of this migration stopped before it finished and "
+                f"{str(work)!r}: an earlier run of this {what} stopped before it finished and "
                 "left its shards there. Pass resume=True (--resume) to keep the shards it "
                 "finished, or remove that folder to start again. Nothing was written."
             )
@@ -342,9 +423,9 @@ def _start_work(work: Path, plan: dict[str, Any], resume: bool) -> None:
             found = None
         if found != plan:
             raise VectorStoreError(
-                f"{str(work)!r} holds shards of another migration (another map, input, column "
-                f"or dtype: {found} against {plan}). Remove that folder to start again, or "
-                "resume with the same arguments. Nothing was written."
+                f"{str(work)!r} holds shards of another {what} (another map or encoder, input, "
+                f"column or dtype: {found} against {plan}). Remove that folder to start again, "
+                "or resume with the same arguments. Nothing was written."
             )
         return
     (work / DONE_FOLDER).mkdir(parents=True)
@@ -357,32 +438,50 @@ def run_shard_tasks(
     """One Ray task ``function(map, *args)`` per ``{shard name: args}`` of ``jobs``. The others
     still finish when one fails (their shards are kept for a resume); then the first failure is
     raised naming its shard (a worker that died ``max_retries + 1`` times included)."""
-    from tqdm.auto import tqdm
-
     ray = require_ray()
     if not ray.is_initialized():
         ray.init()  # RAY_ADDRESS, if set, names the cluster; else a local one
     task = ray.remote(max_retries=options["max_retries"])(function)
     shared_map = ray.put(migration_map)
     pending = {task.remote(shared_map, *args): shard for shard, args in jobs.items()}
+    collect_shards(pending, len(jobs), work, options | {"work": "migrating"})
+
+
+def collect_shards(
+    pending: dict[Any, str], total: int, work: Path, options: dict, next_job: Any = None
+) -> None:
+    """Wait for every Ray call of ``pending`` (``{object ref: shard name}``), ``total`` shards
+    in all; ``next_job(ref, died)`` may add the next call to ``pending`` (an actor freed, or
+    dead when ``died``). The others still finish when one fails; then the first failure is
+    raised naming its shard (a worker that died ``max_retries + 1`` times included).
+    ``options``: ``max_retries``, ``show_progress``, ``work`` (what a worker does, for the
+    bar and the error: ``migrating``, ``re-embedding``)."""
+    import ray
+    from tqdm.auto import tqdm
+
     failure: Exception | None = None
     disable = None if options["show_progress"] is None else not options["show_progress"]
-    with tqdm(total=len(jobs), unit="shard", desc="migrating on Ray", disable=disable) as bar:
+    doing = options["work"]
+    with tqdm(total=total, unit="shard", desc=f"{doing} on Ray", disable=disable) as bar:
         while pending:
             (ready,), _ = ray.wait(list(pending), num_returns=1)
-            shard = pending.pop(ready)
+            shard, died = pending.pop(ready), False
             try:
                 ray.get(ready)
                 bar.update(1)
             except ray.exceptions.RayTaskError as error:
                 failure = failure or _task_failure(error, shard)
             except ray.exceptions.RayError as error:  # the worker or its node died
+                died = True
                 failure = failure or VectorStoreError(
-                    f"Shard {str(shard)!r}: the Ray worker migrating it died "
+                    f"Shard {str(shard)!r}: the Ray worker {doing} it died "
                     f"{options['max_retries'] + 1} time(s) ({type(error).__name__}). The "
                     f"shards already written are kept in {str(work)!r}: run again with "
-                    "resume=True (--resume) once the cause (memory, a lost node) is fixed."
+                    "resume=True (--resume) once the cause (memory, a lost node) is fixed. "
+                    "The input was not modified."
                 )
+            if next_job is not None:
+                next_job(ready, died)
     if failure is not None:
         raise failure
 

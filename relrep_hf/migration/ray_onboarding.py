@@ -24,7 +24,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from relrep_hf.migration.ray_engine import DATASET, _names, partial_statistics, require_ray
+from relrep_hf.migration.ray_engine import (
+    DATASET,
+    _names,
+    named_failure,
+    partial_statistics,
+    require_ray,
+)
 from relrep_hf.migration.stores import VectorStoreError
 from relrep_hf.migration.stores.arrow import _matrix, _pick_column
 from relrep_hf.utils.defaults import DEFAULT_EMBED_BATCH_SIZE
@@ -188,7 +194,11 @@ def onboarding_from_dataset(
         statistics_keys=wanted,
     )
     rows = ds.map_batches(function, batch_format="pyarrow", batch_size=None).iter_rows()
-    return _merged(rows, column, len(keys), list(keys))
+    ray = require_ray()
+    try:
+        return _merged(rows, column, len(keys), list(keys))
+    except ray.exceptions.RayError as error:  # a worker that died: its batch named
+        raise named_failure(error) from None
 
 
 def onboard_dataset(
@@ -249,11 +259,14 @@ def onboard_shards(
     text_column: str = "text",
     key_column: str | None = None,
     batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
+    num_workers: int | None = None,
+    num_gpus: float | None = None,
 ) -> RelativeProjector:
     """`onboard_dataset` over parquet shards (a folder or a glob) read by Ray Data, the
     projector saved to ``out`` (`relrep-hf onboard --engine ray`): the vectors of ``column``
     when given (``encoder`` then names the encoder they come from), else the texts of
-    ``text_column`` embedded by ``encoder``. Statistics from every row of the shards. Ray is
+    ``text_column`` embedded by ``encoder`` (``num_workers`` encoder actors, default as many
+    as the cluster holds; ``num_gpus`` each). Statistics from every row of the shards. Ray is
     started here (``RAY_ADDRESS`` or a local cluster) unless the caller started it."""
     from relrep_hf.encoding.encoder_kinds import encoder_kind
     from relrep_hf.migration.reembed import _parse
@@ -270,14 +283,18 @@ def onboard_shards(
     provenance.update(
         {k: getattr(spec, k) for k in ("pooling", "layer") if getattr(spec, k, None) is not None}
     )
+    import pyarrow.parquet as pq
+
+    # each row's shard file (a ``path`` column), so that an error names the shard
+    paths = "path" not in pq.read_schema(files[0]).names
     projector = onboard_dataset(
         anchor_set,
-        ray.data.read_parquet(files),
+        ray.data.read_parquet(files, include_paths=paths),
         key_column=key_column,
         column=column,
         encoder=None if column else encoder,
         text_column=text_column,
-        reembed={"batch_size": batch_size},
+        reembed={"batch_size": batch_size, "num_gpus": num_gpus, "concurrency": num_workers},
         **provenance,
     )
     projector.save_pretrained(out)

@@ -45,7 +45,10 @@ from relrep_hf.migration.stores.base import (
     _check_dtype,
     _checked_transform,
 )
-from relrep_hf.migration.stores.datasets import is_datasets_folder as _is_datasets
+from relrep_hf.migration.stores.datasets import (
+    DATASETS_SPACE_FILE,
+    is_datasets_folder as _is_datasets,
+)
 from relrep_hf.migration.stores.parquet import ParquetStore
 from relrep_hf.utils.io import atomic_directory, atomic_write_bytes, fsync_directory, fsync_file
 from relrep_hf.utils.locking import folder_lock
@@ -202,12 +205,13 @@ def _run_tasks(
 def _carry_files(kind: str, source: Path, staging: Path, shards: list[Path], options: dict) -> None:
     """The store's files other than its shards: a datasets folder's state.json, and its
     dataset_info.json with the vector column's new features; a parquet folder's files that are
-    not shards, except parquet summary files (``_metadata``), which describe the old schema."""
+    not shards, except parquet summary files (``_metadata``), which describe the old schema, and
+    the record of the old vectors' space (``store_space.json``), which the new ones are not in."""
     names = {s.name for s in shards}
     for path in source.iterdir():
         if not path.is_file() or path.name in names or path.name.startswith("."):
             continue
-        if path.name in ("_metadata", "_common_metadata", SHARDS_FILE):
+        if path.name in ("_metadata", "_common_metadata", SHARDS_FILE, DATASETS_SPACE_FILE):
             continue
         if kind == "datasets" and path.name == "dataset_info.json":
             (staging / path.name).write_text(_new_info(path, shards[0], staging, options))
@@ -227,9 +231,18 @@ def _new_info(info_path: Path, first_source: Path, staging: Path, options: dict)
     return json.dumps(info, indent=2, sort_keys=True)
 
 
-def _swap_in(out: Path, work: Path, source: Path, kind: str, shards: list[Path], plan) -> None:
-    """The new folder (shards linked from ``work``, the other files, ``_relrep_shards.json``)
-    swapped in at ``out`` in one step."""
+def _swap_in(
+    out: Path,
+    work: Path,
+    source: Path,
+    kind: str,
+    shards: list[Path],
+    plan: dict,
+    space: str | None = None,
+) -> None:
+    """The new folder (shards linked from ``work``, the other files, ``_relrep_shards.json``,
+    and a datasets folder's record of its new ``space``, JSON) swapped in at ``out`` in one
+    step."""
     records = [json.loads((work / DONE_FOLDER / f"{s.name}.json").read_text()) for s in shards]
     with atomic_directory(out) as staging:
         for shard in shards:
@@ -240,6 +253,8 @@ def _swap_in(out: Path, work: Path, source: Path, kind: str, shards: list[Path],
         _carry_files(kind, source, staging, shards, plan)
         listing = {"format": "relrep_hf.ray_shards", "plan": plan, "shards": records}
         (staging / SHARDS_FILE).write_text(json.dumps(listing, indent=2, sort_keys=True))
+        if space is not None:
+            (staging / DATASETS_SPACE_FILE).write_text(space)
     shutil.rmtree(work, ignore_errors=True)
     fsync_directory(out.parent)
 

@@ -1,0 +1,338 @@
+"""``reembed_shards`` (``relrep-hf reembed --engine ray``): a sharded store re-embedded from its
+text by encoder actors on a real local Ray cluster (2 CPUs, the ``ray_cluster`` fixture), shard
+by shard, compared with the single-process `reembed_store` of the same shards (vectors and the
+space recorded); rows without text refused with the local path's message before Ray starts; a
+worker that dies on a chosen shard retried, then named, and the run resumed by shard. The
+encoder is the real callable encoder `tests.fixtures.killable_reembed.letters` (quick), a BERT
+built from a config, and the real MiniLM on 2 actors. The input shards are hashed before and
+after every run."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import datasets
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from relrep_hf.cli import main
+from relrep_hf.migration import reembed_store
+from relrep_hf.migration.ray_reembed import reembed_shards
+from relrep_hf.migration.ray_shards import SHARDS_FILE
+from relrep_hf.migration.reembed_texts import MissingTextError
+from relrep_hf.migration.space import SPACE_KEY
+from relrep_hf.migration.stores import VectorStoreError
+from tests.fixtures.killable_reembed import DYING_SPEC, DYING_TEXT, SLOW_SPEC, SPEC
+from tests.migration.test_ray_engine import _hashes, _parquet_shards, _same_table, _table
+
+REPO = Path(__file__).resolve().parents[2]
+SECTION = "## Re-embedding on Ray"
+
+
+def _documented(error: Exception, folder: Path) -> None:
+    """The error's first sentence is the one docs/bad_inputs.md's section gives."""
+    from tests.test_reliability import first_sentence
+
+    text = first_sentence(str(error)).replace(str(folder), "<folder>")
+    section = (REPO / "docs" / "bad_inputs.md").read_text("utf-8").split(SECTION)[1]
+    assert f"{type(error).__name__}: {text}" in section.split("\n## ")[0], text
+
+
+def _cli_error(capsys, tmp_path: Path) -> ValueError:
+    error = capsys.readouterr().err
+    return ValueError(error.split("error: ", 1)[1].strip())
+
+
+def _space(path: Path) -> dict:
+    return json.loads(pq.read_schema(path).metadata[SPACE_KEY.encode()])
+
+
+# ---------------------------------------------------------------------------------------------
+# Refused on the driver, before Ray starts
+# ---------------------------------------------------------------------------------------------
+
+
+def test_rows_without_text_are_refused_by_id_as_the_local_path_refuses_them(tmp_path):
+    source = tmp_path / "shards"
+    paths = _parquet_shards(source, sizes=(5, 6))
+    table = pq.read_table(paths[1])
+    texts = table.column("text").to_pylist()
+    texts[2], texts[4] = None, "  "
+    pq.write_table(table.set_column(1, "text", pa.array(texts, pa.string())), paths[1])
+    before = _hashes(source)
+    with pytest.raises(MissingTextError, match=r"2 row\(s\) have no text .* ids 7, 9") as e:
+        reembed_shards(source, SPEC, tmp_path / "out")
+    _documented(e.value, tmp_path)
+    with pytest.raises(MissingTextError) as local:
+        reembed_store(paths[1], SPEC, tmp_path / "local.parquet")
+    assert str(e.value) == str(local.value)  # the local path's message, word for word
+    assert _hashes(source) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shards"]
+
+
+def test_a_missing_text_column_is_named(tmp_path):
+    source = tmp_path / "shards"
+    _parquet_shards(source, sizes=(5,))
+    with pytest.raises(VectorStoreError, match="has no text column 'body'") as e:
+        reembed_shards(source, SPEC, tmp_path / "out", text_column="body")
+    _documented(e.value, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shards"]
+
+
+def test_a_lance_dataset_is_sent_to_the_local_engine(tmp_path):
+    from tests.migration.test_ray_engine import _lance_table, _tree_hashes
+
+    source = _lance_table(tmp_path, np.ones((4, 8), np.float32))
+    before = _tree_hashes(source)
+    with pytest.raises(VectorStoreError, match="is a Lance dataset: the Ray re-embed reads") as e:
+        reembed_shards(source, SPEC, tmp_path / "new.lance")
+    _documented(e.value, tmp_path)
+    assert _tree_hashes(source) == before and not (tmp_path / "new.lance").exists()
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            ["--engine", "ray", "--texts", "t.jsonl", "--out", "o"],
+            "--texts applies to --engine local",
+        ),
+        (["--engine", "ray"], "--engine ray writes the new shards into a new folder"),
+        (["--address", "auto"], "--address applies to --engine ray"),
+        (["--engine", "ray", "--num-workers", "0", "--out", "o"], "--num-workers must be 1 or"),
+    ],
+)
+def test_flags_of_the_other_engine_are_refused(tmp_path, capsys, flags, message):
+    source = tmp_path / "shards"
+    _parquet_shards(source, sizes=(5,))
+    before = _hashes(source)
+    assert main(["reembed", str(source), "--encoder", SPEC, *flags]) == 2
+    error = _cli_error(capsys, tmp_path)
+    assert message in str(error)
+    _documented(error, tmp_path)
+    assert _hashes(source) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shards"]
+
+
+def test_migrate_takes_the_same_cluster_flags(tmp_path, capsys):
+    np.save(tmp_path / "old.npy", np.ones((3, 8), np.float32))
+    argv = ["migrate", "map", "--vectors", str(tmp_path / "old.npy"), "--out", "new.npy"]
+    assert main([*argv, "--address", "auto"]) == 2
+    assert "--address applies to --engine ray" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.npy"]
+
+
+def test_a_dry_run_projects_the_whole_store_and_writes_nothing(tmp_path, capsys):
+    source = tmp_path / "shards"
+    _parquet_shards(source, sizes=(5, 6, 7))
+    before = _hashes(source)
+    argv = ["reembed", str(source), "--encoder", SPEC, "--engine", "ray", "--max-rows", "8"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "Embedded 8 rows in" in printed  # across the first two shards
+    assert "the whole store (18 rows) would take about" in printed
+    assert "Nothing was written." in printed
+    assert _hashes(source) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shards"]
+
+
+# ---------------------------------------------------------------------------------------------
+# On the local Ray cluster: 2 encoder actors
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("ray_cluster")
+def test_parquet_shards_match_the_single_process_reembed(tmp_path):
+    source = tmp_path / "shards"
+    paths = _parquet_shards(source, sizes=(40, 25, 0, 33))
+    before = _hashes(source)
+    out = reembed_shards(source, SPEC, tmp_path / "out", chunk_rows=16, num_workers=2)
+    assert _hashes(source) == before  # the input shards were only read
+    for i, path in enumerate(paths):
+        ours = out / path.name
+        if not pq.read_metadata(path).num_rows:  # an empty shard: the new schema, no rows
+            assert pq.read_table(ours).num_rows == 0
+            assert _space(ours) == _space(out / paths[0].name)
+            continue
+        local = reembed_store(path, SPEC, tmp_path / f"local-{i}.parquet", chunk_rows=16)
+        _same_table(pq.read_table(ours), pq.read_table(local))
+        assert _space(ours) == _space(local)  # the space recorded as the local path records it
+    assert (out / "README.txt").read_text() == "the user's note, carried over"
+    listing = json.loads((out / SHARDS_FILE).read_text())
+    assert [r["rows"] for r in listing["shards"]] == [40, 25, 0, 33]
+    assert not (tmp_path / ".out.ray-shards").exists()  # the work folder is gone
+    with pytest.raises(VectorStoreError, match="exists already"):
+        reembed_shards(source, SPEC, out)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("ray_cluster")
+def test_a_transformers_encoder_gives_the_single_process_vectors(tmp_path):
+    from tests.migration.test_ray_engine import _tiny_bert
+
+    spec = _tiny_bert(tmp_path / "bert")  # a BertModel from a config, saved with its tokenizer
+    source = tmp_path / "shards"
+    paths = _parquet_shards(source, sizes=(20, 13))
+    before = _hashes(source)
+    out = reembed_shards(source, spec, tmp_path / "out", chunk_rows=8, batch_size=4)
+    assert _hashes(source) == before
+    for i, path in enumerate(paths):
+        local = reembed_store(
+            path, spec, tmp_path / f"local-{i}.parquet", chunk_rows=8, batch_size=4
+        )
+        _same_table(pq.read_table(out / path.name), pq.read_table(local))  # to 1e-6
+        assert _space(out / path.name) == _space(local)
+        assert _space(local)["encoder"]["kind"] == "transformers"
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("ray_cluster")
+def test_the_real_minilm_on_two_actors_gives_the_single_process_vectors(tmp_path):
+    source = tmp_path / "shards"
+    paths = _parquet_shards(source, sizes=(12, 9))
+    out = reembed_shards(source, "minilm:mean", tmp_path / "out", chunk_rows=8, num_workers=2)
+    for i, path in enumerate(paths):
+        local = reembed_store(path, "minilm:mean", tmp_path / f"local-{i}.parquet", chunk_rows=8)
+        _same_table(pq.read_table(out / path.name), pq.read_table(local))  # to 1e-6
+        assert _space(out / path.name) == _space(local)
+        assert _space(local)["encoder"]["id"] == "sentence-transformers/all-MiniLM-L6-v2"
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("ray_cluster")
+def test_a_datasets_folder_through_the_command(tmp_path):
+    vectors = np.random.default_rng(2).standard_normal((60, 4)).astype(np.float32)
+    source = tmp_path / "old_ds"
+    datasets.Dataset(_table(vectors, 0)).save_to_disk(str(source), num_shards=3)
+    before = _hashes(source)
+    out = tmp_path / "new_ds"
+    argv = ["--quiet", "reembed", str(source), "--encoder", SPEC, "--out", str(out)]
+    assert main([*argv, "--engine", "ray", "--num-workers", "2", "--chunk-rows", "7"]) == 0
+    assert _hashes(source) == before
+    local = reembed_store(source, SPEC, tmp_path / "local_ds", chunk_rows=7)
+    ours, reference = datasets.load_from_disk(str(out)), datasets.load_from_disk(str(local))
+    assert ours.features == reference.features
+    assert len(ours.cache_files) == 3  # one new shard per input shard
+    _same_table(ours.data.table, reference.data.table)
+    space = "store_space.json"
+    assert (out / space).read_text() == (Path(local) / space).read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("ray_cluster")
+def test_a_worker_that_dies_is_retried_then_named_and_the_run_resumes(tmp_path):
+    source = tmp_path / "shards"
+    paths = _parquet_shards(source, sizes=(6, 6, 6))
+    good = pq.read_table(paths[1])
+    texts = good.column("text").to_pylist()
+    dying = good.set_column(1, "text", pa.array([DYING_TEXT, *texts[1:]], pa.string()))
+    pq.write_table(dying, paths[1])
+    before = _hashes(source)
+    out, work = tmp_path / "out", tmp_path / ".out.ray-shards"
+    with pytest.raises(VectorStoreError, match=r"part-001\.parquet.*died 2 time") as e:
+        reembed_shards(source, DYING_SPEC, out, num_workers=2, max_retries=1)
+    _documented(e.value, tmp_path)
+    assert _hashes(source) == before and not out.exists()  # nothing in place of the input
+    done = sorted(p.name for p in (work / ".done").iterdir())
+    assert done == ["part-000.parquet.json", "part-002.parquet.json"]  # kept for a resume
+    kept = {name: os.stat(work / name).st_ino for name in ("part-000.parquet", "part-002.parquet")}
+    with pytest.raises(VectorStoreError, match="earlier run of this re-embed stopped") as e:
+        reembed_shards(source, DYING_SPEC, out)
+    _documented(e.value, tmp_path)
+    pq.write_table(good, paths[1])  # the cause fixed
+    reembed_shards(source, DYING_SPEC, out, resume=True, num_workers=2)
+    assert {name: os.stat(out / name).st_ino for name in kept} == kept  # not embedded again
+    for i, path in enumerate(paths):
+        local = reembed_store(path, SPEC, tmp_path / f"local-{i}.parquet")
+        _same_table(pq.read_table(out / path.name), pq.read_table(local))
+
+
+# A driver run as a child process (connected to the module's cluster by RAY_ADDRESS), whose
+# encoder takes a second a shard: the test kills it once a shard is recorded.
+SLOW_DRIVER = """
+import sys
+from relrep_hf.migration.ray_reembed import reembed_shards
+reembed_shards(sys.argv[1], sys.argv[2], sys.argv[3], chunk_rows=10, num_workers=2)
+"""
+
+
+@pytest.mark.slow
+def test_a_killed_driver_resumes_from_its_finished_shards(tmp_path, ray_cluster):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    source = tmp_path / "shards"
+    paths = _parquet_shards(source, sizes=(10,) * 8)
+    work, out = tmp_path / ".out.ray-shards", tmp_path / "out"
+    env = {**os.environ, "RAY_ADDRESS": ray_cluster.get_runtime_context().gcs_address}
+    command = [sys.executable, "-c", SLOW_DRIVER, str(source), SLOW_SPEC, str(out)]
+    driver = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while not any((work / ".done").glob("*.json")) and driver.poll() is None:
+        assert time.monotonic() < deadline, "no shard was recorded in 4 minutes"
+        time.sleep(0.05)
+    driver.send_signal(signal.SIGKILL)
+    _, stderr = driver.communicate()
+    assert driver.returncode == -signal.SIGKILL, stderr[-2000:]
+    assert not out.exists()
+    finished = [p for p in paths if (work / ".done" / f"{p.name}.json").exists()]
+    assert 1 <= len(finished) < len(paths)
+    kept = {p.name: os.stat(work / p.name).st_ino for p in finished}
+    before = _hashes(source)
+    reembed_shards(source, SLOW_SPEC, out, chunk_rows=10, num_workers=2, resume=True)
+    assert _hashes(source) == before
+    assert {name: os.stat(out / name).st_ino for name in kept} == kept  # not embedded again
+    for i, path in enumerate(paths):
+        local = reembed_store(path, SPEC, tmp_path / f"local-{i}.parquet", chunk_rows=10)
+        _same_table(pq.read_table(out / path.name), pq.read_table(local))
+
+
+# ---------------------------------------------------------------------------------------------
+# Ray Data (`reembed_dataset`, onboarding): a worker that dies is retried, then its batch named
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_batch_is_named_by_its_shard_file_else_by_its_ids():
+    from relrep_hf.migration.ray_engine import describe_batch
+
+    texts = pa.array(["a", "b", "c"])
+    paths = pa.array(["/data/part-1.parquet", "/data/part-1.parquet", "/data/part-2.parquet"])
+    named = describe_batch(pa.table({"text": texts, "path": paths}), "text")
+    assert named == "shard '/data/part-1.parquet', '/data/part-2.parquet'"
+    by_ids = describe_batch(pa.table({"id": [30, 31, 59], "text": texts}), "text")
+    assert by_ids == "the rows of ids 30 to 59 of the Ray dataset"
+    assert describe_batch(pa.table({"text": texts}), "text") == (
+        "the batch of 3 rows of the Ray dataset from text 'a'"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("ray_cluster")
+def test_a_worker_that_dies_while_onboarding_is_retried_then_its_shard_named(tmp_path):
+    import ray
+
+    from relrep_hf.migration.ray_onboarding import onboarding_from_dataset
+
+    source = tmp_path / "corpus"
+    paths = _parquet_shards(source, sizes=(6, 6, 6))
+    table = pq.read_table(paths[1])
+    texts = table.column("text").to_pylist()
+    pq.write_table(
+        table.set_column(1, "text", pa.array([*texts[:3], DYING_TEXT, *texts[4:]])), paths[1]
+    )
+    before = _hashes(source)
+    ds = ray.data.read_parquet([str(p) for p in paths], include_paths=True)
+    with pytest.raises(VectorStoreError, match=r"part-001\.parquet': the Ray worker re-embed") as e:
+        onboarding_from_dataset(
+            ds, ["row 0", "row 13"], encoder=DYING_SPEC, chunk_rows=6, max_retries=1, concurrency=1
+        )
+    assert "died 2 time(s)" in str(e.value)
+    _documented(e.value, tmp_path)
+    assert _hashes(source) == before
