@@ -177,3 +177,24 @@ def test_a_quick_measure_runs_in_a_fork_of_one_server_and_its_cpu_is_counted(tmp
     for seconds, growth in measures:
         assert seconds >= 0.3 and 64 * 2**20 <= growth["rss"] < 256 * 2**20
     assert forked_cpu_seconds() > before
+
+
+@pytest.mark.parametrize(("environment", "expected"), [(None, 1), ("2", 2)])
+def test_quick_mode_runs_on_one_thread_unless_told_otherwise(monkeypatch, environment, expected):
+    """--quick: one torch thread here and in the processes it starts (OMP_NUM_THREADS), unless
+    the variable already says how many."""
+    import torch
+
+    from benchmarks.__main__ import quick_threads
+
+    if environment is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", environment)
+    threads = torch.get_num_threads()
+    try:
+        quick_threads(torch)
+        assert torch.get_num_threads() == expected
+        assert os.environ["OMP_NUM_THREADS"] == str(expected)
+    finally:
+        torch.set_num_threads(threads)
