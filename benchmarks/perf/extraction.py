@@ -95,7 +95,7 @@ def run(quick: bool = False) -> list[dict]:
         tiny_encoder(folder / "encoder")
         size_mib = data_file.stat().st_size / MIB
         seconds, peaks = peak_memories(
-            extract, str(data_file), str(folder / "encoder"), str(folder / "cache")
+            extract, str(data_file), str(folder / "encoder"), str(folder / "cache"), quick=quick
         )
         embeddings_mib = sum(p.stat().st_size for p in (folder / "cache").rglob("*.arrow")) / MIB
     peak_mib = peaks["anon"] / MIB

@@ -62,10 +62,12 @@ def _synchronized(function: Callable[[], torch.Tensor]) -> tuple[float, torch.Te
     return time.perf_counter() - start, result
 
 
-def _interleaved(arms: dict[str, Callable[[], torch.Tensor]], repeats: int) -> tuple[dict, dict]:
-    """Median seconds of each arm (runs interleaved, after one warm-up each), the last results,
-    and every run's seconds (the noise)."""
-    for function in arms.values():
+def _interleaved(
+    arms: dict[str, Callable[[], torch.Tensor]], repeats: int, warmup: bool = True
+) -> tuple[dict, dict]:
+    """Median seconds of each arm (runs interleaved, after one warm-up each with ``warmup``),
+    the last results, and every run's seconds (the noise)."""
+    for function in arms.values() if warmup else ():
         function()
     times: dict[str, list[float]] = {name: [] for name in arms}
     results = {}
@@ -167,7 +169,8 @@ def minilm_row(quick: bool, repeats: int = 5) -> dict:
     st = SentenceTransformer(modules=[full[0], full[1]], device=device)  # no Normalize
     model, tokenizer = full[0].auto_model.eval(), AutoTokenizer.from_pretrained(model_path())
     texts = sentences(count)
-    times, results = _interleaved(_arms(model, tokenizer, st, texts, batch_size, False), repeats)
+    arms = _arms(model, tokenizer, st, texts, batch_size, False)
+    times, results = _interleaved(arms, repeats, warmup=not quick)
     return _row(
         f"extract_embeddings, real MiniLM, {count} sentences, batch {batch_size}, {device} "
         f"({torch.get_num_threads()} threads)",
@@ -213,8 +216,10 @@ def grid_rows(
     if _device() == "cpu" and not quick:
         print("extraction_speed: the shape grid needs a GPU (or --quick for a smoke run).")
         return []
-    # --quick: 32 rows and one layer of each shape, a crash check that the grid works
+    # --quick: 32 rows (one batch at any batch size: the first only), one layer of each shape
+    # and no warm-up, a crash check that the grid works
     sizes, repeats, layers = ((32,), 1, 1) if quick else (sizes, repeats, None)
+    batch_sizes = batch_sizes[:1] if quick else batch_sizes
     tokenizer = wordpiece_tokenizer(base)
     rows = []
     for shape in shapes:
@@ -225,7 +230,7 @@ def grid_rows(
                 texts = (base * -(-count // len(base)))[:count]
                 for batch_size in batch_sizes:
                     arms = _arms(model, tokenizer, st, texts, batch_size, True)
-                    times, results = _interleaved(arms, repeats)
+                    times, results = _interleaved(arms, repeats, warmup=not quick)
                     rows.append(
                         _row(
                             f"extract_embeddings, {shape} shape{' (1 layer)' if layers else ''}, "

@@ -69,11 +69,13 @@ def _projection_seconds(sizes: list[int], repeats: int) -> list[float]:
         ]
 
 
-def projection_curves(sizes: list[int], memory_sizes: list[int], repeats: int) -> list[dict]:
+def projection_curves(
+    sizes: list[int], memory_sizes: list[int], repeats: int, quick: bool = False
+) -> list[dict]:
     """Time for every N in ``sizes``, peak RSS (one fresh process each) for ``memory_sizes``."""
     seconds, peaks = _projection_seconds(sizes, repeats), []
     for n in memory_sizes:
-        peaks.append(peak_memory(_project_fresh, n)[1] / MIB)
+        peaks.append(peak_memory(_project_fresh, n, quick=quick)[1] / MIB)
     results = [
         row(f"projection time (N={n:,}, d={D}, m={M})", f"N={sizes[0]:,}", seconds[0], s, "s",
             size_ratio=n / sizes[0], ns_per_row=1e9 * s / n, threads=torch.get_num_threads())
@@ -137,12 +139,16 @@ def _param_epoch_seconds(size: ParamSize, repeats: int) -> float:
     return min(seconds)
 
 
-def param_curves(base: ParamSize, axes: dict[str, list[int]], repeats: int) -> list[dict]:
-    """Epoch time along each axis, on PARAM_THREADS threads (restored afterwards)."""
+def param_curves(
+    base: ParamSize, axes: dict[str, list[int]], repeats: int, warmup: bool = True
+) -> list[dict]:
+    """Epoch time along each axis, on PARAM_THREADS threads (restored afterwards), after a
+    warm-up run that is not counted (``warmup``)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(PARAM_THREADS)
     try:
-        _param_epoch_seconds(replace(base, rows=min(axes["rows"])), 1)  # warm-up, not counted
+        if warmup:
+            _param_epoch_seconds(replace(base, rows=min(axes["rows"])), 1)
         measured = {
             size: _param_epoch_seconds(size, repeats)
             for size in dict.fromkeys(
@@ -226,7 +232,7 @@ def dataset_curves(quick: bool) -> list[dict]:
         for count in counts:
             used = files[:count]
             size_mib = sum(Path(f).stat().st_size for f in used) / MIB
-            seconds, peak = peak_memory(_stream_statistics, used, batch_size)
+            seconds, peak = peak_memory(_stream_statistics, used, batch_size, quick=quick)
             sizes.append(size_mib)
             peaks.append(peak / MIB)
             results.append(
@@ -293,8 +299,9 @@ def needs(quick: bool) -> dict[str, tuple[str, ...]]:
 def run(quick: bool = False) -> list[dict]:
     datasets.disable_progress_bars()
     if quick:
-        # a crash check of each kind of curve: two sizes, one spawn a memory curve (~10 s
-        # each), PARAM along one axis (every axis runs the same code; a trainer is ~3 CPU s)
+        # a crash check of each kind of curve: two sizes, one fresh process a memory curve,
+        # PARAM along one axis and no warm-up (every axis and the warm-up run the same code; a
+        # trainer is ~3 CPU s)
         projection_sizes, memory_sizes = [1_000, 10_000], [10_000]
         base = ParamSize(rows=1000, dim=32, support=200, anchors=20, encoders=2, batch_size=512)
         axes = {"rows": [500, 1000]}
@@ -304,7 +311,7 @@ def run(quick: bool = False) -> list[dict]:
         axes = {"rows": [2000, 4000, 8000, 16000], "support": [500, 1000, 2000, 4000],
                 "anchors": [50, 100, 200, 400], "encoders": [1, 2, 4, 8]}  # fmt: skip
     return [
-        *projection_curves(projection_sizes, memory_sizes, repeats=1 if quick else 5),
-        *param_curves(base, axes, repeats=1 if quick else 2),
+        *projection_curves(projection_sizes, memory_sizes, repeats=1 if quick else 5, quick=quick),
+        *param_curves(base, axes, repeats=1 if quick else 2, warmup=not quick),
         *dataset_curves(quick),
     ]

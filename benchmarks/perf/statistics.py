@@ -50,7 +50,10 @@ def run(quick: bool = False) -> list[dict]:
         repeats=1 if quick else 3,
         warmup=1,
     )
-    (_, numpy_peak), (_, stream_peak) = peak_memory(_numpy, n, d), peak_memory(_stream, n, d)
+    (_, numpy_peak), (_, stream_peak) = (
+        peak_memory(_numpy, n, d, quick=quick),
+        peak_memory(_stream, n, d, quick=quick),
+    )
     mib = 1024**2
     return [
         row(

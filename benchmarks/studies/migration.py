@@ -313,8 +313,8 @@ def throughput(quick: bool, rows: int | None = None) -> list[dict]:
         same = np.allclose(
             np.load(a, mmap_mode="r")[-100:], np.load(b, mmap_mode="r")[-100:], atol=1e-4
         )
-        _, plain_peak = peak_memory(plain_numpy_pass, source, a)
-        _, our_peak = peak_memory(ours, source, b)
+        _, plain_peak = peak_memory(plain_numpy_pass, source, a, quick=quick)
+        _, our_peak = peak_memory(ours, source, b, quick=quick)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     print(

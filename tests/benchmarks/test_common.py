@@ -1,17 +1,26 @@
-"""The benchmarks' shared helpers: warnings said once per cause, tables kept for the JSON, and
-optional packages checked before anything runs."""
+"""The benchmarks' shared helpers: warnings said once per cause, tables kept for the JSON,
+optional packages checked before anything runs, and peak memory measured in a fresh process."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 
 import pytest
 
-from benchmarks.common import TABLES, Table, unavailable, warnings_once
+from benchmarks.common import (
+    TABLES,
+    Table,
+    forked_cpu_seconds,
+    peak_memories,
+    unavailable,
+    warnings_once,
+)
 from benchmarks.studies import quality
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -143,3 +152,49 @@ def test_one_benchmark_runs_with_its_own_arguments(capsys):
     with pytest.raises(SystemExit) as stop:
         main(["--only", "selection_oracle"])  # a study with its own command line, no rows
     assert "run it alone, python -m benchmarks selection_oracle" in capsys.readouterr().err
+
+
+def _allocate(mib: int, record: str) -> None:
+    """A measured target: writes its process id and its parent's, then holds ``mib`` MiB."""
+    Path(record).write_text(f"{os.getpid()} {os.getppid()}")
+    block = bytearray(b"\x01") * (mib * 2**20)  # every page written: resident
+    time.sleep(0.3)  # the sampler thread runs (the fill above holds the GIL)
+    del block
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform == "win32", reason="no fork server on Windows (spawned there)")
+def test_a_quick_measure_runs_in_a_fork_of_one_server_and_its_cpu_is_counted(tmp_path):
+    """--quick: each fresh process is forked from one server that imported the heavy libraries
+    once (a new interpreter imports them for each measure); its memory is measured as a spawned
+    process's, and its CPU seconds, which this process's RUSAGE_CHILDREN does not see, counted."""
+    before = forked_cpu_seconds()
+    records = [tmp_path / "first", tmp_path / "second"]
+    measures = [peak_memories(_allocate, 64, str(record), quick=True) for record in records]
+    (first, server), (second, same_server) = (map(int, r.read_text().split()) for r in records)
+    assert os.getpid() not in (first, second, server)
+    assert server == same_server and first != second  # two forks of one server
+    for seconds, growth in measures:
+        assert seconds >= 0.3 and 64 * 2**20 <= growth["rss"] < 256 * 2**20
+    assert forked_cpu_seconds() > before
+
+
+@pytest.mark.parametrize(("environment", "expected"), [(None, 1), ("2", 2)])
+def test_quick_mode_runs_on_one_thread_unless_told_otherwise(monkeypatch, environment, expected):
+    """--quick: one torch thread here and in the processes it starts (OMP_NUM_THREADS), unless
+    the variable already says how many."""
+    import torch
+
+    from benchmarks.__main__ import quick_threads
+
+    if environment is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", environment)
+    threads = torch.get_num_threads()
+    try:
+        quick_threads(torch)
+        assert torch.get_num_threads() == expected
+        assert os.environ["OMP_NUM_THREADS"] == str(expected)
+    finally:
+        torch.set_num_threads(threads)

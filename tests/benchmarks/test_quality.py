@@ -44,9 +44,10 @@ def test_fit_size_sweep_never_raises_and_plots(tmp_path):
     group = SimpleNamespace(name="affine", texts=None, labels=None, embeddings=spaces)
     sweep = k_sweep.sweep_group(group, ["e2"], quick=True, num_anchors=100)
     assert list(sweep) == list(k_sweep.QUICK_KS)
-    for r in sweep.values():
+    for r in sweep.values():  # --quick: the two fixed shrinkages the table prints
+        assert sorted(float(m[6:]) for m in r if m.startswith("fixed ")) == [0.0, 0.15]
         assert r["best fixed"]["recall@1"] == max(
-            r[f"fixed {s}"]["recall@1"] for s in k_sweep.FIXED
+            r[f"fixed {s}"]["recall@1"] for s in k_sweep.QUICK_FIXED
         )
         assert 0.0 <= r["default"]["recall@1"] <= 1.0 and "OAS" in r
         assert r["default"]["shrinkage"] in shrinkage_grid()
