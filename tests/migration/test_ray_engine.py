@@ -474,8 +474,10 @@ def test_onboarding_from_texts_embeds_them_on_ray(tmp_path, ray_cluster):
         [pa.table({"id": np.arange(24) + s, "text": texts[s : s + 24]}) for s in (0, 24)]
     )
     keys = [5, 30, 17]
+    # one actor (its start imports torch and transformers and loads the model: about 10
+    # CPU-s); two actors: test_a_ray_dataset_is_reembedded_as_one_process_embeds_it
     support, stats = onboarding_from_dataset(
-        ds, keys, key_column="id", encoder=spec, batch_size=16, concurrency=2
+        ds, keys, key_column="id", encoder=spec, batch_size=16, concurrency=1
     )
     request = EmbedRequest(datasets.Dataset.from_dict({"text": texts}), tmp_path / "cache")
     (reference,) = embed_encoders([parse_encoder(spec)[0]], ["text"], request)

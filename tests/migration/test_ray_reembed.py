@@ -179,7 +179,9 @@ def test_a_transformers_encoder_gives_the_single_process_vectors(tmp_path):
     source = tmp_path / "shards"
     paths = _parquet_shards(source, sizes=(20, 13))
     before = _hashes(source)
-    out = reembed_shards(source, spec, tmp_path / "out", chunk_rows=8, batch_size=4)
+    # one actor (each actor's start imports torch and transformers: about 10 CPU-s); the
+    # parquet, MiniLM and dying-worker tests run two
+    out = reembed_shards(source, spec, tmp_path / "out", chunk_rows=8, batch_size=4, num_workers=1)
     assert _hashes(source) == before
     for i, path in enumerate(paths):
         local = reembed_store(
@@ -212,7 +214,7 @@ def test_a_datasets_folder_through_the_command(tmp_path):
     before = _hashes(source)
     out = tmp_path / "new_ds"
     argv = ["--quiet", "reembed", str(source), "--encoder", SPEC, "--out", str(out)]
-    assert main([*argv, "--engine", "ray", "--num-workers", "2", "--chunk-rows", "7"]) == 0
+    assert main([*argv, "--engine", "ray", "--num-workers", "1", "--chunk-rows", "7"]) == 0
     assert _hashes(source) == before
     local = reembed_store(source, SPEC, tmp_path / "local_ds", chunk_rows=7)
     ours, reference = datasets.load_from_disk(str(out)), datasets.load_from_disk(str(local))
@@ -253,11 +255,13 @@ def test_a_worker_that_dies_is_retried_then_named_and_the_run_resumes(tmp_path):
 
 
 # A driver run as a child process (connected to the module's cluster by RAY_ADDRESS), whose
-# encoder takes a second a shard: the test kills it once a shard is recorded.
+# encoder takes a second a shard: the test kills it once a shard is recorded. One actor, here
+# and in the resume: each actor's start imports torch and transformers (about 10 CPU-s), and
+# the number of actors is not what this test is about.
 SLOW_DRIVER = """
 import sys
 from relrep_hf.migration.ray_reembed import reembed_shards
-reembed_shards(sys.argv[1], sys.argv[2], sys.argv[3], chunk_rows=10, num_workers=2)
+reembed_shards(sys.argv[1], sys.argv[2], sys.argv[3], chunk_rows=10, num_workers=1)
 """
 
 
@@ -269,7 +273,7 @@ def test_a_killed_driver_resumes_from_its_finished_shards(tmp_path, ray_cluster)
     import time
 
     source = tmp_path / "shards"
-    paths = _parquet_shards(source, sizes=(10,) * 8)
+    paths = _parquet_shards(source, sizes=(10,) * 5)  # killed after 1: 4 seconds to go
     work, out = tmp_path / ".out.ray-shards", tmp_path / "out"
     env = {**os.environ, "RAY_ADDRESS": ray_cluster.get_runtime_context().gcs_address}
     command = [sys.executable, "-c", SLOW_DRIVER, str(source), SLOW_SPEC, str(out)]
@@ -286,7 +290,7 @@ def test_a_killed_driver_resumes_from_its_finished_shards(tmp_path, ray_cluster)
     assert 1 <= len(finished) < len(paths)
     kept = {p.name: os.stat(work / p.name).st_ino for p in finished}
     before = _hashes(source)
-    reembed_shards(source, SLOW_SPEC, out, chunk_rows=10, num_workers=2, resume=True)
+    reembed_shards(source, SLOW_SPEC, out, chunk_rows=10, num_workers=1, resume=True)
     assert _hashes(source) == before
     assert {name: os.stat(out / name).st_ino for name in kept} == kept  # not embedded again
     for i, path in enumerate(paths):
