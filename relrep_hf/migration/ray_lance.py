@@ -12,6 +12,11 @@ run resumes (``resume=True``) from the fragments whose files still match their s
 Ray Data's own ``write_lance`` is not used: Ray 2.60 calls pylance with an argument pylance 14
 does not take (``storage_options_provider``); ``ray.data.read_lance`` works and gives a
 `ray.data.Dataset` for `migrate_dataset` (tested).
+
+The fragment, commit and resume machinery (`run_fragments`: the work folder, the fragments not
+yet verified, one commit swapped in; `write_fragment`: one fragment's rows written and recorded;
+`LanceData`: a dataset or one fragment read as a record-batch store) is shared with the Ray
+re-embed of a Lance dataset (`relrep_hf.migration.ray_reembed`).
 """
 
 from __future__ import annotations
