@@ -22,7 +22,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         metavar="STORE",
         help="a store with a text column: a .parquet file, a datasets folder, a LanceDB folder, "
         "a Chroma, Qdrant, pgvector or sqlite-vec URI (--engine ray: a folder of parquet shards, "
-        "a datasets folder)",
+        "a datasets folder, a Lance dataset such as a LanceDB table's TABLE.lance folder)",
     )
     parser.add_argument(
         "--encoder",
@@ -99,7 +99,8 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
         choices=["local", "ray"],
         default="local",
         help="local: this process; ray: encoder actors on Ray, one shard of a folder of parquet "
-        "shards or a datasets folder at a time, into a new --out (pip install 'relrep-hf[ray]')",
+        "shards or a datasets folder (one fragment of a Lance dataset) at a time, into a new "
+        "--out (pip install 'relrep-hf[ray]')",
     )
     add_ray_flags(parser)
 

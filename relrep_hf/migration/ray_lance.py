@@ -12,6 +12,11 @@ run resumes (``resume=True``) from the fragments whose files still match their s
 Ray Data's own ``write_lance`` is not used: Ray 2.60 calls pylance with an argument pylance 14
 does not take (``storage_options_provider``); ``ray.data.read_lance`` works and gives a
 `ray.data.Dataset` for `migrate_dataset` (tested).
+
+The fragment, commit and resume machinery (`run_fragments`: the work folder, the fragments not
+yet verified, one commit swapped in; `write_fragment`: one fragment's rows written and recorded;
+`LanceData`: a dataset or one fragment read as a record-batch store) is shared with the Ray
+re-embed of a Lance dataset (`relrep_hf.migration.ray_reembed`).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import itertools
 import json
 import os
 import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +34,11 @@ import pyarrow as pa
 
 from relrep_hf.migration.ray_engine import DONE_FOLDER
 from relrep_hf.migration.stores import VectorStoreError
-from relrep_hf.migration.stores.arrow import _pick_column, _vector_type
+from relrep_hf.migration.stores.arrow import _ArrowStore, _pick_column, _vector_type
 from relrep_hf.utils.io import atomic_directory, atomic_write_bytes, fsync_directory
 from relrep_hf.utils.manifest import file_digest
 
-__all__ = ["is_lance_dataset", "migrate_lance"]
+__all__ = ["LanceData", "is_lance_dataset", "migrate_lance", "run_fragments", "write_fragment"]
 
 DATA = "dataset"  # the work folder's Lance dataset, whose data files the tasks write
 
@@ -53,6 +59,58 @@ def require_lance() -> Any:
     return lance
 
 
+class LanceData(_ArrowStore):
+    """A Lance dataset at one ``version`` (None: the latest), or one fragment of it, as a
+    read-only record-batch store: what a re-embedding actor reads, and what the driver checks
+    first."""
+
+    kind = "lance"
+
+    def __init__(
+        self,
+        source: str,
+        version: int | None,
+        fragment_id: int | None = None,
+        column: str | None = None,
+    ):
+        lance = require_lance()
+        dataset = lance.dataset(source, version=version)
+        self.path = Path(source)
+        self.data = dataset if fragment_id is None else dataset.get_fragment(fragment_id)
+        self.rows = int(self.data.count_rows())
+        self._setup(dataset.schema, column, lambda: next(iter(self.batches(1)), None))
+
+    def batches(self, chunk_rows: int) -> Iterator[pa.RecordBatch]:
+        return iter(self.data.to_batches(batch_size=chunk_rows))
+
+
+def write_fragment(
+    batches: Iterator[pa.RecordBatch], work: str, fragment_id: int, rows: int, **extra: Any
+) -> dict[str, Any]:
+    """The new rows of fragment ``fragment_id`` (``rows`` of them) written with pylance's
+    ``write_fragments`` into ``work``'s dataset, and recorded with the sha256 of its files (what
+    a migrating or re-embedding task ends with; ``extra``: more of the record, JSON)."""
+    from lance.fragment import write_fragments
+
+    first = next(batches)
+    reader = pa.RecordBatchReader.from_batches(first.schema, itertools.chain([first], batches))
+    dataset = Path(work) / DATA
+    metadata = write_fragments(reader, str(dataset), schema=first.schema)
+    files = [f.path for m in metadata for f in m.data_files()]
+    record = {
+        "fragment": fragment_id,
+        "rows": rows,
+        "metadata": [json.dumps(m.to_json()) for m in metadata],
+        "files": {name: file_digest(dataset / "data" / name) for name in files},
+        "schema": first.schema.serialize().to_pybytes().hex(),
+        **extra,
+    }
+    atomic_write_bytes(
+        Path(work) / DONE_FOLDER / f"{fragment_id}.json", json.dumps(record).encode()
+    )
+    return record
+
+
 def migrate_lance_fragment(
     migration_map: Any,
     source: str,
@@ -65,8 +123,6 @@ def migrate_lance_fragment(
 ) -> dict[str, Any]:
     """Migrate one fragment into ``work`` (the task each Ray worker runs), recorded with the
     sha256 of its new files."""
-    from lance.fragment import write_fragments
-
     from relrep_hf.migration.ray_engine import migrate_batch
 
     lance = require_lance()
@@ -77,25 +133,8 @@ def migrate_lance_fragment(
         migrate_batch(batch, migration_map=migration_map, column=column, dtype=wanted, where=where)
         for batch in fragment.to_batches(batch_size=chunk_rows)
     )
-    first = next(mapped)
-    batches = itertools.chain([first], mapped)
-    reader = pa.RecordBatchReader.from_batches(
-        first.schema, (b for table in batches for b in table.to_batches())
-    )
-    dataset = Path(work) / DATA
-    metadata = write_fragments(reader, str(dataset), schema=first.schema)
-    files = [f.path for m in metadata for f in m.data_files()]
-    record = {
-        "fragment": fragment_id,
-        "rows": int(fragment.count_rows()),
-        "metadata": [json.dumps(m.to_json()) for m in metadata],
-        "files": {name: file_digest(dataset / "data" / name) for name in files},
-        "schema": first.schema.serialize().to_pybytes().hex(),
-    }
-    atomic_write_bytes(
-        Path(work) / DONE_FOLDER / f"{fragment_id}.json", json.dumps(record).encode()
-    )
-    return record
+    batches = (b for table in mapped for b in table.to_batches())
+    return write_fragment(batches, work, fragment_id, int(fragment.count_rows()))
 
 
 def _verified(work: Path, fragment_id: int) -> dict[str, Any] | None:
@@ -122,12 +161,12 @@ def _check_lance_out(source: Path, out: Path, overwrite: bool) -> None:
         )
 
 
-def _commit(out: Path, work: Path, records: list[dict[str, Any]]) -> None:
-    """The new dataset (links to the tasks' files, one ``Overwrite`` commit) swapped in."""
+def _commit(out: Path, work: Path, records: list[dict[str, Any]], schema: pa.Schema) -> None:
+    """The new dataset (links to the tasks' files, one ``Overwrite`` commit of ``schema``)
+    swapped in."""
     lance = require_lance()
     from lance.fragment import FragmentMetadata
 
-    schema = pa.ipc.read_schema(pa.py_buffer(bytes.fromhex(records[0]["schema"])))
     fragments = [FragmentMetadata.from_json(m) for r in records for m in r["metadata"]]
     with atomic_directory(out) as staging:
         (staging / "data").mkdir()
@@ -139,6 +178,51 @@ def _commit(out: Path, work: Path, records: list[dict[str, Any]]) -> None:
         lance.LanceDataset.commit(str(staging), lance.LanceOperation.Overwrite(schema, fragments))
     shutil.rmtree(work, ignore_errors=True)
     fsync_directory(out.parent)
+
+
+def written_schema(records: list[dict[str, Any]]) -> pa.Schema:
+    """The schema the tasks wrote their fragments with."""
+    return pa.ipc.read_schema(pa.py_buffer(bytes.fromhex(records[0]["schema"])))
+
+
+def run_fragments(
+    source: Path,
+    out: Path,
+    plan: dict[str, Any],
+    run: Callable[[list[int], Path], None],
+    *,
+    overwrite: bool,
+    resume: bool,
+    schema: Callable[[list[dict[str, Any]]], pa.Schema] = written_schema,
+) -> Path:
+    """What a migration and a re-embed of a Lance dataset share: the work folder beside ``out``
+    started with ``plan`` (or resumed), ``run(fragment ids, work)`` for the fragments not yet
+    verified there, then one commit of every fragment (``schema(records)``) swapped in at
+    ``out``. ``plan["version"]``: the input's version the tasks read."""
+    from relrep_hf.migration.ray_engine import _start_work
+    from relrep_hf.utils.locking import folder_lock
+
+    lance = require_lance()
+    what, verb = ("re-embed", "re-embed") if "encoder" in plan else ("migration", "migrate")
+    dataset = lance.dataset(str(source), version=plan["version"])
+    ids = [fragment.fragment_id for fragment in dataset.get_fragments()]
+    if not ids:
+        raise VectorStoreError(f"Lance dataset {str(source)!r} has no rows to {verb}.")
+    work = out.parent / f".{out.name}.ray-shards"
+    with folder_lock(work):
+        _start_work(work, plan, resume, what)
+        todo = [i for i in ids if _verified(work, i) is None]
+        if todo:
+            run(todo, work)
+        _check_lance_out(source, out, overwrite)  # again: it may have appeared meanwhile
+        records = [_verified(work, i) for i in ids]
+        if any(record is None for record in records):
+            raise VectorStoreError(
+                f"{str(work)!r}: a fragment's new files changed while this run wrote the "
+                f"others. Run again with resume=True (--resume): it {verb}s that fragment again."
+            )
+        _commit(out, work, records, schema(records))
+    return out
 
 
 def migrate_lance(
@@ -156,8 +240,7 @@ def migrate_lance(
     """The Lance dataset ``source`` migrated into a new one at ``out``, one Ray task per
     fragment (see the module's text); called by `migrate_shards`, which loaded the map and
     checked its report. ``options``: ``max_retries``, ``show_progress``, ``map`` (its digest)."""
-    from relrep_hf.migration.ray_engine import _start_work, run_shard_tasks
-    from relrep_hf.utils.locking import folder_lock
+    from relrep_hf.migration.ray_engine import run_shard_tasks
 
     lance = require_lance()
     _check_lance_out(source, out, overwrite)
@@ -173,26 +256,12 @@ def migrate_lance(
         )
     plan = {"map": options["map"], "source": str(source.resolve()), "kind": "lance"}
     plan |= {"version": dataset.version, "column": column, "dtype": dtype}
-    work = out.parent / f".{out.name}.ray-shards"
-    ids = [fragment.fragment_id for fragment in dataset.get_fragments()]
-    if not ids:
-        raise VectorStoreError(f"Lance dataset {str(source)!r} has no rows to migrate.")
-    with folder_lock(work):
-        _start_work(work, plan, resume)
+
+    def run(todo: list[int], work: Path) -> None:
         args = (os.path.abspath(source), dataset.version)
         jobs = {
-            f"{source}#fragment-{i}": (*args, i, str(work), column, dtype, chunk_rows)
-            for i in ids
-            if _verified(work, i) is None
+            f"{source}#fragment-{i}": (*args, i, str(work), column, dtype, chunk_rows) for i in todo
         }
-        if jobs:
-            run_shard_tasks(migrate_lance_fragment, migration_map, jobs, work, options)
-        _check_lance_out(source, out, overwrite)
-        records = [_verified(work, i) for i in ids]
-        if any(record is None for record in records):
-            raise VectorStoreError(
-                f"{str(work)!r}: a fragment's new files changed while this run wrote the "
-                "others. Run again with resume=True (--resume): it migrates that fragment again."
-            )
-        _commit(out, work, records)
-    return out
+        run_shard_tasks(migrate_lance_fragment, migration_map, jobs, work, options)
+
+    return run_fragments(source, out, plan, run, overwrite=overwrite, resume=resume)

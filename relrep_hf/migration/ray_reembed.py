@@ -1,6 +1,6 @@
 """A sharded store re-embedded from its text on Ray, shard by shard (`reembed_shards`,
-``relrep-hf reembed --engine ray``): a folder of parquet shards, or a ``datasets`` folder (a
-Lance dataset is refused: the local engine re-embeds a LanceDB table, indexes rebuilt).
+``relrep-hf reembed --engine ray``): a folder of parquet shards, a ``datasets`` folder, or a
+Lance dataset (a LanceDB table's ``TABLE.lance`` folder) fragment by fragment.
 
 Encoder actors (one per GPU where the cluster has GPUs, else one per CPU; ``num_workers``)
 each take one input shard at a time and rewrite it as the single-process re-embed rewrites a
@@ -12,6 +12,14 @@ only read. Once every shard is written the new folder is swapped in at ``out`` i
 `relrep_hf.migration.ray_shards.migrate_shards` swaps a migrated one; a stopped run resumes by
 shard (``resume=True``, ``--resume``). An actor that dies is restarted and its shard retried by
 Ray (``max_restarts``, ``max_task_retries``); then the error names the shard.
+
+A Lance dataset is re-embedded fragment by fragment with the machinery that migrates one
+(`relrep_hf.migration.ray_lance.run_fragments`): each fragment's new rows written by an actor
+with pylance's ``write_fragments``, the new dataset committed once with the space recorded in
+its schema metadata (as the local re-embed of a LanceDB table records it), resumable by
+fragment. One whose vector column a LanceDB embedding function fills, or that has indexes, is
+refused naming the local engine (which rebuilds the indexes and refuses the function unless
+``--force``).
 
 Every node must see the input and ``out`` at the same paths (a shared file system).
 """
@@ -33,6 +41,14 @@ from relrep_hf.migration.ray_engine import (
     _start_work,
     collect_shards,
     require_ray,
+)
+from relrep_hf.migration.ray_lance import (
+    LanceData,
+    _check_lance_out,
+    is_lance_dataset,
+    require_lance,
+    run_fragments,
+    written_schema,
 )
 from relrep_hf.migration.ray_shards import (
     _check_out,
@@ -70,6 +86,20 @@ class ShardEncoder:
         vectors, space = self._embedded(store)
         return write_shard(kind, store, Path(work), vectors, space, self.options)
 
+    def embed_fragment(self, source: str, version: int, fragment_id: int, work: str) -> dict:
+        """Re-embed fragment ``fragment_id`` of the Lance dataset ``source`` (at ``version``)
+        into ``work``'s dataset (`write_fragment`), recorded with its vectors' space."""
+        from relrep_hf.migration.ray_lance import LanceData, write_fragment
+
+        store = LanceData(source, version, fragment_id, self.options["column"])
+        vectors, space = self._embedded(store)
+        wanted = np.dtype(self.options["dtype"])
+        batches = store.transformed(
+            _taker(vectors, wanted), vectors.shape[1], self.options["chunk_rows"], wanted
+        )
+        space = json.loads(space.to_json())
+        return write_fragment(batches, work, fragment_id, store.rows, space=space)
+
     def _embedded(self, store: VectorStore) -> tuple[np.ndarray, Any]:
         """Every row's vector ``[rows, d]`` (embedded ``chunk_rows`` rows at a time, as
         `reembed_store` embeds its chunks) and their space (`encoder_space`)."""
@@ -92,6 +122,20 @@ class ShardEncoder:
         return vectors, encoder_space(embedded.spec, embedded.provenance, vectors.shape[1], unit)
 
 
+def _taker(vectors: np.ndarray, wanted: np.dtype) -> Any:
+    """A transform giving the next rows of ``vectors`` ``[rows, d]`` (as ``wanted``) for each
+    chunk a store's writer reads, in order."""
+    position = 0
+
+    def take(chunk: np.ndarray) -> np.ndarray:
+        nonlocal position
+        rows = vectors[position : position + len(chunk)]  # [n, d]
+        position += len(chunk)
+        return rows.astype(wanted, copy=False)
+
+    return take
+
+
 def write_shard(
     kind: str, store: VectorStore, work: Path, vectors: np.ndarray, space: Any, options: dict
 ) -> dict[str, Any]:
@@ -105,16 +149,10 @@ def write_shard(
     extra: dict[str, Any] = {} if wanted == store.dtype else {"dtype": wanted}
     if kind == "parquet":
         extra["space"] = space
-    position = 0
-
-    def take(chunk: np.ndarray) -> np.ndarray:
-        nonlocal position
-        rows = vectors[position : position + len(chunk)]  # [n, d]
-        position += len(chunk)
-        return rows.astype(wanted, copy=False)
-
     try:
-        store.write(partial, take, vectors.shape[1], options["chunk_rows"], **extra)
+        store.write(
+            partial, _taker(vectors, wanted), vectors.shape[1], options["chunk_rows"], **extra
+        )
         fsync_file(partial)
         os.replace(partial, final)
     except BaseException:
@@ -129,21 +167,6 @@ def write_shard(
     }
     atomic_write_bytes(work / DONE_FOLDER / f"{source.name}.json", json.dumps(record).encode())
     return record
-
-
-def _sharded(source: Path) -> tuple[str, list[Path]]:
-    """`sharded_store`, with a Lance dataset refused (the local engine re-embeds a LanceDB
-    table: its embedding functions and indexes are handled there)."""
-    from relrep_hf.migration.ray_lance import is_lance_dataset
-
-    if is_lance_dataset(source):
-        raise VectorStoreError(
-            f"{str(source)!r} is a Lance dataset: the Ray re-embed reads a folder of parquet "
-            "shards or a datasets folder. Re-embed a LanceDB table with the local engine "
-            "(relrep-hf reembed DB_FOLDER --table TABLE), which rebuilds its indexes; "
-            "nothing was written."
-        )
-    return sharded_store(source)
 
 
 def _checked_shards(kind: str, shards: list[Path], options: dict[str, Any]) -> list[VectorStore]:
@@ -161,8 +184,9 @@ def _checked_shards(kind: str, shards: list[Path], options: dict[str, Any]) -> l
     return stores
 
 
-def _run_actors(kind: str, todo: list[Path], work: Path, options: dict[str, Any]) -> None:
-    """The shards of ``todo`` given to encoder actors, one shard per actor at a time."""
+def _run_actors(calls: list[tuple[str, str, tuple]], work: Path, options: dict[str, Any]) -> None:
+    """``calls`` (``(shard name, actor method, its arguments)``: a shard's `embed_shard`, a
+    fragment's `embed_fragment`) given to encoder actors, one per actor at a time."""
     ray = require_ray()
     if not ray.is_initialized():
         ray.init()  # RAY_ADDRESS, if set, names the cluster; else a local one
@@ -173,11 +197,11 @@ def _run_actors(kind: str, todo: list[Path], work: Path, options: dict[str, Any]
     actor = ray.remote(
         num_cpus=1, num_gpus=num_gpus, max_restarts=retries, max_task_retries=retries
     )(ShardEncoder)
-    count = min(len(todo), options["num_workers"] or _concurrency(num_gpus)[1])
+    count = min(len(calls), options["num_workers"] or _concurrency(num_gpus)[1])
     settings = {k: options[k] for k in ("column", "text_column", "chunk_rows", "batch_size")}
     settings["dtype"] = options["dtype"]
     idle = [actor.remote(options["encoder"], settings) for _ in range(count)]
-    jobs: Iterator[Path] = iter(todo)
+    jobs = iter(calls)
     pending: dict[Any, str] = {}
     working: dict[Any, Any] = {}
 
@@ -185,16 +209,16 @@ def _run_actors(kind: str, todo: list[Path], work: Path, options: dict[str, Any]
         if done is not None and not died:
             idle.append(working.pop(done))
         while idle:
-            shard = next(jobs, None)
-            if shard is None:
+            job = next(jobs, None)
+            if job is None:
                 return
             worker = idle.pop()
-            call = worker.embed_shard.remote(kind, str(shard), str(work))
-            pending[call], working[call] = str(shard), worker
+            call = getattr(worker, job[1]).remote(*job[2])
+            pending[call], working[call] = job[0], worker
 
     next_job()
-    collect_shards(pending, len(todo), work, options | {"work": "re-embedding"}, next_job)
-    unrun = [str(shard) for shard in jobs]
+    collect_shards(pending, len(calls), work, options | {"work": "re-embedding"}, next_job)
+    unrun = [name for name, _, _ in jobs]
     if unrun:  # every actor died: the shards no actor took
         raise VectorStoreError(f"Every Ray encoder actor died before shards {unrun} were run.")
 
@@ -216,9 +240,9 @@ def reembed_shards(
     max_retries: int = 2,
     show_progress: bool | None = None,
 ) -> Path:
-    """Re-embed the sharded store ``store`` (a folder of parquet shards, or a datasets folder)
-    from its ``text_column`` with ``encoder`` into a new folder ``out`` on Ray, one encoder
-    actor per worker, one shard per call (see the module's text).
+    """Re-embed the sharded store ``store`` (a folder of parquet shards, a datasets folder, or a
+    Lance dataset) from its ``text_column`` with ``encoder`` into a new folder ``out`` on Ray,
+    one encoder actor per worker, one shard (a Lance fragment) per call (see the module's text).
 
     ``encoder``: any spec `reembed_store` takes. ``column``, ``chunk_rows``, ``batch_size``,
     ``dtype``, ``overwrite``: as `reembed_store` (``out`` is never the input). ``resume``: keep
@@ -235,7 +259,13 @@ def reembed_shards(
             raise ValueError(f"{name} must be a positive int, got {value!r}.")
     spec = _parse(encoder)
     source, out = Path(store), Path(os.path.abspath(out))
-    kind, shards = _sharded(source)
+    settings = {"text_column": text_column, "column": column, "chunk_rows": chunk_rows}
+    settings |= {"batch_size": batch_size, "dtype": dtype, "num_gpus": num_gpus}
+    settings |= {"num_workers": num_workers, "max_retries": max_retries}
+    settings |= {"show_progress": show_progress, "encoder": encoder}
+    if is_lance_dataset(source):
+        return _reembed_lance(source, out, str(spec), settings, overwrite, resume)
+    kind, shards = sharded_store(source)
     _check_out(source, out, kind, overwrite)
     options = {"column": column, "text_column": text_column, "chunk_rows": chunk_rows}
     stores = _checked_shards(kind, shards, options)
@@ -258,11 +288,68 @@ def reembed_shards(
         options |= {"num_workers": num_workers, "max_retries": max_retries}
         options["show_progress"] = show_progress
         if todo:
-            _run_actors(kind, todo, work, options)
+            calls = [(str(s), "embed_shard", (kind, str(s), str(work))) for s in todo]
+            _run_actors(calls, work, options)
         _write_empty(kind, shards, stores, work, options)
         _check_out(source, out, kind, overwrite)  # again: it may have appeared meanwhile
         _swap_in(out, work, source, kind, shards, plan, space=_space_file(kind, work, shards))
     return out
+
+
+def _reembed_lance(
+    source: Path, out: Path, spec: str, settings: dict[str, Any], overwrite: bool, resume: bool
+) -> Path:
+    """The Lance dataset ``source`` re-embedded into a new one at ``out``, one fragment per
+    actor call (`ShardEncoder.embed_fragment`), committed once with the new space recorded in
+    its schema as the local re-embed of a LanceDB table records it (`run_fragments`)."""
+    from relrep_hf.migration.space import SPACE_KEY
+
+    lance = require_lance()
+    _check_lance_out(source, out, overwrite)
+    version = lance.dataset(str(source)).version
+    store = LanceData(str(source), version, column=settings["column"])
+    _check_lance_table(store)
+    texts = texts_of(store, settings["text_column"], None, store.id_field)
+    check_texts(texts, missing_rows(texts, settings["chunk_rows"])[1])
+    if not store.rows:
+        raise VectorStoreError(f"Lance dataset {str(source)!r} has no rows to re-embed.")
+    dtype = store.dtype if settings["dtype"] is None else _check_dtype(store, settings["dtype"])
+    plan = {"encoder": spec, "source": str(source.resolve()), "kind": "lance"}
+    plan |= {"version": version, "column": store.column, "dtype": str(dtype)}
+    plan |= {k: settings[k] for k in ("text_column", "chunk_rows", "batch_size")}
+    options = {**settings, **plan, "encoder": settings["encoder"]}
+
+    def run(todo: list[int], work: Path) -> None:
+        where = (os.path.abspath(source), version)
+        calls = [(f"{source}#fragment-{i}", "embed_fragment", (*where, i, str(work))) for i in todo]
+        _run_actors(calls, work, options)
+
+    def schema(records: list[dict[str, Any]]) -> Any:
+        written = written_schema(records)
+        metadata = dict(written.metadata or {})
+        metadata[SPACE_KEY.encode()] = merged_space(records).to_json().encode()
+        return written.with_metadata(metadata)
+
+    return run_fragments(source, out, plan, run, overwrite=overwrite, resume=resume, schema=schema)
+
+
+def _check_lance_table(store: LanceData) -> None:
+    """A dataset whose vector column a LanceDB embedding function fills, or that has indexes,
+    refused naming the local engine (which names the function in its plan, refused unless
+    --force, and builds the indexes again)."""
+    from relrep_hf.migration.stores.lance import embedding_functions
+
+    functions = [f.get("name") for f in embedding_functions(store.schema, store.column)[0]]
+    indexes = [index.name for index in store.data.describe_indices()]
+    found = [f"the embedding function(s) {functions} filling {store.column!r}"] if functions else []
+    found += [f"the index(es) {indexes}"] if indexes else []
+    if found:
+        raise VectorStoreError(
+            f"Lance dataset {str(store.path)!r} has {' and '.join(found)}, which the Ray "
+            "re-embed does not carry. Re-embed the LanceDB table with the local engine (relrep-hf reembed "
+            "DB_FOLDER --table TABLE --engine local), which rebuilds its indexes and refuses an "
+            "embedding function of the old model unless --force; nothing was written."
+        )
 
 
 def _write_empty(
@@ -287,14 +374,20 @@ def _space_file(kind: str, work: Path, shards: list[Path]) -> str | None:
     unit-length only if every shard's vectors are."""
     if kind != "datasets":
         return None
+    records = [json.loads((work / DONE_FOLDER / f"{s.name}.json").read_text()) for s in shards]
+    return merged_space(records).to_json()
+
+
+def merged_space(records: list[dict[str, Any]]) -> Any:
+    """The `StoreSpace` the shards' (or fragments') records give, unit-length only if every
+    one's vectors are."""
     from relrep_hf.migration.space import StoreSpace
 
-    records = [json.loads((work / DONE_FOLDER / f"{s.name}.json").read_text()) for s in shards]
     spaces = [r["space"] for r in records if "space" in r]
     space = dict(spaces[0])
     space.pop("format")
     space["encoder"]["normalized"] = all(s["encoder"]["normalized"] for s in spaces)
-    return StoreSpace(**{**space, "aliases": tuple(space["aliases"])}).to_json()
+    return StoreSpace(**{**space, "aliases": tuple(space["aliases"])})
 
 
 class _ShardTexts:
@@ -323,8 +416,11 @@ def estimate_shards(
     from relrep_hf.migration.reembed import _dry_run, _parse
 
     spec = _parse(encoder)
-    kind, shards = _sharded(Path(store))
-    stores = [_open_shard(kind, shard, column) for shard in shards]
+    if is_lance_dataset(Path(store)):
+        stores: list[VectorStore] = [LanceData(str(store), None, column=column)]
+    else:
+        kind, shards = sharded_store(Path(store))
+        stores = [_open_shard(kind, shard, column) for shard in shards]
     texts_of(stores[0], text_column, None, stores[0].id_field)  # a missing column named
     source = _ShardTexts(stores, text_column)
     return _dry_run(spec, source, max_rows, batch_size, sum(s.rows for s in stores))

@@ -83,17 +83,6 @@ def test_a_missing_text_column_is_named(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["shards"]
 
 
-def test_a_lance_dataset_is_sent_to_the_local_engine(tmp_path):
-    from tests.migration.test_ray_engine import _lance_table, _tree_hashes
-
-    source = _lance_table(tmp_path, np.ones((4, 8), np.float32))
-    before = _tree_hashes(source)
-    with pytest.raises(VectorStoreError, match="is a Lance dataset: the Ray re-embed reads") as e:
-        reembed_shards(source, SPEC, tmp_path / "new.lance")
-    _documented(e.value, tmp_path)
-    assert _tree_hashes(source) == before and not (tmp_path / "new.lance").exists()
-
-
 @pytest.mark.parametrize(
     ("flags", "message"),
     [

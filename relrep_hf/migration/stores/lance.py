@@ -28,7 +28,7 @@ from relrep_hf.migration.stores.base import (
     folder_with,
 )
 
-__all__ = ["KIND", "LanceStore", "is_lancedb_folder"]
+__all__ = ["KIND", "LanceStore", "embedding_functions", "is_lancedb_folder"]
 
 FUNCTIONS_KEY = b"embedding_functions"  # LanceDB's embedding registry, in the schema
 
@@ -36,6 +36,19 @@ FUNCTIONS_KEY = b"embedding_functions"  # LanceDB's embedding registry, in the s
 def is_lancedb_folder(path: Path) -> bool:
     """``path`` is a LanceDB database folder (it holds a ``<table>.lance`` folder)."""
     return any(p.suffix == ".lance" and p.is_dir() for p in path.iterdir())
+
+
+def embedding_functions(schema: pa.Schema, column: str) -> tuple[list[dict], list[dict]]:
+    """The LanceDB embedding functions ``schema`` records: those filling ``column``, the others
+    (none where the metadata is not LanceDB's layout)."""
+    raw = (schema.metadata or {}).get(FUNCTIONS_KEY)
+    try:
+        functions = json.loads(raw) if raw else []
+    except ValueError:
+        return [], []  # not LanceDB's layout: left as it is
+    functions = [f for f in functions if isinstance(f, dict)] if isinstance(functions, list) else []
+    ours = [f for f in functions if f.get("vector_column") == column]
+    return ours, [f for f in functions if f not in ours]
 
 
 class LanceStore(_ArrowStore):
@@ -82,16 +95,7 @@ class LanceStore(_ArrowStore):
 
     def _embedding_functions(self) -> tuple[list[dict], list[dict]]:
         """The schema's LanceDB embedding functions: those of the vector column, the others."""
-        raw = (self.schema.metadata or {}).get(FUNCTIONS_KEY)
-        try:
-            functions = json.loads(raw) if raw else []
-        except ValueError:
-            return [], []  # not LanceDB's layout: left as it is
-        functions = (
-            [f for f in functions if isinstance(f, dict)] if isinstance(functions, list) else []
-        )
-        ours = [f for f in functions if f.get("vector_column") == self.column]
-        return ours, [f for f in functions if f not in ours]
+        return embedding_functions(self.schema, self.column)
 
     def plan(self, out: str | os.PathLike, dim: int) -> StorePlan:
         """The vector column's embedding functions named: not carried (refused unless forced)."""
