@@ -147,17 +147,23 @@ def ray_cluster():
     if not _RAY:
         # workers at this process's priority: Ray's default niceness (15) starves them on a
         # busy machine shared with other test runs
-        _RAY["environment"] = pytest.MonkeyPatch()
-        _RAY["environment"].setenv("RAY_worker_niceness", "0")
-        ray.init(
-            num_cpus=2,
-            include_dashboard=False,
-            object_store_memory=200 * 2**20,
-            log_to_driver=False,
-            configure_logging=False,
-        )
+        environment = pytest.MonkeyPatch()
+        environment.setenv("RAY_worker_niceness", "0")
+        try:
+            ray.init(
+                num_cpus=2,
+                include_dashboard=False,
+                object_store_memory=200 * 2**20,
+                log_to_driver=False,
+                configure_logging=False,
+            )
+        except BaseException:  # this test errors with Ray's own message; the next one tries again
+            environment.undo()
+            if ray.is_initialized():
+                ray.shutdown()
+            raise
         ray.data.DataContext.get_current().enable_progress_bars = False
-        _RAY["ray"] = ray
+        _RAY.update(environment=environment, ray=ray)
     return _RAY["ray"]
 
 
