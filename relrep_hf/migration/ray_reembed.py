@@ -53,17 +53,15 @@ from relrep_hf.migration.ray_lance import (
 from relrep_hf.migration.ray_shards import (
     _check_out,
     _open_shard,
-    _source_identity,
     _swap_in,
     _verified,
+    commit_shard,
     sharded_store,
 )
 from relrep_hf.migration.reembed_texts import check_texts, missing_rows, texts_of
 from relrep_hf.migration.stores.base import VectorStore, VectorStoreError, _check_dtype
 from relrep_hf.utils.defaults import DEFAULT_EMBED_BATCH_SIZE, DEFAULT_REEMBED_CHUNK_ROWS
-from relrep_hf.utils.io import atomic_write_bytes, fsync_file
 from relrep_hf.utils.locking import folder_lock
-from relrep_hf.utils.manifest import file_digest
 
 __all__ = ["ShardEncoder", "estimate_shards", "reembed_shards"]
 
@@ -142,31 +140,19 @@ def write_shard(
     """``store`` (one input shard) rewritten into ``work`` with ``vectors`` ``[rows, d]`` by
     its kind's own writer (aside, then renamed), and recorded with its sha256 and ``space``
     (a parquet shard records it in its schema; a datasets folder once, when swapped in)."""
-    source = Path(store.path)
-    final = work / source.name
-    partial = final.with_name(f".{final.name}.partial-{os.getpid()}")
     wanted = np.dtype(options["dtype"])
     extra: dict[str, Any] = {} if wanted == store.dtype else {"dtype": wanted}
     if kind == "parquet":
         extra["space"] = space
-    try:
-        store.write(
-            partial, _taker(vectors, wanted), vectors.shape[1], options["chunk_rows"], **extra
-        )
-        fsync_file(partial)
-        os.replace(partial, final)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-    record = {
-        "shard": source.name,
-        "rows": store.rows,
-        "sha256": file_digest(final),
-        "source": _source_identity(source),
-        "space": json.loads(space.to_json()),
-    }
-    atomic_write_bytes(work / DONE_FOLDER / f"{source.name}.json", json.dumps(record).encode())
-    return record
+    taker = _taker(vectors, wanted)
+    return commit_shard(
+        store,
+        work,
+        lambda partial: store.write(
+            partial, taker, vectors.shape[1], options["chunk_rows"], **extra
+        ),
+        space=json.loads(space.to_json()),
+    )
 
 
 def _checked_shards(kind: str, shards: list[Path], options: dict[str, Any]) -> list[VectorStore]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -158,26 +158,37 @@ def migrate_one_shard(
     wanted = store.dtype if dtype is None else np.dtype(dtype)
     transform = affine_chunks(migration_map, wanted)
     checked = _checked_transform(store, transform, d_new, wanted, None)
-    final = Path(work) / source.name
-    partial = final.with_name(f".{final.name}.partial-{os.getpid()}")
     extra = {} if wanted == store.dtype else {"dtype": wanted}
+    return commit_shard(
+        store, Path(work), lambda partial: store.write(partial, checked, d_new, chunk_rows, **extra)
+    )
+
+
+def commit_shard(
+    store: VectorStore, work: Path, write: Callable[[Path], Any], **record: Any
+) -> dict[str, Any]:
+    """One shard's new file written by ``write(partial)`` beside its final name in ``work``,
+    synced and renamed (a failed write leaves nothing), then recorded as done with its rows,
+    sha256, its source's identity and ``record``'s other fields (what `_verified` reads)."""
+    source = Path(store.path)
+    final = work / source.name
+    partial = final.with_name(f".{final.name}.partial-{os.getpid()}")
     try:
-        store.write(partial, checked, d_new, chunk_rows, **extra)
+        write(partial)
         fsync_file(partial)
         os.replace(partial, final)
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
-    record = {
+    done = {
         "shard": source.name,
         "rows": store.rows,
         "sha256": file_digest(final),
         "source": _source_identity(source),
+        **record,
     }
-    atomic_write_bytes(
-        Path(work) / DONE_FOLDER / f"{source.name}.json", json.dumps(record).encode()
-    )
-    return record
+    atomic_write_bytes(work / DONE_FOLDER / f"{source.name}.json", json.dumps(done).encode())
+    return done
 
 
 def _verified(work: Path, shard: Path) -> dict[str, Any] | None:
