@@ -24,10 +24,19 @@ from relrep_hf.migration.reembed_texts import MissingTextError
 from relrep_hf.migration.space import SPACE_KEY
 from relrep_hf.migration.stores import VectorStoreError
 from tests.fixtures.killable_reembed import DYING_SPEC, DYING_TEXT, SLOW_SPEC, SPEC
-from tests.migration.test_ray_engine import _same_table, _table, _tree_hashes
-from tests.migration.test_ray_reembed import _documented
+from tests.fixtures.ray_shards import (
+    documented,
+    same_table as _same_table,
+    table as _table,
+    tree_hashes as _tree_hashes,
+)
 
 lance = pytest.importorskip("lance")
+
+
+def _documented(error: Exception, folder: Path) -> None:
+    """The error's first sentence is the one docs/bad_inputs.md's section gives."""
+    documented(error, folder, "## Re-embedding on Ray")
 
 
 def _lance_table(tmp_path: Path, rows: int, texts: dict[int, str | None] | None = None) -> Path:
