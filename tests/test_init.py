@@ -46,6 +46,17 @@ def test_import_loads_neither_torch_nor_transformers():
     assert loaded == ["[]"]
 
 
+def test_the_migration_modules_a_ray_worker_imports_load_neither_torch_nor_transformers():
+    """A Ray worker, actor or child driver that imports one module of relrep_hf.migration runs
+    the package's __init__ first: lazy, it loads no torch (about 10 CPU-s a process)."""
+    modules = ["stores", "ray_shards", "ray_engine", "ray_lance", "ray_reembed", "ray_onboarding"]
+    loaded = run_python(
+        f"import sys\nfor m in {modules!r}: __import__('relrep_hf.migration.' + m)\n"
+        "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
+    )
+    assert loaded == ["[]"]
+
+
 LOAD = (
     "from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification\n"
     "print(type(AutoModel.from_pretrained({projector!r})).__name__)\n"

@@ -206,7 +206,7 @@ DROPPED_ROWS = {
     [
         "relrep_hf.whitening_matrix",  # now relrep_hf.functional's only
         "relrep_hf.functional.Statistics",  # now relrep_hf's only
-        "relrep_hf.migration.fit_migration",  # an eager package, not a lazy one
+        "relrep_hf.migration.fit_migration",  # a package exporting few names, lazily
         "relrep_hf.encoding.POOLINGS",  # a constant, from its module
         "relrep_hf.evaluation.save",
         "relrep_hf.translation.RelativeInverse",

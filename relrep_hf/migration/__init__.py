@@ -22,25 +22,16 @@ re-embedding the corpus. One package, as a PEFT method is one folder of ``tuners
 this package exports what a migration needs besides them (docs/api.md).
 """
 
-from relrep_hf.migration.migrate import migrate
-from relrep_hf.migration.reembed import MissingTextError
-from relrep_hf.migration.report import migration_report
-from relrep_hf.migration.selection import select_migration_map
-from relrep_hf.migration.space import StoreSpace, StoreSpaceError
-from relrep_hf.migration.stores import VectorStore, VectorStoreError, open_store
-from relrep_hf.utils.deprecated_import import deprecated_attributes
+from __future__ import annotations
 
-__all__ = [
-    "MissingTextError",
-    "StoreSpace",
-    "StoreSpaceError",
-    "VectorStore",
-    "VectorStoreError",
-    "migrate",
-    "migration_report",
-    "open_store",
-    "select_migration_map",
-]
-# The names this package exported before issue #45 (fit_migration, MigrationMap, the registries,
-# ...) answer from their homes with a DeprecationWarning (utils/deprecated_import.py's table).
-__getattr__ = deprecated_attributes(__name__)
+from relrep_hf.utils.lazy_imports import lazy_attributes, stub_names
+
+# Each public name imported on first use (PEP 562), as relrep_hf's are: a Ray worker or a child
+# driver that imports one module of this package (a store, the shard machinery) runs this file
+# first, and an eager import of `migrate` loaded torch and transformers there (9 of the 9 s of
+# ``import relrep_hf.migration.stores``). The names this package exported before issue #45
+# (fit_migration, MigrationMap, the registries, ...) answer from their homes with a
+# DeprecationWarning (utils/deprecated_import.py's table).
+_LAZY = stub_names(__file__)  # public name -> its module, from __init__.pyi
+__all__ = sorted(_LAZY)
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), _LAZY)

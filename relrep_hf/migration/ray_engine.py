@@ -207,14 +207,7 @@ class EncoderActor:
         max_retries: int = 2,
     ):
         import ray
-        import torch
 
-        from relrep_hf.encoding.encoder_kinds import parse_encoder
-
-        self.spec, _ = parse_encoder(spec)
-        self.text_column, self.output_column = text_column, output_column
-        self.batch_size = batch_size
-        self.device = "cuda" if torch.cuda.is_available() else None  # an actor's own GPU(s)
         self.tracker, self.actor_id = tracker, ray.get_runtime_context().get_actor_id()
         context = ray.get_runtime_context()
         if tracker is not None and context.was_current_actor_reconstructed:
@@ -225,6 +218,16 @@ class EncoderActor:
                     f"{deaths} time(s). Nothing was written in place of the input; fix the "
                     "cause (memory, a text the encoder cannot take, a lost node) and run again."
                 )
+        # only then torch and the encoder kinds (about 10 CPU-s): a restart that names the
+        # batch above needs neither
+        import torch
+
+        from relrep_hf.encoding.encoder_kinds import parse_encoder
+
+        self.spec, _ = parse_encoder(spec)
+        self.text_column, self.output_column = text_column, output_column
+        self.batch_size = batch_size
+        self.device = "cuda" if torch.cuda.is_available() else None  # an actor's own GPU(s)
 
     def __call__(self, table: pa.Table) -> pa.Table:
         import tempfile

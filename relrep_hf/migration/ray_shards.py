@@ -35,7 +35,6 @@ from relrep_hf.migration.ray_engine import (
     run_shard_tasks,
 )
 from relrep_hf.migration.ray_lance import is_lance_dataset, migrate_lance
-from relrep_hf.migration.report import check_recommendation
 from relrep_hf.migration.stores.arrow import _ArrowStore
 from relrep_hf.migration.stores.base import (
     DEFAULT_CHUNK_ROWS,
@@ -321,6 +320,7 @@ def migrate_shards(
     before any is written.
     """
     from relrep_hf.migration.ray_engine import _loaded_map
+    from relrep_hf.migration.report import check_recommendation  # torch: not in a Ray worker
 
     migration_map = _loaded_map(migration_map)
     check_recommendation(getattr(migration_map, "info", {}), "the migration", force=force)

@@ -25,10 +25,19 @@ from relrep_hf.functional.statistics import Statistics
 from relrep_hf.migration.map import MigrationMap
 from relrep_hf.migration.ray_shards import SHARDS_FILE, migrate_shards
 from relrep_hf.migration.stores import VectorStoreError
+from tests.fixtures.ray_shards import (
+    D_OLD,
+    SIZES,
+    documented,
+    hashes as _hashes,
+    parquet_shards as _parquet_shards,
+    same_table as _same_table,
+    table as _table,
+    tiny_bert as _tiny_bert,
+    tree_hashes as _tree_hashes,
+)
 
-D_OLD, D_NEW = 8, 5
-SIZES = (70, 45, 0, 33)  # uneven shards, one of them empty
-REPO = Path(__file__).resolve().parents[2]
+D_NEW = 5
 
 
 # A driver run as a child process (connected to the session's cluster by RAY_ADDRESS) whose map
@@ -59,51 +68,9 @@ def migration_map():
     return MigrationMap(torch.from_numpy(weight).float(), torch.from_numpy(bias).float())
 
 
-def _table(vectors: np.ndarray, first_id: int) -> pa.Table:
-    ids = np.arange(first_id, first_id + len(vectors))
-    column = pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), vectors.shape[1])
-    text = pa.array([f"row {i}" for i in ids], pa.string())
-    return pa.table({"id": ids, "text": text, "embedding": column})
-
-
-def _parquet_shards(folder: Path, sizes=SIZES, dim: int = D_OLD, seed: int = 1) -> list[Path]:
-    folder.mkdir()
-    rng, first, paths = np.random.default_rng(seed), 0, []
-    for i, size in enumerate(sizes):
-        path = folder / f"part-{i:03d}.parquet"
-        pq.write_table(_table(rng.standard_normal((size, dim)).astype(np.float32), first), path)
-        first, paths = first + size, [*paths, path]
-    (folder / "README.txt").write_text("the user's note, carried over")
-    return paths
-
-
 def _documented(error: Exception, folder: Path) -> None:
     """The error's first sentence is the one docs/bad_inputs.md's Ray section gives."""
-    from tests.test_reliability import first_sentence
-
-    text = first_sentence(str(error)).replace(str(folder), "<folder>")
-    section = (REPO / "docs" / "bad_inputs.md").read_text("utf-8").split("## The Ray engine")[1]
-    assert f"{type(error).__name__}: {text}" in section, text
-
-
-def _hashes(folder: Path) -> dict[str, str]:
-    return {
-        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(folder.iterdir())
-        if p.is_file()
-    }
-
-
-def _same_table(ours: pa.Table, reference: pa.Table) -> None:
-    assert ours.schema.equals(reference.schema, check_metadata=False)
-    for name in reference.column_names:
-        if name == "embedding":
-            got = np.array(ours.column(name).to_pylist(), dtype=np.float64)
-            want = np.array(reference.column(name).to_pylist(), dtype=np.float64)
-            assert got.shape == want.shape
-            np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
-        else:
-            assert ours.column(name).equals(reference.column(name)), name
+    documented(error, folder, "## The Ray engine")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -362,25 +329,6 @@ def test_a_ray_dataset_is_migrated_and_its_statistics_merged(tmp_path, ray_clust
     _documented(e.value, tmp_path)
 
 
-def _tiny_bert(folder: Path) -> str:
-    from tokenizers import Tokenizer, pre_tokenizers
-    from tokenizers.models import WordLevel
-    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
-
-    words = ["[PAD]", "[UNK]", "row", "a", "b", "c", "d", *[str(i) for i in range(100)]]
-    backend = Tokenizer(WordLevel(vocab={w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
-    backend.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]"
-    )
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(words), hidden_size=16, num_hidden_layers=1,
-                        num_attention_heads=2, intermediate_size=32, max_position_embeddings=32)  # fmt: skip
-    BertModel(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return f"{folder}:mean"
-
-
 @pytest.mark.slow
 def test_a_ray_dataset_is_reembedded_as_one_process_embeds_it(tmp_path, ray_cluster):
     from relrep_hf.encoding.encoder_kinds import EmbedRequest, embed_encoders, parse_encoder
@@ -531,14 +479,6 @@ def test_a_run_is_onboarded_from_shards_as_the_local_engine_onboards_it(tmp_path
 # ---------------------------------------------------------------------------------------------
 # Lance datasets: one Ray task per fragment
 # ---------------------------------------------------------------------------------------------
-
-
-def _tree_hashes(folder: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(folder.rglob("*"))
-        if p.is_file()
-    }
 
 
 def _lance_table(tmp_path: Path, vectors: np.ndarray) -> Path:

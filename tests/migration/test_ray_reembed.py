@@ -19,27 +19,27 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from relrep_hf import reembed_store
 from relrep_hf.cli import main
-from relrep_hf.migration import reembed_store
 from relrep_hf.migration.ray_reembed import reembed_shards
 from relrep_hf.migration.ray_shards import SHARDS_FILE
 from relrep_hf.migration.reembed_texts import MissingTextError
 from relrep_hf.migration.space import SPACE_KEY
 from relrep_hf.migration.stores import VectorStoreError
 from tests.fixtures.killable_reembed import DYING_SPEC, DYING_TEXT, SLOW_SPEC, SPEC
-from tests.migration.test_ray_engine import _hashes, _parquet_shards, _same_table, _table
-
-REPO = Path(__file__).resolve().parents[2]
-SECTION = "## Re-embedding on Ray"
+from tests.fixtures.ray_shards import (
+    documented,
+    hashes as _hashes,
+    parquet_shards as _parquet_shards,
+    same_table as _same_table,
+    table as _table,
+    tiny_bert as _tiny_bert,
+)
 
 
 def _documented(error: Exception, folder: Path) -> None:
     """The error's first sentence is the one docs/bad_inputs.md's section gives."""
-    from tests.test_reliability import first_sentence
-
-    text = first_sentence(str(error)).replace(str(folder), "<folder>")
-    section = (REPO / "docs" / "bad_inputs.md").read_text("utf-8").split(SECTION)[1]
-    assert f"{type(error).__name__}: {text}" in section.split("\n## ")[0], text
+    documented(error, folder, "## Re-embedding on Ray")
 
 
 def _cli_error(capsys, tmp_path: Path) -> ValueError:
@@ -162,8 +162,6 @@ def test_parquet_shards_match_the_single_process_reembed(tmp_path):
 @pytest.mark.slow
 @pytest.mark.usefixtures("ray_cluster")
 def test_a_transformers_encoder_gives_the_single_process_vectors(tmp_path):
-    from tests.migration.test_ray_engine import _tiny_bert
-
     spec = _tiny_bert(tmp_path / "bert")  # a BertModel from a config, saved with its tokenizer
     source = tmp_path / "shards"
     paths = _parquet_shards(source, sizes=(20, 13))
@@ -236,7 +234,8 @@ def test_a_worker_that_dies_is_retried_then_named_and_the_run_resumes(tmp_path):
         reembed_shards(source, DYING_SPEC, out)
     _documented(e.value, tmp_path)
     pq.write_table(good, paths[1])  # the cause fixed
-    reembed_shards(source, DYING_SPEC, out, resume=True, num_workers=2)
+    # one actor for the one shard left (each actor's start imports torch: about 10 CPU-s)
+    reembed_shards(source, DYING_SPEC, out, resume=True, num_workers=1)
     assert {name: os.stat(out / name).st_ino for name in kept} == kept  # not embedded again
     for i, path in enumerate(paths):
         local = reembed_store(path, SPEC, tmp_path / f"local-{i}.parquet")

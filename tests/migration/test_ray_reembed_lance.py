@@ -24,10 +24,19 @@ from relrep_hf.migration.reembed_texts import MissingTextError
 from relrep_hf.migration.space import SPACE_KEY
 from relrep_hf.migration.stores import VectorStoreError
 from tests.fixtures.killable_reembed import DYING_SPEC, DYING_TEXT, SLOW_SPEC, SPEC
-from tests.migration.test_ray_engine import _same_table, _table, _tree_hashes
-from tests.migration.test_ray_reembed import _documented
+from tests.fixtures.ray_shards import (
+    documented,
+    same_table as _same_table,
+    table as _table,
+    tree_hashes as _tree_hashes,
+)
 
 lance = pytest.importorskip("lance")
+
+
+def _documented(error: Exception, folder: Path) -> None:
+    """The error's first sentence is the one docs/bad_inputs.md's section gives."""
+    documented(error, folder, "## Re-embedding on Ray")
 
 
 def _lance_table(tmp_path: Path, rows: int, texts: dict[int, str | None] | None = None) -> Path:
@@ -151,11 +160,13 @@ def test_a_worker_that_dies_is_retried_then_its_fragment_named(tmp_path):
 
 
 # A driver run as a child process (connected to the module's cluster by RAY_ADDRESS), whose
-# encoder takes a second a chunk: the test kills it once a fragment is recorded.
+# encoder takes a second a chunk: the test kills it once a fragment is recorded. One actor, here
+# and in the resume: each actor's start imports torch (about 10 CPU-s), and the number of actors
+# is not what this test is about (two: the dying-worker test and the match with the local engine).
 SLOW_DRIVER = """
 import sys
 from relrep_hf.migration.ray_reembed import reembed_shards
-reembed_shards(sys.argv[1], sys.argv[2], sys.argv[3], chunk_rows=30, num_workers=2)
+reembed_shards(sys.argv[1], sys.argv[2], sys.argv[3], chunk_rows=30, num_workers=1)
 """
 
 
@@ -187,7 +198,7 @@ def test_a_killed_driver_resumes_by_fragment(tmp_path, ray_cluster):
     before = _tree_hashes(source)
     with pytest.raises(VectorStoreError, match="earlier run of this re-embed stopped"):
         reembed_shards(source, SLOW_SPEC, out, chunk_rows=30)
-    reembed_shards(source, SLOW_SPEC, out, chunk_rows=30, num_workers=2, resume=True)
+    reembed_shards(source, SLOW_SPEC, out, chunk_rows=30, num_workers=1, resume=True)
     assert _tree_hashes(source) == before
     written = {p.name: p.stat().st_ino for p in (out / "data").iterdir()}
     assert {name: written[name] for name in kept} == kept  # not embedded again
