@@ -206,6 +206,20 @@ _ANCHOR_SET_HINT = {
 }
 
 
+VERIFY_FIRST_BYTES = 1 << 20  # folders up to this size are verified before they are loaded
+
+
+def _folder_bytes(folder: Path) -> float:
+    """The size of the files in ``folder``; infinite if it holds a folder or cannot be listed
+    (a file removed by a concurrent save: the overlapped check decides then, as always)."""
+    try:
+        with os.scandir(folder) as entries:
+            sizes = [e.stat().st_size if e.is_file() else float("inf") for e in entries]
+    except OSError:
+        return float("inf")
+    return sum(sizes)
+
+
 def read_verified(
     folder: Path,
     load: Callable[[Path], T],
@@ -218,13 +232,22 @@ def read_verified(
 ) -> T:
     """``load(read)`` on one version of ``folder``, its files checked against the manifest.
 
-    The digests are computed on a second thread (hashlib releases the GIL) while ``load`` reads;
-    nothing is returned, and no other error raised, before the check has passed (a corrupted
-    file explains a failure better). ``read`` is the folder, or a private copy of one version
-    of it when other processes keep saving to it (`relrep_hf.utils.manifest.read_consistently`).
+    The digests of a folder over `VERIFY_FIRST_BYTES` are computed on a second thread (hashlib
+    releases the GIL) while ``load`` reads; a smaller folder is checked first (hashing it takes
+    less than starting a thread, and a corrupted one is refused without building anything).
+    Either way nothing is returned, and no other error raised, before the check has passed (a
+    corrupted file explains a failure better). ``read`` is the folder, or a private copy of one
+    version of it when other processes keep saving to it
+    (`relrep_hf.utils.manifest.read_consistently`).
     """
 
     def checked(read: Path) -> T:
+        if _folder_bytes(read) <= VERIFY_FIRST_BYTES:
+            verify_folder(
+                read, required=required, what=what, source=source, verify=verify,
+                stacklevel=stacklevel,
+            )  # fmt: skip
+            return load(read)
         with ThreadPoolExecutor(max_workers=1) as pool:
             digests = pool.submit(
                 verify_folder, read, required=required, what=what, source=source,

@@ -153,15 +153,16 @@ for version, folder in folders:
     except HubError as error:
         assert "Another push changed" in str(error), error
         outcomes.append({"version": version, "sha": None})
-print(json.dumps(outcomes))
+(work / "outcomes.json").write_text(json.dumps(outcomes))
+if len(sys.argv) < 6:
+    sys.exit()
+check = Path(sys.argv[5])  # this pusher then checks the repo (CHECKER), when the test says so
+while not check.exists():
+    time.sleep(0.001)
 """
 
 CHECKER = r"""
-import json, sys
-from pathlib import Path
 from huggingface_hub import HfApi
-from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
-repo_id, work = sys.argv[1], Path(sys.argv[2])
 api = HfApi()
 head = RelativeHeadForClassification.from_pretrained(repo_id)  # verified against its manifest
 version = int(head.config.anchor_set_revision)
@@ -190,42 +191,45 @@ def test_two_processes_pushing_one_repo_at_once(tmp_path):
         env = client_env(hub, tmp_path)
         repo_id = f"{hub.user}/head"
         go = tmp_path / "go"  # made once both interpreters have imported and saved
+        check = tmp_path / "check"  # made once both have pushed: pusher a then checks the repo
         pushers = [
             subprocess.Popen(
                 [
                     sys.executable,
                     "-c",
-                    textwrap.dedent(PUSHER),
+                    textwrap.dedent(PUSHER + CHECKER),
                     str(tmp_path / name),
                     repo_id,
                     str(first),
                     str(go),
+                    *checks,
                 ],
                 env=env,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
             )
-            for name, first in (("a", 0), ("b", 100))
+            for name, first, checks in (("a", 0, [str(check)]), ("b", 100, []))
         ]
-        deadline = time.monotonic() + 300
-        while not all((tmp_path / name / "ready").exists() for name in ("a", "b")):
-            assert time.monotonic() < deadline, "the pushers did not get ready in 300 s"
-            assert all(p.poll() is None for p in pushers), [p.communicate() for p in pushers]
-            time.sleep(0.01)
-        go.write_text("go")
+        for step, stage in ((go, "ready"), (check, "outcomes.json")):
+            deadline = time.monotonic() + 300
+            while not all((tmp_path / name / stage).exists() for name in ("a", "b")):
+                assert time.monotonic() < deadline, f"the pushers wrote no {stage} in 300 s"
+                running = [(tmp_path / name / stage).exists() or p.poll() is None
+                         for name, p in zip(("a", "b"), pushers, strict=True)]  # fmt: skip
+                assert all(running), [p.communicate() for p in pushers]
+                time.sleep(0.01)
+            if step == check:
+                # the next commit is answered 412, as when a push overtook it
+                hub.fail_next("POST", f"/api/models/{repo_id}/commit", status=412,
+                              message="A commit has happened since. Please refresh and try again.")  # fmt: skip
+            step.write_text("go")
         results = [p.communicate(timeout=300) for p in pushers]
         for pusher, (_, err) in zip(pushers, results, strict=True):
             assert pusher.returncode == 0, err[-5000:]
-        outcomes = [o for out, _ in results for o in json.loads(out.strip().splitlines()[-1])]
-        hub.fail_next("POST", f"/api/models/{repo_id}/commit", status=412,
-                      message="A commit has happened since. Please refresh and try again.")  # fmt: skip
-        check = subprocess.run(
-            [sys.executable, "-c", textwrap.dedent(CHECKER), repo_id, str(tmp_path)],
-            env=env, capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
-        assert check.returncode == 0, check.stderr[-5000:]
-    state = json.loads(check.stdout.strip().splitlines()[-1])
+    logs = [tmp_path / name / "outcomes.json" for name in ("a", "b")]
+    outcomes = [o for log in logs for o in json.loads(log.read_text())]
+    state = json.loads(results[0][0].strip().splitlines()[-1])
     pushed = {o["sha"]: o["version"] for o in outcomes if o["sha"]}
     refused = [o for o in outcomes if not o["sha"]]
     print(f"pushes: {len(pushed)} committed, {len(refused)} refused as overtaken")

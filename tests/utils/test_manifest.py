@@ -84,6 +84,27 @@ def test_every_flipped_byte_region_is_rejected_naming_the_file(kind, tmp_path):
     assert flips > 200
 
 
+@pytest.mark.parametrize("kind", ARTIFACTS)
+def test_a_folder_over_the_verify_first_size_is_checked_while_it_loads(kind, tmp_path, monkeypatch):
+    """The flip test's folders are small, so checked before the load; a larger one is hashed on
+    a second thread during the load, and refused as surely (here: every folder counts as large)."""
+    from relrep_hf.utils import artifacts
+
+    monkeypatch.setattr(artifacts, "VERIFY_FIRST_BYTES", -1)
+    build, load = ARTIFACTS[kind]
+    folder = tmp_path / kind
+    build().save_pretrained(folder)
+    for path in sorted(p for p in folder.iterdir() if p.is_file()):
+        original = path.read_bytes()
+        damaged = bytearray(original)
+        damaged[len(damaged) // 2] ^= 0xFF
+        path.write_bytes(bytes(damaged))
+        with pytest.raises(CorruptedArtifactError, match=path.name):
+            load(folder)
+        path.write_bytes(original)
+    load(folder)
+
+
 def test_flipped_tensor_data_loads_silently_without_the_check(tmp_path):
     """Why the manifest exists: the flip lands in tensor data, the header stays intact."""
     folder = tmp_path / "projector"
