@@ -1,7 +1,11 @@
 """`import relrep_hf`: light (no torch), every public name on first use, and the Auto classes
-registered whichever of relrep_hf and transformers is imported first. Each case runs in a fresh
-interpreter, since registration depends on what was imported before."""
+registered whichever of relrep_hf and transformers is imported first. Registration depends on
+what was imported before: the light-import case runs in a fresh interpreter of its own; each
+registration case in a fresh process forked from one interpreter that has imported torch and
+nothing of relrep_hf or transformers (the modules registration watches), so torch's import
+is paid once for all of them."""
 
+import json
 import subprocess
 import sys
 
@@ -21,9 +25,43 @@ def run_python(code: str) -> list[str]:
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
     )
-    assert result.returncode == 0, result.stderr[-4000:]
-    assert "could not register" not in result.stderr, result.stderr[-4000:]
-    return result.stdout.strip().splitlines()
+    return checked(result.returncode, result.stdout, result.stderr)
+
+
+def checked(returncode: int, stdout: str, stderr: str) -> list[str]:
+    """The lines a case printed, once it exited 0 and warned of no failed registration."""
+    assert returncode == 0, stderr[-4000:]
+    assert "could not register" not in stderr, stderr[-4000:]
+    return stdout.strip().splitlines()
+
+
+# Runs each case of argv[1] (a JSON list of code) in a process forked from this interpreter,
+# which has imported torch only; prints one JSON line per case: exit status, stdout, stderr.
+FORKED_CASES = """
+import json, os, sys, tempfile, traceback
+import torch  # what every case imports through transformers; registration does not watch it
+assert not [m for m in sys.modules if m.startswith(('relrep_hf', 'transformers'))]
+for code in json.loads(sys.argv[1]):
+    out, err = tempfile.TemporaryFile('w+'), tempfile.TemporaryFile('w+')
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid == 0:  # the case: stdout and stderr to its own files, its exit status its own
+        os.dup2(out.fileno(), 1)
+        os.dup2(err.fileno(), 2)
+        status = 0
+        try:
+            exec(compile(code, '<case>', 'exec'), {'__name__': '__main__'})
+        except BaseException:
+            traceback.print_exc()
+            status = 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    out.seek(0)
+    err.seek(0)
+    print(json.dumps([status, out.read(), err.read()]))
+"""
 
 
 @pytest.fixture(scope="module")
@@ -72,33 +110,52 @@ EXPECTED = [
 ]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    "before, after",
-    [
-        ("import relrep_hf", ""),  # relrep_hf first: registered when transformers' auto loads
-        ("from transformers import AutoModel", "import relrep_hf"),  # transformers first: at once
-        ("from transformers import AutoConfig", "import relrep_hf"),  # configs now, models later
-        ("import relrep_hf", "from transformers import BertModel"),  # auto loaded mid-import
-        ("import relrep_hf.models.modeling_relative_projector", ""),  # a submodule, no package name
-        ("import relrep_hf.models.anchor_set", ""),
-    ],
+ORDERS = [
+    ("import relrep_hf", ""),  # relrep_hf first: registered when transformers' auto loads
+    ("from transformers import AutoModel", "import relrep_hf"),  # transformers first: at once
+    ("from transformers import AutoConfig", "import relrep_hf"),  # configs now, models later
+    ("import relrep_hf", "from transformers import BertModel"),  # auto loaded mid-import
+    ("import relrep_hf.models.modeling_relative_projector", ""),  # a submodule, no package name
+    ("import relrep_hf.models.anchor_set", ""),
+]
+IMPORT_HOOK = (
+    "import sys, relrep_hf\n"
+    "print(any(type(f).__module__ == 'relrep_hf.pipeline.auto_registration' for f in sys.meta_path))\n"
+    "from transformers import AutoModel\n"
+    "print(any(type(f).__module__ == 'relrep_hf.pipeline.auto_registration' for f in sys.meta_path))\n"
 )
-def test_auto_classes_load_the_saved_artifacts(saved, before, after):
-    code = f"{before}\n{after}\n" + LOAD.format(
-        projector=str(saved / "projector"), head=str(saved / "head")
+
+
+@pytest.fixture(scope="module")
+def forked_cases(saved) -> list[list[str]]:
+    """Every registration case (each import order loading the saved artifacts, then the import
+    hook's case) run once, each in its own forked process: [exit status, stdout, stderr] each."""
+    codes = [
+        f"{before}\n{after}\n"
+        + LOAD.format(projector=str(saved / "projector"), head=str(saved / "head"))
+        for before, after in ORDERS
+    ]
+    result = subprocess.run(
+        [sys.executable, "-c", FORKED_CASES, json.dumps([*codes, IMPORT_HOOK])],
+        capture_output=True,
+        text=True,
+        timeout=1800,  # seven cases, each was allowed 300 s on its own
     )
-    assert run_python(code) == EXPECTED
+    assert result.returncode == 0, result.stderr[-4000:]
+    cases = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(cases) == len(ORDERS) + 1, result.stdout[-4000:]
+    return cases
 
 
 @pytest.mark.slow
-def test_registration_leaves_the_import_system_as_it_was():
-    found = run_python(
-        "import sys, relrep_hf\n"
-        "print(any(type(f).__module__ == 'relrep_hf.pipeline.auto_registration' for f in sys.meta_path))\n"
-        "from transformers import AutoModel\n"
-        "print(any(type(f).__module__ == 'relrep_hf.pipeline.auto_registration' for f in sys.meta_path))\n"
-    )
+@pytest.mark.parametrize("order", range(len(ORDERS)), ids=lambda i: " / ".join(ORDERS[i]))
+def test_auto_classes_load_the_saved_artifacts(forked_cases, order):
+    assert checked(*forked_cases[order]) == EXPECTED
+
+
+@pytest.mark.slow
+def test_registration_leaves_the_import_system_as_it_was(forked_cases):
+    found = checked(*forked_cases[-1])
     assert found == ["True", "False"]  # the import hook is gone once both registrations ran
 
 
