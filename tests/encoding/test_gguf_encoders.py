@@ -17,6 +17,7 @@ import datasets
 import pytest
 import torch
 import transformers
+from safetensors.torch import load_file
 from transformers import AutoModel, AutoTokenizer
 
 from relrep_hf import AnchorSet, RelativeProjector, RelativeWrapper, Statistics
@@ -39,7 +40,7 @@ from tests.fixtures.gguf_models import (
     tiny_llama,
     write_gguf,
 )
-from tests.fixtures.hub_server import LocalHub
+from tests.fixtures.hub_server import LocalHub, client_env, run_client
 
 transformers.logging.set_verbosity_error()
 
@@ -241,18 +242,31 @@ def test_cli_embed_and_onboard_gguf(models, arch, tmp_path):
     assert 0 < difference <= 2e-2 * expected.abs().max().item()
 
 
+HUB_CLIENT = r"""
+import json, sys
+from pathlib import Path
+from huggingface_hub import HfApi
+from safetensors.torch import save_file
+
+from relrep_hf import RelativeWrapper
+from relrep_hf.encoding.encoders import EncoderSpec, load_encoder
+
+folder, projector, out = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+texts = json.loads(sys.argv[4])
+HfApi().create_repo("tester/tiny-llama-GGUF", exist_ok=True)
+HfApi().upload_folder(folder_path=str(folder), repo_id="tester/tiny-llama-GGUF")
+wrapper = RelativeWrapper.from_pretrained(
+    "tester/tiny-llama-GGUF", projector, gguf_file="tiny-llama-F16.gguf"
+)
+save_file({"relative": wrapper.encode(texts).contiguous()}, str(out / "relative.safetensors"))
+wrapper.save_pretrained(out / "projector")
+_, _, provenance = load_encoder(EncoderSpec.parse("tester/tiny-llama-GGUF/tiny-llama-F16.gguf:last"))
+print(json.dumps(provenance))
+"""
+
+
 @pytest.mark.slow
-def test_gguf_from_the_hub_records_repo_commit_file_and_quantisation(
-    models, texts, tmp_path, monkeypatch
-):
-    """Uploaded to the local Hub and loaded by repo id and file into an empty Hub cache, in this
-    process pointed at the server (a client interpreter only cost an import of torch and
-    transformers)."""
-    from huggingface_hub import HfApi
-
-    from relrep_hf.encoding.encoders import load_encoder
-    from tests.fixtures.hub_encoders import point_at
-
+def test_gguf_from_the_hub_records_repo_commit_file_and_quantisation(models, texts, tmp_path):
     built = models["llama"]
     projector = reference_projector(built, texts)
     projector.save_pretrained(tmp_path / "projector")
@@ -261,28 +275,25 @@ def test_gguf_from_the_hub_records_repo_commit_file_and_quantisation(
         str(built["folder"]), projector, gguf_file="tiny-llama-F16.gguf"
     ).encode(sample)
     with LocalHub() as hub:
-        point_at(monkeypatch, hub, cache=tmp_path / "hub-cache")
-        api = HfApi(token=hub.token)
-        api.create_repo("tester/tiny-llama-GGUF", exist_ok=True)
-        api.upload_folder(folder_path=str(built["folder"]), repo_id="tester/tiny-llama-GGUF")
-        wrapper = RelativeWrapper.from_pretrained(
-            "tester/tiny-llama-GGUF", str(tmp_path / "projector"), gguf_file="tiny-llama-F16.gguf"
-        )
-        relative = wrapper.encode(sample)
-        wrapper.save_pretrained(tmp_path / "projector")
-        spec = EncoderSpec.parse("tester/tiny-llama-GGUF/tiny-llama-F16.gguf:last")
-        provenance = load_encoder(spec)[2]
+        env = client_env(hub, tmp_path / "client")
+        args = [
+            str(built["folder"]),
+            str(tmp_path / "projector"),
+            str(tmp_path),
+            json.dumps(sample),
+        ]
+        stdout = run_client(HUB_CLIENT, env, *args, timeout=600, cwd=tmp_path)
         commit = hub.branch_head("tester/tiny-llama-GGUF")
-    assert list((tmp_path / "hub-cache").glob("models--tester--tiny-llama-GGUF"))  # downloaded
     expected = {
         "encoder_id": "tester/tiny-llama-GGUF",
         "encoder_revision": commit,
         "encoder_gguf_file": "tiny-llama-F16.gguf",
         "encoder_quantization": "F16",
     }
-    assert provenance == expected
+    assert json.loads(stdout.strip().splitlines()[-1]) == expected
     saved = json.loads((tmp_path / "projector" / "config.json").read_text())
     assert {key: saved[key] for key in expected} == expected
+    relative = load_file(tmp_path / "relative.safetensors")["relative"]
     torch.testing.assert_close(relative, local, atol=1e-6, rtol=0)
 
 

@@ -2,7 +2,8 @@
 
 The module's ``encode`` output must equal `RelativeWrapper.encode` of the same projector on the
 same texts, before and after ``model.save`` / ``SentenceTransformer(path)``, and after
-``model.push_to_hub`` / ``SentenceTransformer(repo)`` against the local Hub server.
+``model.push_to_hub`` / ``SentenceTransformer(repo)`` against the local Hub server (a client
+interpreter, since huggingface_hub reads ``HF_ENDPOINT`` at import).
 """
 
 from __future__ import annotations
@@ -25,8 +26,7 @@ from relrep_hf.models.sentence_transformers_module import (
     add_relative_projection,
     projector_from_sentence_transformer,
 )
-from tests.fixtures.hub_encoders import point_at
-from tests.fixtures.hub_server import LocalHub
+from tests.fixtures.hub_server import LocalHub, client_env, run_client
 from tests.fixtures.minilm import MODEL_PATH
 
 transformers.logging.set_verbosity_error()
@@ -151,30 +151,41 @@ def test_onboarding_through_normalize_uses_normalized_embeddings(texts, anchor_s
     assert (unnormalized(wrapped.pooled) - expected).abs().max() > 1e-2
 
 
+PUSH_AND_PULL = r"""
+import sys
+from pathlib import Path
+import torch
+from safetensors.torch import save_file
+from sentence_transformers import SentenceTransformer
+
+import relrep_hf.models.sentence_transformers_module  # noqa: F401 (the only relrep_hf line)
+
+saved, texts_file, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+texts = texts_file.read_text().splitlines()
+model = SentenceTransformer(str(saved), trust_remote_code=True, device="cpu")
+model.push_to_hub("tester/minilm-relative", exist_ok=True)
+pulled = SentenceTransformer("tester/minilm-relative", trust_remote_code=True, device="cpu")
+save_file({"relative": pulled.encode(texts, convert_to_tensor=True).contiguous()}, str(out))
+print("pulled ok")
+"""
+
+
 @pytest.mark.slow
-def test_push_to_hub_and_pull(relative_model, texts, tmp_path, monkeypatch):
-    """The saved model loaded again, pushed with ``push_to_hub`` and pulled by its repo id into an
-    empty cache, in this process pointed at the local Hub (no client interpreter: an import of
-    torch and sentence-transformers that the round trip does not need)."""
+def test_push_to_hub_and_pull(relative_model, texts, tmp_path):
     sample = texts[-24:]
     expected = wrapper_features(relative_model[-1].projector, sample)
     relative_model.save(str(tmp_path / "st"))
+    (tmp_path / "texts.txt").write_text("\n".join(sample))
     with LocalHub() as hub:
-        point_at(monkeypatch, hub)
-        model = SentenceTransformer(str(tmp_path / "st"), trust_remote_code=True, device="cpu")
-        model.push_to_hub("tester/minilm-relative", exist_ok=True, token=hub.token)
-        pulled = SentenceTransformer(
-            "tester/minilm-relative", trust_remote_code=True, device="cpu",
-            cache_folder=str(tmp_path / "cache"),
-        )  # fmt: skip
+        env = client_env(hub, tmp_path / "client")
+        args = [tmp_path / "st", tmp_path / "texts.txt", tmp_path / "pulled.safetensors"]
+        stdout = run_client(PUSH_AND_PULL, env, *args, timeout=600, cwd=tmp_path)
+        assert "pulled ok" in stdout
         repo = hub.server.repo("tester/minilm-relative")
         files = set(repo.resolve("main").files)
-        downloads = [path for method, path, _ in hub.requests if method == "GET"]
     assert {"modules.json", "2_RelativeProjection/relative_projection.json"} <= files
-    assert any(path.endswith("/2_RelativeProjection/model.safetensors") for path in downloads)
-    assert isinstance(pulled[-1], RelativeProjection)
-    relative = pulled.encode(sample, convert_to_tensor=True)
-    torch.testing.assert_close(relative, expected, atol=1e-5, rtol=0)
+    pulled = load_file(tmp_path / "pulled.safetensors")["relative"]
+    torch.testing.assert_close(pulled, expected, atol=1e-5, rtol=0)
 
 
 def test_bad_inputs(relative_model, anchor_set, tmp_path):
