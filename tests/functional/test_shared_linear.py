@@ -4,9 +4,6 @@ the similarity settings an anchor set carries, and its content fingerprint."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +28,8 @@ from relrep_hf.models.modeling_relative_head import (
     check_head_matches_projector,
 )
 from relrep_hf.utils.defaults import SHRINKAGE_GRID
-from tests.fixtures.hub_server import LocalHub, client_env
+from tests.fixtures.hub_encoders import point_at
+from tests.fixtures.hub_server import LocalHub
 from tests.fixtures.synthetic import affine_spaces
 
 REPO = Path(__file__).resolve().parents[2]
@@ -203,37 +201,26 @@ def all_kinds(spaces) -> dict[str, AnchorSet]:
     }
 
 
-PUSH_AND_LOAD = r"""
-import json, sys
-from pathlib import Path
-from relrep_hf import AnchorSet
-out = {}
-for folder in sorted(Path(sys.argv[1]).iterdir()):
-    local = AnchorSet.from_pretrained(folder)
-    local.push_to_hub(f"tester/{folder.name.replace('_', '-')}")
-    hub = AnchorSet.from_pretrained(f"tester/{folder.name.replace('_', '-')}")
-    out[folder.name] = {
-        "equal": bool((hub.mixture == local.mixture).all()), "mixing": hub.mixing,
-        "fingerprint": hub.fingerprint, "settings": hub.similarity_settings,
-        "repo_id": hub.repo_id,
-    }
-print(json.dumps(out))
-"""
-
-
 @pytest.mark.slow
-def test_every_kind_round_trips_through_the_hub(spaces, tmp_path):
+def test_every_kind_round_trips_through_the_hub(spaces, tmp_path, monkeypatch):
+    """Each kind saved, loaded, pushed and downloaded again into an empty cache, in this process
+    pointed at the local Hub (a client interpreter only cost an import of torch and relrep_hf)."""
     kinds = all_kinds(spaces)
     for name, anchor_set in kinds.items():
         anchor_set.save_pretrained(tmp_path / "sets" / name)
+    result = {}
     with LocalHub() as hub:
-        env = client_env(hub, tmp_path)
-        done = subprocess.run(
-            [sys.executable, "-c", textwrap.dedent(PUSH_AND_LOAD), str(tmp_path / "sets")],
-            env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path,
-        )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-4000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+        point_at(monkeypatch, hub)
+        for folder in sorted((tmp_path / "sets").iterdir()):
+            local = AnchorSet.from_pretrained(folder)
+            repo_id = f"tester/{folder.name.replace('_', '-')}"
+            local.push_to_hub(repo_id, token=hub.token)
+            pulled = AnchorSet.from_pretrained(repo_id, cache_dir=tmp_path / "cache")
+            result[folder.name] = {"equal": bool((pulled.mixture == local.mixture).all()),
+                                   "mixing": pulled.mixing, "fingerprint": pulled.fingerprint,
+                                   "settings": pulled.similarity_settings,
+                                   "repo_id": pulled.repo_id}  # fmt: skip
+    assert len(list((tmp_path / "cache").glob("models--tester--*"))) == len(kinds)  # downloaded
     assert set(result) == set(kinds)
     for name, anchor_set in kinds.items():
         assert result[name]["equal"], name

@@ -405,13 +405,6 @@ def test_transformers_alone_loads_the_head_and_serves_the_classifier(parts, tmp_
 # End to end: pushed to a Hub, served by transformers alone
 # ---------------------------------------------------------------------------------------------
 
-PUSH = r"""
-import sys
-from relrep_hf.publishing.hub import push_artifact
-
-print("COMMIT " + push_artifact(sys.argv[1], sys.argv[2]))
-"""
-
 FROM_THE_HUB = r"""
 import json, sys
 sys.path += sys.argv[3:]  # the parent's site-packages, without their .pth files
@@ -435,11 +428,18 @@ print("RESULT " + json.dumps({
 
 
 @pytest.mark.slow
-def test_a_classifier_pushed_to_the_hub_serves_its_labels_in_a_clean_environment(parts, tmp_path):
+def test_a_classifier_pushed_to_the_hub_serves_its_labels_in_a_clean_environment(
+    parts, tmp_path, monkeypatch
+):
     """``wrapper.with_head(head)`` saved, pushed (the encoder in its own repo) by relrep_hf's push,
     then ``pipeline(model=repo_id, trust_remote_code=True)`` in a fresh interpreter where
-    relrep_hf cannot be imported, its Hub cache empty: the parent's ``predict`` labels."""
-    from tests.fixtures.hub_server import LocalHub, client_env, hub_env, run_client
+    relrep_hf cannot be imported, its Hub cache empty: the parent's ``predict`` labels.
+
+    The push runs in this process, pointed at the local Hub: only the load needs the clean
+    interpreter."""
+    from relrep_hf.publishing.hub import push_artifact
+    from tests.fixtures.hub_encoders import point_at
+    from tests.fixtures.hub_server import LocalHub, hub_env
 
     texts = parts["texts"][:24]
     (tmp_path / "texts.json").write_text(json.dumps(texts))
@@ -453,8 +453,9 @@ def test_a_classifier_pushed_to_the_hub_serves_its_labels_in_a_clean_environment
         classifier = wrapper.with_head(parts["head"])
         expected = classifier.predict(texts)
         classifier.save_pretrained(tmp_path / "clf")
-        pushed = run_client(PUSH, client_env(hub, tmp_path / "push"), tmp_path / "clf", CLASSIFIER)
-        assert "COMMIT " in pushed
+        point_at(monkeypatch, hub)
+        pushed = push_artifact(tmp_path / "clf", CLASSIFIER, token=hub.token)
+        assert hub.branch_head(CLASSIFIER) == pushed
         (tmp_path / "clean").mkdir()
         paths = sysconfig.get_paths()
         env = hub_env(

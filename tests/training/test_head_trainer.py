@@ -240,30 +240,28 @@ def test_compute_metrics_callbacks_and_an_evaluator_pick_the_best_head(tmp_path)
     assert evaluator(head)["zero_shot_weighted_f1"] == pytest.approx(max(scores))
 
 
-PUSH = r"""
-import sys
-import torch
-from relrep_hf import HeadTrainer, HeadTrainingArguments, RelativeHeadConfig
-from relrep_hf import RelativeHeadForClassification
-
-torch.manual_seed(0)
-x = torch.randn(64, 6); y = (x[:, 0] > 0).long()
-head = RelativeHeadForClassification(RelativeHeadConfig(num_anchors=6, num_labels=2))
-args = HeadTrainingArguments(sys.argv[1], num_train_epochs=1, disable_tqdm=True, push_to_hub=True,
-                             hub_model_id="tester/pushed-head", hub_token=sys.argv[2])
-HeadTrainer(head, args, x, y, x, y).train()
-"""
-
-
 @pytest.mark.slow
-def test_push_to_hub_pushes_the_head_with_its_card_and_manifest(tmp_path):
+def test_push_to_hub_pushes_the_head_with_its_card_and_manifest(tmp_path, monkeypatch):
     """push_to_hub=True pushes the trained head once, through its artifact base, to
-    hub_model_id with hub_token (a local server that speaks the Hub's API)."""
-    from tests.fixtures.hub_server import LocalHub, client_env, run_client
+    hub_model_id with hub_token (a local server that speaks the Hub's API; this process pointed
+    at it, with no other token: a client interpreter only cost an import of torch and
+    transformers)."""
+    from tests.fixtures.hub_encoders import point_at
+    from tests.fixtures.hub_server import LocalHub
 
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):  # the token comes from hub_token alone
+        monkeypatch.delenv(name, raising=False)
+    torch.manual_seed(0)
+    x = torch.randn(64, 6)
+    y = (x[:, 0] > 0).long()
+    head = RelativeHeadForClassification(RelativeHeadConfig(num_anchors=6, num_labels=2))
     with LocalHub() as hub:
-        env = client_env(hub, tmp_path, token=None)  # the token comes from hub_token alone
-        run_client(PUSH, env, str(tmp_path / "head"), hub.token)
+        point_at(monkeypatch, hub)
+        args = HeadTrainingArguments(
+            str(tmp_path / "head"), num_train_epochs=1, disable_tqdm=True, push_to_hub=True,
+            hub_model_id="tester/pushed-head", hub_token=hub.token,
+        )  # fmt: skip
+        HeadTrainer(head, args, x, y, x, y).train()
         repo = hub.server.repo("tester/pushed-head")
         pushed = repo.commits[repo.branches["main"]]
         files = pushed.files
