@@ -59,14 +59,20 @@ def migrate_run_vectors(
 
 
 def run_anchor_path(
-    run_dir: Path, run: dict[str, Any], spaces: dict[str, Tensor], source: str, target: str
+    run_dir: Path,
+    run: dict[str, Any],
+    spaces: dict[str, Tensor],
+    source: str,
+    target: str,
+    onboarded: dict[tuple, RelativeProjector] | None = None,
 ) -> Any:
     """The anchor path of a run as `select_migration_map` wants it (its variants by inverse
     ridge, `anchor_path_maps`): for a shared linear anchor set, a function that refits it on
     given training rows (the run's training encoders, its number of anchors and shrinkage) and
     onboards both encoders from those rows, so that cross-validation scores it out of fold; for
     other anchor kinds, the run's fitted maps (scored on rows their fit saw, which favours them:
-    a warning says so)."""
+    a warning says so). ``onboarded``: ``{(rows, encoder): projector}`` kept across calls, so
+    that the two directions of one evaluation (the same folds) refit each fold once."""
     from relrep_hf.functional.statistics import Statistics
     from relrep_hf.models.anchor_set import AnchorSet
 
@@ -83,23 +89,25 @@ def run_anchor_path(
     held_out = set(run.get("held_out", []))
     training = [e["name"] for e in run["encoders"] if e["name"] not in held_out]
 
+    onboarded = {} if onboarded is None else onboarded
+
     def fit_on(rows: Tensor) -> Any:
         rows = train[rows]  # [r] run rows
-        fold_set = AnchorSet.shared_linear(
-            [{"index": int(i)} for i in rows],
-            {name: spaces[name][rows] for name in training},
-            anchor_set.num_anchors,
-            support_rows=torch.arange(len(rows)),
-            shrinkage=anchor_set.shrinkage,
-            eps=anchor_set.eps,
-        )
-        pair = [
-            RelativeProjector.from_anchor_set(
-                fold_set, spaces[n][rows], Statistics.from_embeddings(spaces[n][rows])
+        key = tuple(rows.tolist())
+        if any((key, n) not in onboarded for n in (source, target)):
+            fold_set = AnchorSet.shared_linear(
+                [{"index": int(i)} for i in rows],
+                {name: spaces[name][rows] for name in training},
+                anchor_set.num_anchors,
+                support_rows=torch.arange(len(rows)),
+                shrinkage=anchor_set.shrinkage,
+                eps=anchor_set.eps,
             )
-            for n in (source, target)
-        ]
-        return anchor_path_maps(*pair)
+            for n in (source, target):
+                onboarded[key, n] = RelativeProjector.from_anchor_set(
+                    fold_set, spaces[n][rows], Statistics.from_embeddings(spaces[n][rows])
+                )
+        return anchor_path_maps(onboarded[key, source], onboarded[key, target])
 
     return fit_on
 
@@ -112,11 +120,12 @@ def _selection(
     new: str,
     seed: int,
     direction: Direction = "corpus",
+    onboarded: dict[tuple, RelativeProjector] | None = None,
 ) -> MigrationSelection:
     """`select_migration_map` on the run's training rows of ``old`` -> ``new``, the run's
-    anchor path among the candidates."""
+    anchor path among the candidates (``onboarded``: `run_anchor_path`'s)."""
     train = torch.tensor(run["train_rows"])
-    prior = run_anchor_path(run_dir, run, spaces, old, new)
+    prior = run_anchor_path(run_dir, run, spaces, old, new, onboarded)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # thin folds' statistics, the rank cap
         return select_migration_map(
@@ -213,8 +222,9 @@ def evaluate_migration(
             f"encoder's space ({target!r}, {spaces[target].shape[1]}-d): give the new encoder."
         )
     test = torch.tensor(run["test_rows"])
-    forward = _selection(run_dir, run, spaces, source, target, seed, direction=direction)
-    backward = _selection(run_dir, run, spaces, target, source, seed)
+    onboarded: dict[tuple, RelativeProjector] = {}  # both directions: the same folds
+    forward = _selection(run_dir, run, spaces, source, target, seed, direction, onboarded)
+    backward = _selection(run_dir, run, spaces, target, source, seed, onboarded=onboarded)
     report = migration_report(
         spaces[source][test],
         spaces[target][test],

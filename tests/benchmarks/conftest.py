@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 
 
@@ -32,3 +35,33 @@ def _plain_titles():
     crash_check_titles(False)
     yield
     crash_check_titles(False)
+
+
+@pytest.fixture
+def quick_run(monkeypatch, capsys):
+    """``run(argv, missing=())``: ``python -m benchmarks ARGV`` in this process (its ``main``)
+    with the packages ``missing`` hidden (``sys.modules[name] = None``: `find_spec` answers None,
+    `import` raises), as an interpreter without them; its stdout. What the run changes in the
+    process is restored: the torch threads and ``OMP_NUM_THREADS`` (--quick sets them), the
+    global random state, transformers' progress bars."""
+    import torch
+    from transformers.utils import logging as transformers_logging
+
+    from benchmarks.__main__ import main
+
+    def run(argv: list[str], missing=()) -> str:
+        for name in missing:
+            monkeypatch.setitem(sys.modules, name, None)
+        monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
+        threads, bars = torch.get_num_threads(), transformers_logging.is_progress_bar_enabled()
+        capsys.readouterr()
+        try:
+            with torch.random.fork_rng():
+                main(argv)
+        finally:
+            torch.set_num_threads(threads)
+            if bars:
+                transformers_logging.enable_progress_bar()
+        return capsys.readouterr().out
+
+    return run

