@@ -95,6 +95,24 @@ def test_the_migration_modules_a_ray_worker_imports_load_neither_torch_nor_trans
     assert loaded == ["[]"]
 
 
+def test_a_reembed_with_a_callable_encoder_loads_neither_torch_nor_transformers(tmp_path):
+    """A re-embed child or Ray actor whose encoder is a Python callable (the re-embed tests'
+    `letters`) writes the store's new vectors without torch: 12.8 -> 2.8 CPU-s a process."""
+    code = (
+        "import sys\nfrom pathlib import Path\nimport numpy as np, pyarrow as pa, pyarrow.parquet as pq\n"
+        "from relrep_hf import reembed_store\n"
+        f"folder = Path({str(tmp_path)!r})\n"
+        "vectors = pa.FixedSizeListArray.from_arrays(pa.array(np.zeros(14, np.float32)), 2)\n"
+        "rows = {'id': list(range(7)), 'text': [f'note {i} tea' for i in range(7)], 'embedding': vectors}\n"
+        "pq.write_table(pa.table(rows), folder / 'old.parquet')\n"
+        "spec = 'py:tests.fixtures.killable_reembed:letters'\n"
+        "reembed_store(folder / 'old.parquet', spec, folder / 'new.parquet', show_progress=False)\n"
+        "print(pq.read_table(folder / 'new.parquet').num_rows)\n"
+        "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
+    )
+    assert run_python(code) == ["7", "[]"]
+
+
 LOAD = (
     "from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification\n"
     "print(type(AutoModel.from_pretrained({projector!r})).__name__)\n"

@@ -27,9 +27,9 @@ from typing import Any
 import datasets
 import numpy as np
 
-from relrep_hf.encoding.batches import progress_bar
 from relrep_hf.encoding.encoders import BUNDLED_MINILM, MINILM_HUB_ID, ArraySpec, encoder_provenance
 from relrep_hf.encoding.extraction_writer import cache_root, check_column, write_embeddings
+from relrep_hf.encoding.progress import progress_bar
 from relrep_hf.utils.defaults import DEFAULT_EMBED_BATCH_SIZE
 
 __all__ = [

@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 import torch
 from torch import Tensor, nn
-from tqdm.auto import tqdm
 from transformers import BatchEncoding, PreTrainedConfig, PreTrainedTokenizerBase
 
 from relrep_hf.encoding.models import (
@@ -32,11 +31,10 @@ from relrep_hf.encoding.models import (
     input_modality,
 )
 from relrep_hf.encoding.pooling import masks_checked_on_host
+from relrep_hf.encoding.progress import progress_bar
 from relrep_hf.utils.defaults import DEFAULT_ENCODE_BATCH_SIZE
+from relrep_hf.utils.deprecated_import import deprecated_attributes
 
-# Work that has run this long shows its progress bar unless `show_progress` says otherwise
-# (whatever its size: 1,000 sentences through a 135M-parameter LM take minutes on 2 cores).
-PROGRESS_DELAY_SECONDS = 3.0
 # Tokenizers without a known limit report a huge sentinel (int(1e30)); no real model reads more
 # than this many tokens, so anything above it means "unknown".
 _MAX_SANE_LENGTH = 10**8
@@ -44,14 +42,6 @@ _MAX_SANE_LENGTH = 10**8
 # Config attributes that hold the number of positions a model can embed, by model family.
 _POSITION_LIMIT_ATTRIBUTES = ("max_position_embeddings", "n_positions", "n_ctx",
                               "max_sequence_length", "max_seq_len", "max_seq_length", "seq_length")  # fmt: skip
-
-
-def progress_bar(total: int, show: bool | None, *, main: bool = True, **kwargs: Any) -> tqdm:
-    """A tqdm bar over ``total`` inputs: ``show`` True shows it at once, False never, None once
-    the work has taken `PROGRESS_DELAY_SECONDS` (tqdm's ``delay``); only on the ``main``
-    process. ``kwargs`` go to tqdm (``desc``, ``unit``)."""
-    delay = 0.0 if show else PROGRESS_DELAY_SECONDS
-    return tqdm(total=total, disable=show is False or not main, delay=delay, **kwargs)
 
 
 def max_input_length(tokenizer: Any, model: nn.Module | PreTrainedConfig) -> int:
@@ -427,3 +417,6 @@ def _position_limit(config: PreTrainedConfig) -> int | None:
             if isinstance(value, int) and not isinstance(value, bool) and value > 0:
                 return value
     return None
+
+
+__getattr__ = deprecated_attributes(__name__)  # PROGRESS_DELAY_SECONDS moved to progress.py

@@ -22,21 +22,17 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from huggingface_hub import try_to_load_from_cache
-from torch import nn
-from transformers import AutoImageProcessor, AutoModel, AutoTokenizer
 
-from relrep_hf.encoding.gguf_encoders import (
-    gguf_local_path,
-    gguf_provenance,
-    load_gguf_encoder,
-    split_gguf_path,
-)
-from relrep_hf.encoding.models import input_modality
-from relrep_hf.encoding.pooling import Pooling, default_pooling, validate_pooling
 from relrep_hf.utils.hub_files import is_commit_hash, loaded_provenance
+
+if TYPE_CHECKING:  # torch and transformers load with the first model, not with a spec: a
+    # callable or precomputed encoder (a Ray actor, a re-embed child) never imports them here
+    from torch import nn
+
+    from relrep_hf.encoding.pooling import Pooling
 
 BUNDLED_MINILM = "minilm"
 MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -67,6 +63,9 @@ class EncoderSpec:
                 "'minilm:mean:4' or 'gpt2:last' or 'bert-base-uncased@main:cls:-1' (a GGUF file: "
                 "'REPO_ID/FILE.gguf:last')."
             )
+        from relrep_hf.encoding.gguf_encoders import split_gguf_path
+        from relrep_hf.encoding.pooling import validate_pooling
+
         pooling = match["pooling"] or None
         if pooling is not None:
             validate_pooling(pooling)
@@ -144,6 +143,10 @@ def load_encoder(
     ``encoder_revision``; for a GGUF file also ``encoder_gguf_file``, ``encoder_quantization``)
     that never records a local path as a Hub id. A GGUF file's converted folder goes under
     ``cache_dir`` (default: the embedding cache, `extraction_writer.cache_root`)."""
+    from transformers import AutoModel, AutoTokenizer
+
+    from relrep_hf.encoding.gguf_encoders import gguf_provenance, load_gguf_encoder
+
     source = _source(spec.model_id)
     if spec.gguf_file:  # dequantized once per file version; the tokenizer from the file
         model, tokenizer = load_gguf_encoder(
@@ -171,6 +174,8 @@ def load_encoder(
 
 def gguf_file_path(spec: EncoderSpec) -> str:
     """The local path of a GGUF spec's file (the Hub cache's copy for a Hub file)."""
+    from relrep_hf.encoding.gguf_encoders import gguf_local_path
+
     return gguf_local_path(_source(spec.model_id), spec.gguf_file, spec.revision)
 
 
@@ -188,6 +193,8 @@ def architecture(model: nn.Module) -> str:
 
 def resolve_pooling(spec: EncoderSpec, model: nn.Module) -> EncoderSpec:
     """``spec`` with its pooling decided: as given, else ``last`` for decoders, ``mean`` otherwise."""
+    from relrep_hf.encoding.pooling import default_pooling
+
     pooling = spec.pooling or default_pooling(model)
     return EncoderSpec(spec.model_id, spec.revision, pooling, spec.layer, spec.gguf_file)
 
@@ -222,6 +229,10 @@ def load_preprocessor(
     model: nn.Module, source: str, revision: str | None, hub_kwargs: dict[str, Any]
 ) -> Any:
     """The tokenizer (text models) or image processor (image models) saved with the model."""
+    from transformers import AutoImageProcessor, AutoTokenizer
+
+    from relrep_hf.encoding.models import input_modality
+
     modality = input_modality(model)
     kind, loader, argument = (
         ("image processor", AutoImageProcessor, "image_processor")

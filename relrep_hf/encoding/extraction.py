@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from relrep_hf.encoding.batches import max_input_length, progress_bar
+from relrep_hf.encoding.batches import max_input_length
 from relrep_hf.encoding.encoders import encoder_provenance
 from relrep_hf.encoding.extraction_writer import (
     ExtractionRun,
@@ -37,6 +37,7 @@ from relrep_hf.encoding.extraction_writer import (
 )
 from relrep_hf.encoding.models import device_and_dtype, input_modality
 from relrep_hf.encoding.pooling import Pooling, validate_pooling
+from relrep_hf.encoding.progress import progress_bar
 from relrep_hf.utils.hub_files import is_commit_hash
 
 if TYPE_CHECKING:
@@ -197,7 +198,7 @@ def extract_embedding_views(
         window_size: rows sorted and encoded together (default ``64 * batch_size``).
         show_progress: a progress bar (per batch, naming the encoder and the views) on the
             main process; default: once the work has taken a few seconds
-            (`batches.PROGRESS_DELAY_SECONDS`).
+            (`progress.PROGRESS_DELAY_SECONDS`).
 
     Returns:
         Per view, ``dataset`` with an ``embedding`` column (float32, fixed length d) appended.

@@ -21,18 +21,18 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import datasets
 import numpy as np
 import pyarrow as pa
-import torch
 from datasets.arrow_writer import ArrowWriter
-from torch import nn
 
-from relrep_hf.encoding.batches import encode_in_order, warn_truncated
-from relrep_hf.encoding.models import device_and_dtype
-from relrep_hf.encoding.pooling import Pooling, pool_model_outputs
+if TYPE_CHECKING:  # torch loads with the first model encoded here, not with the cache's folders:
+    # a callable encoder's rows are written without it (a Ray actor, a re-embed child)
+    from torch import nn
+
+    from relrep_hf.encoding.pooling import Pooling
 
 __all__ = [
     "EmbeddingsFolder",
@@ -143,6 +143,9 @@ def extract_to_folders(
 ) -> None:
     """Encode every window once for all ``run.views``; the main process writes each view's rows
     in order into its own folder (``outputs``: one folder and its info per view)."""
+    from relrep_hf.encoding.batches import warn_truncated
+    from relrep_hf.encoding.models import device_and_dtype
+
     size = run.window_size
     windows = [(s, min(s + size, len(dataset))) for s in range(0, len(dataset), size)]
     folders = [EmbeddingsFolder(folder) for folder, _ in outputs] if run.is_main else []
@@ -200,6 +203,11 @@ def _encode_window(
     progress: Any,
 ) -> tuple[list[np.ndarray], list[int]]:
     """The pooled rows of one window for every view, and the truncated rows (dataset indices)."""
+    import torch
+
+    from relrep_hf.encoding.batches import encode_in_order
+    from relrep_hf.encoding.pooling import pool_model_outputs
+
     start, end = window
     pooled, cut = encode_in_order(
         encoder,

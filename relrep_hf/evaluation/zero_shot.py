@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from relrep_hf.anchors.param.arguments import ParamTrainingArguments
-from relrep_hf.encoding.batches import progress_bar
+from relrep_hf.encoding.progress import progress_bar
 from relrep_hf.evaluation.stitching_steps import (
     head_f1,
     standardize,

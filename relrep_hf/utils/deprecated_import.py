@@ -49,6 +49,9 @@ DEPRECATED_PATHS: dict[str, str] = {
     "relrep_hf.training.shared_linear_trainer": "relrep_hf.anchors.shared_linear.trainer",
     # names: old module.name -> new module.name (the old module reads them, see below)
     "relrep_hf.utils.hub_files.push_folder": "relrep_hf.utils.hub_files.commit_folder",
+    "relrep_hf.encoding.batches.PROGRESS_DELAY_SECONDS": (
+        "relrep_hf.encoding.progress.PROGRESS_DELAY_SECONDS"
+    ),
     # a module split in several homes: each of its names (the old path answers them, see below)
     "relrep_hf.training.anchor_arguments.FitArguments": (
         "relrep_hf.anchors.arguments.FitArguments"
@@ -92,10 +95,10 @@ DEPRECATED_PATHS: dict[str, str] = {
         "relrep_hf.anchors.shared_linear.trainer.fine_tune_shared_linear"
     ),
     "relrep_hf.encoding.PROGRESS_DELAY_SECONDS": (
-        "relrep_hf.encoding.batches.PROGRESS_DELAY_SECONDS"
+        "relrep_hf.encoding.progress.PROGRESS_DELAY_SECONDS"
     ),
     "relrep_hf.encoding.max_input_length": "relrep_hf.encoding.batches.max_input_length",
-    "relrep_hf.encoding.progress_bar": "relrep_hf.encoding.batches.progress_bar",
+    "relrep_hf.encoding.progress_bar": "relrep_hf.encoding.progress.progress_bar",
     "relrep_hf.encoding.warn_truncated": "relrep_hf.encoding.batches.warn_truncated",
     "relrep_hf.encoding.BUNDLED_SENTENCES_ID": "relrep_hf.encoding.corpora.BUNDLED_SENTENCES_ID",
     "relrep_hf.encoding.sentence_labels": "relrep_hf.encoding.corpora.sentence_labels",

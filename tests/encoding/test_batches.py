@@ -114,7 +114,7 @@ def test_a_progress_bar_shows_once_the_work_is_slow_whatever_its_size(monkeypatc
     import io
     import time
 
-    from relrep_hf.encoding import batches
+    from relrep_hf.encoding import progress as batches
 
     def drawn(total: int, show: bool | None, seconds: float = 0.0, **kwargs) -> str:
         out = io.StringIO()
