@@ -248,3 +248,18 @@ def test_a_name_never_exported_is_refused():
         exec("from relrep_hf.functional import no_such_name", {})
     with pytest.raises(AttributeError, match="'relrep_hf.migration' has no attribute 'nope'"):
         importlib.import_module("relrep_hf.migration").nope  # noqa: B018
+
+
+def test_a_public_name_that_is_also_a_submodule_keeps_naming_the_public_object():
+    """relrep_hf.migration's `migrate` is a function and the name of its module (migrate.py):
+    once the submodule loads, the import system sets the package's attribute to the module
+    (replayed here), and a lazy package must still answer the function."""
+    import types
+
+    import relrep_hf.migration as package
+
+    module = importlib.import_module("relrep_hf.migration.migrate")
+    package.migrate = module  # what the import system does after loading it
+    from relrep_hf.migration import migrate
+
+    assert isinstance(migrate, types.FunctionType) and migrate is module.migrate

@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import ast
 import importlib
+import pkgutil
+import sys
+import types
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -51,6 +54,7 @@ def lazy_attributes(
     package's ``globals()``), so later accesses skip the import; a name the package exported
     before answers from `DEPRECATED_PATHS`, warning, and is not stored."""
     deprecated = deprecated_attributes(package)
+    _keep_public_names_over_submodules(package, lazy)
 
     def __getattr__(name: str) -> Any:
         if name not in lazy:
@@ -63,3 +67,28 @@ def lazy_attributes(
         return sorted(set(namespace) | set(lazy))
 
     return __getattr__, __dir__
+
+
+def _keep_public_names_over_submodules(package: str, lazy: Mapping[str, str]) -> None:
+    """A public name that is also a submodule's (relrep_hf.migration's `migrate` function, from
+    ``migration/migrate.py``) keeps naming the public object: the import system sets the
+    package's attribute to the submodule once it loads it, and an eager ``__init__`` bound the
+    name again after that import; lazily, the attribute is dropped instead, so the next access
+    imports the public name (`lazy_attributes`)."""
+    module = sys.modules.get(package)
+    if module is None or type(module) is not types.ModuleType:
+        return
+    names = frozenset(lazy) & {
+        m.name for m in pkgutil.iter_modules(getattr(module, "__path__", []))
+    }
+    if not names:
+        return
+
+    class _LazyPackage(types.ModuleType):
+        def __setattr__(self, name: str, value: Any) -> None:
+            if name in names and getattr(value, "__name__", None) == f"{package}.{name}":
+                self.__dict__.pop(name, None)
+                return
+            super().__setattr__(name, value)
+
+    module.__class__ = _LazyPackage
