@@ -238,7 +238,8 @@ def test_float64_on_a_database_store_is_refused_clearly(tmp_path):
 
 
 def test_backup_names_differ_within_one_second(tmp_path):
-    assert len({backup_name("docs") for _ in range(20)}) == 20
+    # 1,000 draws: 16 random bits each collided with probability 0.9995 (birthday bound)
+    assert len({backup_name("docs") for _ in range(1000)}) == 1000
     uri = build("sqlite-vec", tmp_path, "docs", vectors(10))
     first = migrate(uri, uri, overwrite=True).backup
     second = migrate(uri, uri, overwrite=True, map=_square()).backup

@@ -21,6 +21,7 @@ are optional (``pip install 'relrep-hf[stores]'``), imported when a store of the
 from __future__ import annotations
 
 import importlib
+import itertools
 import re
 import secrets
 import time
@@ -182,10 +183,17 @@ def output_name(
     return target.name, found
 
 
+# The 4 hex digits after a backup's time (a PostgreSQL name holds 63 bytes): counted from a random
+# start, so that one process never draws the same twice within a second (16 random bits each
+# collided in 20 calls about once in 350 runs), and two processes rarely do.
+_BACKUP_SUFFIXES = itertools.count(secrets.randbelow(1 << 16))
+
+
 def backup_name(name: str) -> str:
     """The name a replaced collection/table is kept under: ``NAME_backup_YYYYmmddHHMMSS_<hex>``
     (unique even for two runs within one second)."""
-    return f"{name[:36]}_backup_{time.strftime('%Y%m%d%H%M%S')}_{secrets.token_hex(2)}"
+    suffix = next(_BACKUP_SUFFIXES) % (1 << 16)
+    return f"{name[:36]}_backup_{time.strftime('%Y%m%d%H%M%S')}_{suffix:04x}"
 
 
 # what `backup_name` and `staging_name` make of a name (the name cut to 36 characters), and
