@@ -327,15 +327,32 @@ def assert_same_encoder(loaded, direct, sample: list[str], atol: float = 1e-6) -
 
 
 @pytest.mark.parametrize("dtype", ["F32", "F16"])
-def test_a_gguf_file_is_converted_once_and_loads_the_same(models, texts, dtype, tmp_path):
-    """The first load converts and saves a transformers folder; the second reads it (no GGUF
-    quantizer left on the model): both equal transformers' own GGUF load."""
+def test_a_gguf_file_is_converted_once_and_loads_the_same(
+    models, texts, dtype, tmp_path, monkeypatch
+):
+    """The first load converts and saves a transformers folder, parsing the file once where
+    transformers' own load parses it for the config, the tokenizer and the weights; the second
+    reads the folder (no GGUF quantizer left on the model): both equal transformers' own load."""
+    import gguf
+
+    parsed = []  # the path of every GGUFReader made
+
+    class CountedReader(gguf.GGUFReader):
+        def __init__(self, path, *args, **kwargs):
+            parsed.append(os.path.basename(path))
+            super().__init__(path, *args, **kwargs)
+
+    monkeypatch.setattr(gguf, "GGUFReader", CountedReader)
     built = models["llama"]
     source, name = str(built["folder"]), f"tiny-llama-{dtype}.gguf"
     direct = (AutoModel.from_pretrained(source, gguf_file=name),
               AutoTokenizer.from_pretrained(source, gguf_file=name))  # fmt: skip
+    assert len(parsed) >= 3, parsed  # why: transformers' own load parses again and again
     sample = texts[:6]
+    parsed.clear()
     first = load_gguf_encoder(source, name, cache_dir=tmp_path)
+    assert parsed == [name]  # one parse for the config, the tokenizer and the weights
+    assert gguf.GGUFReader is CountedReader  # put back as it was
     folder = converted_gguf_folder(os.path.join(source, name), tmp_path)
     assert sorted(p.name for p in folder.parent.iterdir()) == [folder.name]  # no staging left
     assert (folder / "model.safetensors").is_file() and (folder / "tokenizer.json").is_file()
