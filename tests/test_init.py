@@ -19,6 +19,7 @@ from relrep_hf import (
     RelativeProjector,
     Statistics,
 )
+from tests.fixtures import child_env
 
 
 def run_python(code: str) -> list[str]:
@@ -38,29 +39,13 @@ def checked(returncode: int, stdout: str, stderr: str) -> list[str]:
 # Runs each case of argv[1] (a JSON list of code) in a process forked from this interpreter,
 # which has imported torch only; prints one JSON line per case: exit status, stdout, stderr.
 FORKED_CASES = """
-import json, os, sys, tempfile, traceback
+import json, sys
 import torch  # what every case imports through transformers; registration does not watch it
+from tests.fixtures.forked import fork_code
 assert not [m for m in sys.modules if m.startswith(('relrep_hf', 'transformers'))]
 for code in json.loads(sys.argv[1]):
-    out, err = tempfile.TemporaryFile('w+'), tempfile.TemporaryFile('w+')
-    sys.stdout.flush()
-    pid = os.fork()
-    if pid == 0:  # the case: stdout and stderr to its own files, its exit status its own
-        os.dup2(out.fileno(), 1)
-        os.dup2(err.fileno(), 2)
-        status = 0
-        try:
-            exec(compile(code, '<case>', 'exec'), {'__name__': '__main__'})
-        except BaseException:
-            traceback.print_exc()
-            status = 1
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(status)
-    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-    out.seek(0)
-    err.seek(0)
-    print(json.dumps([status, out.read(), err.read()]))
+    case = fork_code(code)
+    print(json.dumps([case.wait(), *case.output()]), flush=True)
 """
 
 
@@ -155,6 +140,7 @@ def forked_cases(saved) -> list[list[str]]:
     ]
     result = subprocess.run(
         [sys.executable, "-c", FORKED_CASES, json.dumps([*codes, IMPORT_HOOK])],
+        env=child_env(),
         capture_output=True,
         text=True,
         timeout=1800,  # seven cases, each was allowed 300 s on its own
