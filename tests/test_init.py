@@ -2,8 +2,8 @@
 registered whichever of relrep_hf and transformers is imported first. Registration depends on
 what was imported before: the light-import case runs in a fresh interpreter of its own; each
 registration case in a fresh process forked from one interpreter that has imported torch and
-nothing of relrep_hf or transformers (the modules registration watches), so torch's import
-is paid once for all of them."""
+the other packages transformers loads, and nothing of relrep_hf or transformers (the modules
+registration watches), so their import is paid once for all of them."""
 
 import json
 import subprocess
@@ -37,10 +37,15 @@ def checked(returncode: int, stdout: str, stderr: str) -> list[str]:
 
 
 # Runs each case of argv[1] (a JSON list of code) in a process forked from this interpreter,
-# which has imported torch only; prints one JSON line per case: exit status, stdout, stderr.
+# which has imported torch and what else a case imports besides transformers and relrep_hf;
+# prints one JSON line per case: exit status, stdout, stderr.
 FORKED_CASES = """
 import json, sys
 import torch  # what every case imports through transformers; registration does not watch it
+# what loading a model through transformers imports besides transformers (about a third of a
+# case's imports after torch): imported once here; registration watches none of them
+import accelerate, huggingface_hub, safetensors.torch, scipy.sparse, sympy, tokenizers
+import torch._dynamo, torch._inductor, torch.onnx
 from tests.fixtures.forked import fork_code
 assert not [m for m in sys.modules if m.startswith(('relrep_hf', 'transformers'))]
 for code in json.loads(sys.argv[1]):
