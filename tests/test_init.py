@@ -2,8 +2,8 @@
 registered whichever of relrep_hf and transformers is imported first. Registration depends on
 what was imported before: the light-import case runs in a fresh interpreter of its own; each
 registration case in a fresh process forked from one interpreter that has imported torch and
-nothing of relrep_hf or transformers (the modules registration watches), so torch's import
-is paid once for all of them."""
+the other packages transformers loads, and nothing of relrep_hf or transformers (the modules
+registration watches), so their import is paid once for all of them."""
 
 import json
 import subprocess
@@ -19,6 +19,7 @@ from relrep_hf import (
     RelativeProjector,
     Statistics,
 )
+from tests.fixtures import child_env
 
 
 def run_python(code: str) -> list[str]:
@@ -36,31 +37,20 @@ def checked(returncode: int, stdout: str, stderr: str) -> list[str]:
 
 
 # Runs each case of argv[1] (a JSON list of code) in a process forked from this interpreter,
-# which has imported torch only; prints one JSON line per case: exit status, stdout, stderr.
+# which has imported torch and what else a case imports besides transformers and relrep_hf;
+# prints one JSON line per case: exit status, stdout, stderr.
 FORKED_CASES = """
-import json, os, sys, tempfile, traceback
+import json, sys
 import torch  # what every case imports through transformers; registration does not watch it
+# what loading a model through transformers imports besides transformers (about a third of a
+# case's imports after torch): imported once here; registration watches none of them
+import accelerate, huggingface_hub, safetensors.torch, scipy.sparse, sympy, tokenizers
+import torch._dynamo, torch._inductor, torch.onnx
+from tests.fixtures.forked import fork_code
 assert not [m for m in sys.modules if m.startswith(('relrep_hf', 'transformers'))]
 for code in json.loads(sys.argv[1]):
-    out, err = tempfile.TemporaryFile('w+'), tempfile.TemporaryFile('w+')
-    sys.stdout.flush()
-    pid = os.fork()
-    if pid == 0:  # the case: stdout and stderr to its own files, its exit status its own
-        os.dup2(out.fileno(), 1)
-        os.dup2(err.fileno(), 2)
-        status = 0
-        try:
-            exec(compile(code, '<case>', 'exec'), {'__name__': '__main__'})
-        except BaseException:
-            traceback.print_exc()
-            status = 1
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(status)
-    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-    out.seek(0)
-    err.seek(0)
-    print(json.dumps([status, out.read(), err.read()]))
+    case = fork_code(code)
+    print(json.dumps([case.wait(), *case.output()]), flush=True)
 """
 
 
@@ -155,6 +145,7 @@ def forked_cases(saved) -> list[list[str]]:
     ]
     result = subprocess.run(
         [sys.executable, "-c", FORKED_CASES, json.dumps([*codes, IMPORT_HOOK])],
+        env=child_env(),
         capture_output=True,
         text=True,
         timeout=1800,  # seven cases, each was allowed 300 s on its own

@@ -21,7 +21,6 @@ import signal
 import struct
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,7 +30,6 @@ import datasets
 import numpy as np
 import pytest
 import torch
-import tqdm
 from tokenizers import Tokenizer, pre_tokenizers
 from tokenizers.models import WordLevel
 from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
@@ -86,6 +84,7 @@ from tests.fixtures import (
     store_space_inputs,
     trainer_inputs,
 )
+from tests.fixtures.forked import after_fork
 
 REPO = Path(__file__).resolve().parents[1]
 BAD_INPUTS_DOC = REPO / "docs" / "bad_inputs.md"
@@ -104,16 +103,7 @@ def start(target: Callable[..., object], *args: object) -> multiprocessing.Proce
 
 
 def _child(target: Callable[..., object], args: tuple) -> None:
-    # tqdm guards every progress bar (even a disabled one) with a multiprocessing lock that
-    # forked children share with this process: a child SIGKILLed while holding it would block
-    # the test forever. Give the child locks of its own.
-    classes = [tqdm.std.tqdm]
-    for cls in classes:
-        classes.extend(cls.__subclasses__())
-        cls.set_lock(threading.RLock())
-    # The OpenMP pool of a parent that already ran parallel work does not survive fork: a
-    # child's first parallel region would wait forever for its threads. One thread needs none.
-    torch.set_num_threads(1)
+    after_fork()  # one torch thread, tqdm locks of its own
     target(*args)
 
 

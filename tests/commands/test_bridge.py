@@ -142,23 +142,24 @@ print("pulled ok")
 
 @pytest.mark.slow
 def test_push_to_hub_and_pull(setup, tmp_path):
-    """The bridged model pushed by the command and loaded back from the Hub (the local server:
-    a client interpreter, since huggingface_hub reads ``HF_ENDPOINT`` at import)."""
-    from tests.fixtures.hub_server import LocalHub, client_env, run_client
+    """The bridged model pushed by the command and loaded back from the Hub (the local server,
+    from a process forked from this one and pointed at it: the process is not the point)."""
+    from tests.fixtures.hub_encoders import run_forked_client
+    from tests.fixtures.hub_server import LocalHub
 
     bridge_map = MigrationMap(torch.randn(NEW_DIM, OLD_DIM), torch.randn(OLD_DIM))
     bridge_map.save_pretrained(tmp_path / "map")
     queries = setup["texts"][:8]
     (tmp_path / "texts.txt").write_text("\n".join(queries))
     with LocalHub() as hub:
-        env = client_env(hub, tmp_path / "client")
         args = [
             tmp_path / "map",
             setup["root"] / "new-model",
             tmp_path / "out",
             tmp_path / "texts.txt",
         ]
-        assert "pulled ok" in run_client(PUSH_AND_PULL, env, *args, timeout=600, cwd=tmp_path)
+        home = tmp_path / "client"
+        assert "pulled ok" in run_forked_client(hub, PUSH_AND_PULL, *args, home=home, timeout=600)
         files = set(hub.server.repo("tester/new-bridged").resolve("main").files)
     assert {"modules.json", "2_Bridge/bridge.json", "2_Bridge/manifest.json"} <= files
     expected = bridge_map(setup["new"].encode(queries, convert_to_tensor=True))

@@ -2,8 +2,9 @@
 
 The module's ``encode`` output must equal `RelativeWrapper.encode` of the same projector on the
 same texts, before and after ``model.save`` / ``SentenceTransformer(path)``, and after
-``model.push_to_hub`` / ``SentenceTransformer(repo)`` against the local Hub server (a client
-interpreter, since huggingface_hub reads ``HF_ENDPOINT`` at import).
+``model.push_to_hub`` / ``SentenceTransformer(repo)`` against the local Hub server (from a
+process forked from this one and pointed at the server, not from this one: the server's
+thread would share this process's GIL with a MiniLM-sized upload).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from relrep_hf.models.sentence_transformers_module import (
     add_relative_projection,
     projector_from_sentence_transformer,
 )
-from tests.fixtures.hub_server import LocalHub, client_env, run_client
+from tests.fixtures.hub_encoders import run_forked_client
+from tests.fixtures.hub_server import LocalHub
 from tests.fixtures.minilm import MODEL_PATH
 
 transformers.logging.set_verbosity_error()
@@ -177,9 +179,9 @@ def test_push_to_hub_and_pull(relative_model, texts, tmp_path):
     relative_model.save(str(tmp_path / "st"))
     (tmp_path / "texts.txt").write_text("\n".join(sample))
     with LocalHub() as hub:
-        env = client_env(hub, tmp_path / "client")
         args = [tmp_path / "st", tmp_path / "texts.txt", tmp_path / "pulled.safetensors"]
-        stdout = run_client(PUSH_AND_PULL, env, *args, timeout=600, cwd=tmp_path)
+        home = tmp_path / "client"
+        stdout = run_forked_client(hub, PUSH_AND_PULL, *args, home=home, timeout=600)
         assert "pulled ok" in stdout
         repo = hub.server.repo("tester/minilm-relative")
         files = set(repo.resolve("main").files)

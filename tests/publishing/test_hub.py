@@ -1,10 +1,12 @@
 """Anchor sets, projectors and heads on the Hub: push, pull, revisions, offline, failures.
 
-Everything runs against the local Hub server (tests/fixtures/hub_server.py). huggingface_hub reads
-``HF_ENDPOINT`` at import, so each client is a fresh interpreter that runs many checks and exits
-non-zero on the first failure: one pushes (and provokes the failures), one pulls into an empty
-cache, one reloads from that cache with ``HF_HUB_OFFLINE=1``, and one loads a projector with
-transformers alone (``trust_remote_code=True``, relrep_hf not importable).
+Everything runs against the local Hub server (tests/fixtures/hub_server.py), from two client
+processes that run many checks each and exit non-zero on the first failure. One, forked from the
+test process and pointed at the server (`fork_client`: huggingface_hub reads ``HF_ENDPOINT`` at
+import), pushes (and provokes the failures), then pulls into an empty cache and reloads from that
+cache offline (the cache and offline mode are read on every call). The other, a fresh
+interpreter, loads a projector with transformers alone (``trust_remote_code=True``, relrep_hf not
+importable).
 
 The artifacts are built here, in the test process: two tiny BERTs where B's last hidden states
 are exactly ``2.5 * A's + t`` (an affine map, to which the whitened inner product is invariant),
@@ -22,6 +24,7 @@ import subprocess
 import sys
 import sysconfig
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -44,7 +47,8 @@ from relrep_hf.publishing.hub import push_artifact
 from relrep_hf.training.head_trainer import HeadTrainer, HeadTrainingArguments
 from relrep_hf.utils.hub_files import ARTIFACT_FILES, artifact_kind
 from tests.fixtures import python_path
-from tests.fixtures.hub_server import LocalHub, client_env, hub_env
+from tests.fixtures.hub_encoders import fork_client
+from tests.fixtures.hub_server import LocalHub, hub_env
 
 transformers.logging.set_verbosity_error()
 
@@ -360,25 +364,26 @@ for load in (RelativeProjector.from_pretrained, RelativeHeadForClassification.fr
         else:
             raise AssertionError(f"{load} did not fail with {kwargs}")
 
-# an unreachable endpoint (this process's endpoint pointed at a closed port)
-constants.ENDPOINT = f"http://127.0.0.1:{closed_port}"
+# an unreachable endpoint (this process's endpoint pointed at a closed port, then back)
+endpoint, constants.ENDPOINT = constants.ENDPOINT, f"http://127.0.0.1:{closed_port}"
 expect(lambda: anchor_set.push_to_hub("tester/as"), "Could not reach", closed_port, "'tester/as'")
 expect(lambda: AnchorSet.from_pretrained("tester/never-downloaded"),
        "'tester/never-downloaded'", "could not be reached")
-print(json.dumps(shas))
+constants.ENDPOINT = endpoint
+print(json.dumps(shas), flush=True)
 """
 
 PULL = r"""
 import json, sys
 from pathlib import Path
 import torch
-from huggingface_hub import HfApi, ModelCard
+from huggingface_hub import HfApi, ModelCard, constants
 from safetensors.torch import load_file
 from relrep_hf import AnchorSet, RelativeProjector
 from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
 from relrep_hf.models.modeling_relative_wrapper import RelativeWrapper
 
-work, shas = Path(sys.argv[1]), json.loads(sys.stdin.readline())  # imported while PUSH ran
+constants.HF_HUB_CACHE = sys.argv[3]  # an empty cache: what loads comes from the server
 api = HfApi()
 
 
@@ -471,14 +476,18 @@ print("pull ok")
 """
 
 OFFLINE = r"""
-import json, sys
+import json, sys, time
 from pathlib import Path
 import torch
 from relrep_hf import AnchorSet, RelativeProjector
+from huggingface_hub import constants
 from relrep_hf.publishing.hub import HubError
 from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
 
-work, shas = Path(sys.argv[1]), json.loads(sys.stdin.readline())  # imported while PULL ran
+constants.HF_HUB_OFFLINE = True  # what HF_HUB_OFFLINE=1 sets at import
+Path(sys.argv[4]).write_text("offline from here")
+while not Path(sys.argv[5]).exists():  # the test counts the server's requests, then says go
+    time.sleep(0.01)
 for revision in (None, shas["as1"], "v1"):
     AnchorSet.from_pretrained("tester/as", revision=revision)
 assert AnchorSet.from_pretrained("tester/run").revision == shas["run"]
@@ -494,6 +503,12 @@ else:
     raise AssertionError("offline mode served a repo it never saw")
 print("offline ok")
 """
+
+# One process pushes, pulls into an empty cache and reloads from it offline: the process is
+# there for HF_ENDPOINT, which huggingface_hub reads at import (a fork of this one, pointed at
+# the server: fork_client); the cache and offline mode are read on every call, so the pull's
+# cache is as empty as a fresh interpreter's, and offline mode is what HF_HUB_OFFLINE=1 sets.
+CLIENT = PUSH + PULL + OFFLINE
 
 REMOTE = r"""
 import sys
@@ -538,40 +553,41 @@ def test_push_pull_revisions_offline_and_failures(hub, work, tmp_path):
     before = {path: folder_hash(path) for path in pushed}
     remote_env = hub_env(hub, tmp_path / "remote", OMP_NUM_THREADS="1")
     remote_env["PYTHONPATH"] = python_path(checkout=False)  # relrep_hf is not importable
-    clients = {  # all start now; each waits for what it needs
-        "push": Client(
-            PUSH, client_env(hub, tmp_path / "push"), str(work), str(closed_port()), cwd=tmp_path
-        ),
-        "pull": Client(PULL, client_env(hub, tmp_path / "pull"), str(work), cwd=tmp_path),
-        "offline": Client(
-            OFFLINE, client_env(hub, tmp_path / "pull", HF_HUB_OFFLINE="1"), str(work), cwd=tmp_path
-        ),
-        # transformers alone: -S skips site's .pth files (the editable install of relrep_hf);
-        # the site-packages folders come from this interpreter, since -S also skips a venv's
-        "remote": Client(
-            REMOTE, remote_env, str(work), *site_packages(), cwd=tmp_path, python_flags=("-I", "-S")
-        ),
-    }
+    offline, go = tmp_path / "offline", tmp_path / "go"
+    args = work, closed_port(), tmp_path / "pull-cache", offline, go
+    # transformers alone: -S skips site's .pth files (the editable install of relrep_hf);
+    # the site-packages folders come from this interpreter, since -S also skips a venv's
+    remote = Client(
+        REMOTE, remote_env, str(work), *site_packages(), cwd=tmp_path, python_flags=("-I", "-S")
+    )  # starts now, its imports overlapping the pushes
+    client = fork_client(hub, CLIENT, *args, home=tmp_path / "push")
     try:
-        shas = json.loads(clients["push"].finish().strip().splitlines()[-1])
-        assert {path: folder_hash(path) for path in pushed} == before  # nothing local touched
-        assert hub.branch_head("tester/as") == shas["as2"] and hub.branch_head("tester/as", "dev")
-        repos = {repo_id for _, repo_id in hub.server.repos}
-        assert "tester/run2-projector-a" in repos and "tester/run2-head-topic" not in repos
-        assert len(hub.history("tester/run-projector-a")) == 2  # initial commit, then ours
-
-        # an empty cache, by repo id
-        assert "pull ok" in clients["pull"].finish(json.dumps(shas))
+        # pushes and failures, then an empty cache by repo id, until it goes offline
+        deadline = time.monotonic() + 240
+        while not offline.exists() and client.poll() is None:
+            assert time.monotonic() < deadline, "the client did not go offline in 240 s"
+            time.sleep(0.01)
         # the same cache, offline: not one request
         n_requests = len(hub.requests)
-        assert "offline ok" in clients["offline"].finish(json.dumps(shas))
+        go.write_text("go")
+        returncode = client.wait(240)
+        out, err = client.output()
+        assert returncode == 0, f"client failed:\n{out}\n{err[-8000:]}"
         assert len(hub.requests) == n_requests
+        *_, printed_shas, pulled, went_offline = out.splitlines()
+        assert (pulled, went_offline) == ("pull ok", "offline ok"), out
+        shas = json.loads(printed_shas)
         # transformers alone, relrep_hf not importable: the same output as RelativeProjector
-        assert "remote ok" in clients["remote"].finish()
+        assert "remote ok" in remote.finish()
     finally:
-        for client in clients.values():
-            client.process.kill()
-            client.process.wait()
+        client.kill()
+        remote.process.kill()
+        remote.process.wait()
+    assert {path: folder_hash(path) for path in pushed} == before  # nothing local touched
+    assert hub.branch_head("tester/as") == shas["as2"] and hub.branch_head("tester/as", "dev")
+    repos = {repo_id for _, repo_id in hub.server.repos}
+    assert "tester/run2-projector-a" in repos and "tester/run2-head-topic" not in repos
+    assert len(hub.history("tester/run-projector-a")) == 2  # initial commit, then ours
     projector = RelativeProjector.from_pretrained(work / "run" / "projectors" / "a")
     embeddings = load_file(work / "expected.safetensors")["embeddings_a"]
     with torch.no_grad():

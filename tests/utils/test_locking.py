@@ -21,7 +21,8 @@ import pytest
 
 from relrep_hf.utils.locking import FolderLockedError, folder_lock, lock_path
 from tests.fixtures import killable_save
-from tests.fixtures.hub_server import LocalHub, client_env
+from tests.fixtures.hub_encoders import fork_client
+from tests.fixtures.hub_server import LocalHub
 from tests.test_reliability import References, files_of, finish, start
 
 REPO = Path(__file__).resolve().parents[2]
@@ -186,45 +187,38 @@ print(json.dumps({"version": version, "files": files, "commits": commits}))
 
 
 @pytest.mark.slow
+@needs_fork
 def test_two_processes_pushing_one_repo_at_once(tmp_path):
     with LocalHub() as hub:
-        env = client_env(hub, tmp_path)
         repo_id = f"{hub.user}/head"
-        go = tmp_path / "go"  # made once both interpreters have imported and saved
+        go = tmp_path / "go"  # made once both processes have saved their versions
         check = tmp_path / "check"  # made once both have pushed: pusher a then checks the repo
-        pushers = [
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-c",
-                    textwrap.dedent(PUSHER + CHECKER),
-                    str(tmp_path / name),
-                    repo_id,
-                    str(first),
-                    str(go),
-                    *checks,
-                ],
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
+        pushers = [  # two processes forked from this one: their concurrency is the point
+            fork_client(
+                hub, PUSHER + CHECKER, tmp_path / name, repo_id, first, go, *checks, home=tmp_path
             )
-            for name, first, checks in (("a", 0, [str(check)]), ("b", 100, []))
+            for name, first, checks in (("a", 0, [check]), ("b", 100, []))
         ]
-        for step, stage in ((go, "ready"), (check, "outcomes.json")):
-            deadline = time.monotonic() + 300
-            while not all((tmp_path / name / stage).exists() for name in ("a", "b")):
-                assert time.monotonic() < deadline, f"the pushers wrote no {stage} in 300 s"
-                running = [(tmp_path / name / stage).exists() or p.poll() is None
-                         for name, p in zip(("a", "b"), pushers, strict=True)]  # fmt: skip
-                assert all(running), [p.communicate() for p in pushers]
-                time.sleep(0.01)
-            if step == check:
-                # the next commit is answered 412, as when a push overtook it
-                hub.fail_next("POST", f"/api/models/{repo_id}/commit", status=412,
-                              message="A commit has happened since. Please refresh and try again.")  # fmt: skip
-            step.write_text("go")
-        results = [p.communicate(timeout=300) for p in pushers]
+        try:
+            for step, stage in ((go, "ready"), (check, "outcomes.json")):
+                deadline = time.monotonic() + 300
+                while not all((tmp_path / name / stage).exists() for name in ("a", "b")):
+                    assert time.monotonic() < deadline, f"the pushers wrote no {stage} in 300 s"
+                    running = [(tmp_path / name / stage).exists() or p.poll() is None
+                               for name, p in zip(("a", "b"), pushers, strict=True)]  # fmt: skip
+                    assert all(running), [p.output() for p in pushers if p.poll() is not None]
+                    time.sleep(0.01)
+                if step == check:
+                    # the next commit is answered 412, as when a push overtook it
+                    hub.fail_next("POST", f"/api/models/{repo_id}/commit", status=412,
+                                  message="A commit has happened since. Please refresh and try again.")  # fmt: skip
+                step.write_text("go")
+            for pusher in pushers:
+                pusher.wait(300)
+        finally:  # a pusher left waiting for a step would hold this process's pipes
+            for pusher in pushers:
+                pusher.kill()
+        results = [pusher.output() for pusher in pushers]
         for pusher, (_, err) in zip(pushers, results, strict=True):
             assert pusher.returncode == 0, err[-5000:]
     logs = [tmp_path / name / "outcomes.json" for name in ("a", "b")]
