@@ -176,6 +176,7 @@ def test_a_file_that_is_not_a_map_is_refused_by_name(tmp_path):
         MigrationMap(torch.full((2, 2), float("nan")), torch.zeros(2))
 
 
+@pytest.mark.slow  # 6.5 CPU s more than an empty test, measured
 def test_the_map_is_pushed_to_and_loaded_from_a_hub(tmp_path, monkeypatch):
     """Saved, loaded, pushed and pulled into an empty cache, in this process pointed at the local
     Hub (`point_at`: a client interpreter only cost an import of torch and relrep_hf)."""
