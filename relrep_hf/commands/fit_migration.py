@@ -130,12 +130,13 @@ def _print_report(report: dict) -> None:
         )
         for name in searches
     ]
+    bridge = report.get("bridge_choice")
     print(
         f"Queries {report['queries']} against the {report['rows']} test rows of "
         f"{report['source']}: re-embedded by {report['target']}, migrated to it by every "
-        f"candidate (chosen by cross-validation on the training rows: {report['choice']}), "
-        f"or searched through the bridge (queries mapped back by {report['bridge_choice']}); "
-        f"direction {report.get('direction', 'corpus')}:\n"
+        f"candidate (chosen by cross-validation on the training rows: {report['choice']})"
+        + (f", or searched through the bridge (queries mapped back by {bridge})" if bridge else "")
+        + f"; direction {report.get('direction', 'corpus')}:\n"
     )
     columns = ["R@1", "R@1 / re-embedded R@1", "retention@10", "CV R@1", "CV retention@10"]
     print(format_table(rows, columns) + "\n(in %)")

@@ -25,7 +25,9 @@ solve runs in float64 on the rows' device.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,17 +122,51 @@ def fit_standardised_procrustes(source: Tensor, target: Tensor) -> AffineMap:
     return AffineMap(composite.weight.to(dtype), composite.bias.to(dtype))
 
 
+# `shared_solves`' decompositions: {(id(xs), id(xt)): (xs, xt, versions, decomposition)}
+_SHARED: ContextVar[dict | None] = ContextVar("relrep_hf_shared_solves", default=None)
+
+
+@contextlib.contextmanager
+def shared_solves() -> Iterator[None]:
+    """Inside the block, the candidates fitted on the same row tensors (the same objects,
+    unchanged) share `penalised_path`'s eigendecomposition: ridge, shrunk and low_rank each
+    made it, on every fold. The same operations on the same rows: the same maps, bit for bit.
+    `relrep_hf.migration.selection` opens one per fold and one for the final fit."""
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
+def _gram_eigenbasis(xs: Tensor, xt: Tensor) -> tuple[Tensor, ...]:
+    """``(mu_s, mu_t, eigenvalues, eigenvectors, cross)`` of the centred rows: the
+    eigendecomposition of ``Xs^T Xs`` (eigenvalues clamped at 0) and ``V^T Xs^T Xt``, made once
+    per pair of row tensors inside `shared_solves`."""
+    cache = _SHARED.get()
+    versions = (xs._version, xt._version)  # a tensor changed in place is decomposed again
+    hit = None if cache is None else cache.get((id(xs), id(xt)))
+    if hit is not None and hit[0] is xs and hit[1] is xt and hit[2] == versions:
+        return hit[3]
+    centred_s, centred_t, mu_s, mu_t = _centred(xs, xt)
+    eigenvalues, eigenvectors = torch.linalg.eigh(centred_s.T @ centred_s)  # [d_s], [d_s, d_s]
+    eigenvalues = eigenvalues.clamp_min(0.0)
+    cross = eigenvectors.T @ (centred_s.T @ centred_t)  # [d_s, d_t], in the eigenbasis
+    decomposition = (mu_s, mu_t, eigenvalues, eigenvectors, cross)
+    if cache is not None:  # the rows held too: their ids cannot be reused while cached
+        cache[id(xs), id(xt)] = (xs, xt, versions, decomposition)
+    return decomposition
+
+
 def penalised_path(
     xs: Tensor, xt: Tensor, priors: Priors, grid: list[tuple[float, str | None]]
 ) -> list[tuple[Tensor, Tensor]]:
     """``[(weight, bias)]`` of ``min ||Xs W + b - Xt||^2 + a ||W - W_prior||^2`` for each
     ``(a, label)`` of ``grid`` (``label`` None: no prior, ridge), ``a`` relative to the mean
-    eigenvalue of the centred Gram matrix (one eigendecomposition for the whole grid)."""
-    centred_s, centred_t, mu_s, mu_t = _centred(xs, xt)
-    eigenvalues, eigenvectors = torch.linalg.eigh(centred_s.T @ centred_s)  # [d_s], [d_s, d_s]
-    eigenvalues = eigenvalues.clamp_min(0.0)
+    eigenvalue of the centred Gram matrix (one eigendecomposition for the whole grid, shared
+    by the candidates inside `shared_solves`)."""
+    mu_s, mu_t, eigenvalues, eigenvectors, cross = _gram_eigenbasis(xs, xt)
     scale = eigenvalues.mean().clamp_min(1e-300)
-    cross = eigenvectors.T @ (centred_s.T @ centred_t)  # [d_s, d_t], in the eigenbasis
     in_basis = {k: eigenvectors.T @ m.weight.double() for k, m in (priors or {}).items()}
     out = []
     for penalty, label in grid:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -25,8 +25,9 @@ from relrep_hf.migration.stores import (
     rewrite_store,
 )
 from relrep_hf.migration.stores.base import check_rows_finite
-from relrep_hf.models.modeling_relative_projector import RelativeProjector
-from relrep_hf.translation.translator import translation_map
+
+if TYPE_CHECKING:  # a store migration (a map) loads neither transformers nor the projectors
+    from relrep_hf.models.modeling_relative_projector import RelativeProjector
 
 __all__ = ["affine_chunks", "migrate", "migrate_store", "plan_migration"]
 
@@ -48,6 +49,8 @@ def migrate(
         >>> new = migrate(old, RelativeProjector.from_pretrained("run/projectors/minilm"),
         ...               RelativeProjector.from_pretrained("run/projectors/e5"))  # doctest: +SKIP
     """
+    from relrep_hf.translation.translator import translation_map
+
     x = torch.as_tensor(np.asarray(vectors) if not isinstance(vectors, Tensor) else vectors)
     with torch.no_grad():
         return translation_map(source, target, ridge=ridge)(x.to(source.weight.dtype))

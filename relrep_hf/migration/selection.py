@@ -35,6 +35,7 @@ from relrep_hf.migration.candidates import (
     MIGRATION_CANDIDATES,
     MigrationCandidate,
     default_candidates,
+    shared_solves,
 )
 from relrep_hf.utils.validation import check_paired_rows
 
@@ -228,10 +229,10 @@ def select_migration_map(
         cv_recall[name], cv_retention[name] = scores[best[name]]
     dtype = torch.promote_types(old.dtype, new.dtype)
     maps, settings = {}, {}
-    for entry in entries:
-        with torch.no_grad():
+    with shared_solves(), torch.no_grad():  # one decomposition of the rows for every candidate
+        for entry in entries:
             settings[entry.name], m = entry.fit(xs, xt, full_priors)[best[entry.name]]
-        maps[entry.name] = AffineMap(m.weight.to(dtype), m.bias.to(dtype))
+            maps[entry.name] = AffineMap(m.weight.to(dtype), m.bias.to(dtype))
     names = [e.name for e in entries]
     blend = _best_blend({n: oof[n][best[n]] for n in names}, scorer, criterion)
     if blend is not None:
@@ -277,17 +278,18 @@ def _out_of_fold(xs, xt, prior_fit, entries, folds, seed) -> dict[str, list[Tens
         keep[held] = False
         train_s, train_t, test_s = xs[keep], xt[keep], xs[held]
         priors = None if prior_fit is None else prior_fit(torch.nonzero(keep).squeeze(1))
-        for entry in entries:
-            with torch.no_grad():
-                path = entry.fit(train_s, train_t, priors)
-            if entry.name not in out:
-                out[entry.name] = [xs.new_empty(n, d_t) for _ in path]
-            if len(path) != len(out[entry.name]):
-                raise ValueError(
-                    f"The migration candidate {entry.name!r} gave {len(path)} settings on one "
-                    f"fold and {len(out[entry.name])} on another: its path must not depend on "
-                    "the rows."
-                )
-            for predictions, (_, m) in zip(out[entry.name], path, strict=True):
-                predictions[held] = m(test_s).double()
+        with shared_solves():  # the fold's decomposition made once for every candidate
+            for entry in entries:
+                with torch.no_grad():
+                    path = entry.fit(train_s, train_t, priors)
+                if entry.name not in out:
+                    out[entry.name] = [xs.new_empty(n, d_t) for _ in path]
+                if len(path) != len(out[entry.name]):
+                    raise ValueError(
+                        f"The migration candidate {entry.name!r} gave {len(path)} settings on "
+                        f"one fold and {len(out[entry.name])} on another: its path must not "
+                        "depend on the rows."
+                    )
+                for predictions, (_, m) in zip(out[entry.name], path, strict=True):
+                    predictions[held] = m(test_s).double()
     return out

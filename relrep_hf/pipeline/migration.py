@@ -196,11 +196,12 @@ def evaluate_migration(
     another column (a paraphrase, another translation, another language). Query i should find
     document i. Fitted on the run's training rows: every candidate old -> new
     (`relrep_hf.migration.selection`, the run's anchor path among them) and the one chosen by
-    cross-validation, and the bridge (the same choice new -> old, applied to the queries). The
-    report is `relrep_hf.migration.report.migration_report` (Recall@1, retention@10 and the
-    fraction of re-embedding's Recall@1 of every search, and the recommendation) with
-    ``source``, ``target``, ``queries``, ``choice``, ``bridge_choice``, each candidate's
-    ``cv_recall@1`` and ``cv_retention@10``. ``direction``: the search the map is chosen and
+    cross-validation, and the bridge (the same choice new -> old, applied to the queries; fitted
+    for ``direction="corpus"`` only, the one that measures it). The report is
+    `relrep_hf.migration.report.migration_report` (Recall@1, retention@10 and the fraction of
+    re-embedding's Recall@1 of every search, and the recommendation) with ``source``,
+    ``target``, ``queries``, ``choice``, ``bridge_choice`` (None without a bridge), each
+    candidate's ``cv_recall@1`` and ``cv_retention@10``. ``direction``: the search the map is chosen and
     measured on (`migration_report`'s: ``corpus``, the store migrated; ``queries``, old-encoder
     vectors mapped to search the new encoder's store, with no ``queries`` encoder of its own).
 
@@ -224,18 +225,21 @@ def evaluate_migration(
     test = torch.tensor(run["test_rows"])
     onboarded: dict[tuple, RelativeProjector] = {}  # both directions: the same folds
     forward = _selection(run_dir, run, spaces, source, target, seed, direction, onboarded)
-    backward = _selection(run_dir, run, spaces, target, source, seed, onboarded=onboarded)
+    backward = None  # the bridge is measured for the corpus direction only: fitted for it only
+    if direction != "queries":
+        backward = _selection(run_dir, run, spaces, target, source, seed, onboarded=onboarded)
     report = migration_report(
         spaces[source][test],
         spaces[target][test],
         spaces[queries][test],
         forward.maps,
         forward.chosen,
-        bridge=backward.map,
+        bridge=None if backward is None else backward.map,
         direction=direction,
     )
     report |= {"source": source, "target": target, "queries": queries}
-    report |= {"choice": forward.chosen, "bridge_choice": backward.chosen}
+    report |= {"choice": forward.chosen}
+    report["bridge_choice"] = None if backward is None else backward.chosen
     for name in forward.maps:
         report[name]["cv_recall@1"] = forward.cv_recall[name]
         report[name]["cv_retention@10"] = forward.cv_retention[name]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from benchmarks.common import (
     warnings_once,
 )
 from benchmarks.studies import quality
+from tests.fixtures.fork_targets import allocate
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -139,26 +139,42 @@ def test_one_benchmark_runs_with_its_own_arguments(capsys):
     assert "run it alone, python -m benchmarks selection_oracle" in capsys.readouterr().err
 
 
-def _allocate(mib: int, record: str) -> None:
-    """A measured target: writes its process id and its parent's, then holds ``mib`` MiB."""
-    Path(record).write_text(f"{os.getpid()} {os.getppid()}")
-    block = bytearray(b"\x01") * (mib * 2**20)  # every page written: resident
-    time.sleep(0.3)  # the sampler thread runs (the fill above holds the GIL)
-    del block
+PRELOAD = "mailbox"  # a module nothing here imports: the server's preload in the test below
 
 
-@pytest.mark.slow
+@pytest.fixture
+def light_fork_server(monkeypatch):
+    """The quick mode's fork server preloading `PRELOAD`, not torch, datasets and transformers
+    (their import, ~10 CPU s, is what the real preload saves each measure, not what the test
+    checks); stopped before and after, so a quick run later in this process starts its own."""
+    from multiprocessing import forkserver
+
+    import benchmarks.common
+
+    forkserver._forkserver._stop()  # the preload is read when a server starts
+    monkeypatch.setattr(benchmarks.common, "QUICK_PRELOAD", (PRELOAD,))
+    yield
+    forkserver._forkserver._stop()
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="no fork server on Windows (spawned there)")
-def test_a_quick_measure_runs_in_a_fork_of_one_server_and_its_cpu_is_counted(tmp_path):
-    """--quick: each fresh process is forked from one server that imported the heavy libraries
-    once (a new interpreter imports them for each measure); its memory is measured as a spawned
-    process's, and its CPU seconds, which this process's RUSAGE_CHILDREN does not see, counted."""
+def test_a_quick_measure_runs_in_a_fork_of_one_server_and_its_cpu_is_counted(
+    tmp_path, light_fork_server
+):
+    """--quick: each fresh process is forked from one server that imported the preloaded
+    libraries once (a new interpreter imports them for each measure); its memory is measured
+    as a spawned process's, and its CPU seconds, which this process's RUSAGE_CHILDREN does not
+    see, counted."""
+    assert PRELOAD not in sys.modules
     before = forked_cpu_seconds()
     records = [tmp_path / "first", tmp_path / "second"]
-    measures = [peak_memories(_allocate, 64, str(record), quick=True) for record in records]
-    (first, server), (second, same_server) = (map(int, r.read_text().split()) for r in records)
+    measures = [peak_memories(allocate, 64, str(record), PRELOAD, quick=True) for record in records]
+    (first, server, one), (second, same_server, two) = (
+        map(int, r.read_text().split()) for r in records
+    )
     assert os.getpid() not in (first, second, server)
     assert server == same_server and first != second  # two forks of one server
+    assert one == two == 1  # which imported the preload before forking them
     for seconds, growth in measures:
         assert seconds >= 0.3 and 64 * 2**20 <= growth["rss"] < 256 * 2**20
     assert forked_cpu_seconds() > before

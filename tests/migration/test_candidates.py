@@ -5,9 +5,6 @@ saved as one safetensors file with a card, loaded back, pushed to and pulled fro
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -20,7 +17,7 @@ from relrep_hf.migration.candidates import CANDIDATES, fit_standardised_procrust
 from relrep_hf.migration.map import MIGRATION_MAP_FILE, MigrationMap
 from relrep_hf.migration.selection import BLEND, select_migration_map
 from relrep_hf.utils.file_checks import ArtifactFileError
-from tests.fixtures.hub_server import LocalHub, hub_env
+from tests.fixtures.hub_server import LocalHub
 from tests.fixtures.synthetic import migration_pair
 
 
@@ -52,6 +49,40 @@ def test_a_good_prior_wins_where_the_pairs_alone_cannot_fit_the_map():
     old, new, _ = migration_pair(400, noise=0.05)
     selection = select_migration_map(old, new, prior=useless)
     assert selection.cv_recall["shrunk"] > selection.cv_recall["anchors"] + 0.5
+
+
+def test_ridge_and_shrunk_share_one_decomposition_per_fold_and_fit_the_same_maps(monkeypatch):
+    """`shared_solves`: the candidates fitted on one fold's rows decompose its Gram matrix once
+    (ridge, shrunk and low_rank each did), and the maps are bit for bit those fitted alone."""
+    from relrep_hf.migration import candidates as module
+
+    old, new, truth = migration_pair(60, noise=0.1)
+    priors = {"prior": truth}
+    alone = [module._ridge(old, new, None), module._shrunk(old, new, priors)]
+    calls = []
+    eigh = torch.linalg.eigh
+    monkeypatch.setattr(torch.linalg, "eigh", lambda m: calls.append(m.shape) or eigh(m))
+    with module.shared_solves():
+        shared = [module._ridge(old, new, None), module._shrunk(old, new, priors)]
+        module._low_rank(old, new, None)
+        assert len(calls) == 1  # one decomposition for the three candidates
+        other = old.clone()  # other rows (equal values, another tensor): decomposed again
+        module._ridge(other, new, None)
+        assert len(calls) == 2
+        other.mul_(2.0)  # rows changed in place are decomposed again, not read from the cache
+        doubled = module._ridge(other, new, None)
+        assert len(calls) == 3
+    for one, two in zip(alone, shared, strict=True):
+        assert [s for s, _ in one] == [s for s, _ in two]
+        for (_, a), (_, b) in zip(one, two, strict=True):
+            assert torch.equal(a.weight, b.weight) and torch.equal(a.bias, b.bias)
+    # the doubled rows' ridge map is the halved map of the rows (the penalty scales with them)
+    torch.testing.assert_close(doubled[3][1].weight * 2, alone[0][3][1].weight)
+    module._ridge(old, new, None)  # outside the block nothing is kept: decomposed again
+    assert len(calls) == 4
+    calls.clear()
+    select_migration_map(old, new, prior=truth, folds=4, candidates=("ridge", "shrunk"))
+    assert len(calls) == 4 + 1  # one per fold, one for the fit on all rows
 
 
 def test_standardised_procrustes_recovers_a_rotation_between_rescaled_coordinates():
@@ -145,35 +176,28 @@ def test_a_file_that_is_not_a_map_is_refused_by_name(tmp_path):
         MigrationMap(torch.full((2, 2), float("nan")), torch.zeros(2))
 
 
-@pytest.mark.slow
-def test_the_map_is_pushed_to_and_loaded_from_a_hub(tmp_path):
+@pytest.mark.slow  # 6.5 CPU s more than an empty test, measured
+def test_the_map_is_pushed_to_and_loaded_from_a_hub(tmp_path, monkeypatch):
+    """Saved, loaded, pushed and pulled into an empty cache, in this process pointed at the local
+    Hub (`point_at`: a client interpreter only cost an import of torch and relrep_hf)."""
+    from tests.fixtures.hub_encoders import point_at
+
     old, new, _ = migration_pair(120, noise=0.1)
     migration_map = relrep_hf.fit_migration(old.float(), new.float(), source_name="a")
     migration_map.save_pretrained(tmp_path / "map")
-    np.save(tmp_path / "old.npy", old.float().numpy())
-    client = textwrap.dedent(
-        f"""
-        import numpy as np
-        from relrep_hf import MigrationMap
-        local = MigrationMap.from_pretrained({str(tmp_path / "map")!r})
-        local.push_to_hub("tester/a-to-b")
-        pulled = MigrationMap.from_pretrained("tester/a-to-b")
-        assert pulled.info == local.info, (pulled.info, local.info)
-        old = np.load({str(tmp_path / "old.npy")!r})
-        assert np.array_equal(pulled.apply(old), local.apply(old))
-        print("ok")
-        """
-    )
+    old = old.float().numpy()
     with LocalHub() as hub:
-        result = subprocess.run(
-            [sys.executable, "-c", client],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=hub_env(hub, tmp_path),
-        )
-        assert result.returncode == 0, result.stderr[-3000:]
+        point_at(monkeypatch, hub, cache=tmp_path / "cache")
+        local = relrep_hf.MigrationMap.from_pretrained(tmp_path / "map")
+        local.push_to_hub("tester/a-to-b", token=hub.token)
+        pulled = relrep_hf.MigrationMap.from_pretrained("tester/a-to-b", token=hub.token)
+        assert pulled.info == local.info, (pulled.info, local.info)
+        assert np.array_equal(pulled.apply(old), local.apply(old))
         assert "README.md" in hub.server.repo("tester/a-to-b").resolve("main").files
+    # downloaded from the server into the empty cache, not read from the saved folder
+    assert list(
+        (tmp_path / "cache").glob(f"models--tester--a-to-b/snapshots/*/{MIGRATION_MAP_FILE}")
+    )
 
 
 def test_a_candidate_is_registered_and_unregistered_by_name():

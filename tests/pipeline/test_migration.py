@@ -139,6 +139,7 @@ def test_the_queries_direction_is_chosen_reported_and_recorded(run_dir):
         evaluate_migration(run_dir, OLD, NEW, QUERIES, direction="queries")
     report, migration_map = evaluate_migration(run_dir, OLD, NEW, direction="queries")
     assert report["direction"] == "queries" and "bridge" not in report
+    assert report["bridge_choice"] is None  # no bridge measured: none fitted
     assert migration_map.info["direction"] == "queries"
     assert migration_map.info["held_out"]["direction"] == "queries"
     low, high = report["migrate"]["intervals"]["retention@10"]

@@ -43,6 +43,10 @@ def test_affine_related_spaces_translate_exactly_without_shrinkage():
     torch.testing.assert_close(fused(source), target, rtol=0, atol=1e-6)
     torch.testing.assert_close(LatentTranslator(src, tgt)(source), target, rtol=0, atol=1e-6)
     torch.testing.assert_close(LatentTranslator(src, tgt).fused().weight, fused.weight)
+    # relrep_hf.migrate (translation_map imported on its first call) moves stored vectors so
+    from relrep_hf.migration.migrate import migrate
+
+    assert torch.equal(migrate(source.numpy(), src, tgt), fused(source))
 
 
 def test_default_shrinkage_is_exact_for_similarities_and_close_for_mild_maps():
