@@ -11,7 +11,7 @@ from transformers import AutoModel, AutoTokenizer
 from transformers.modeling_outputs import SequenceClassifierOutput
 
 from relrep_hf import RelativeProjector, RelativeProjectorConfig, Statistics
-from relrep_hf.encoding.extraction import embeddings_tensor, extract_embeddings
+from relrep_hf.encoding.extraction import embeddings_tensor, extract_embedding_views
 from relrep_hf.functional.metrics import accuracy
 from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
 from relrep_hf.models.modeling_relative_head import (
@@ -241,10 +241,13 @@ def swap(tmp_path_factory):
     ]
 
     spaces = {}
-    for name, setting in (("A", SPACE_A), ("B", SPACE_B)):
-        embedded = extract_embeddings(
-            encoder, tokenizer, train, batch_size=64, cache_dir=tmp, **setting
-        )
+    settings = (("A", SPACE_A), ("B", SPACE_B))
+    views = [(setting["pooling"], setting["layer"]) for _, setting in settings]
+    # both spaces pooled from one forward pass over the rows (as extract_embeddings gives each)
+    extracted = extract_embedding_views(
+        encoder, tokenizer, train, views=views, batch_size=64, cache_dir=tmp
+    )
+    for (name, setting), embedded in zip(settings, extracted, strict=True):
         pooled = embeddings_tensor(embedded).double()  # [NUM_TRAIN, 384]
         projector = RelativeProjector.from_statistics(
             pooled[anchor_rows], Statistics.from_embeddings(pooled), similarity="wip",
