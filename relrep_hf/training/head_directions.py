@@ -129,7 +129,6 @@ def _fit_head(
         [{"params": decay, "weight_decay": training["weight_decay"]},
          {"params": rest, "weight_decay": 0.0}],
         lr=training["learning_rate"],
-        foreach=True,  # on the CPU too: the same numbers, bit for bit, 18% less CPU per head
     )  # fmt: skip
     batch = training["per_device_train_batch_size"]
     steps = training["num_train_epochs"] * -(-len(labels) // batch)
