@@ -13,7 +13,6 @@ Read top to bottom: cache keys, dataset extraction, reading embeddings back.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -75,25 +74,39 @@ def extraction_cache_key(
     column. A known commit is trusted: pass ``encoder_revision`` to name a model whose weights
     were changed in memory.
     """
+    keys = CacheKeyParts(column, max_length, encoder_id, encoder_revision)
+    return _view_keys(encoder, dataset, keys, [(pooling, layer)])[0]
+
+
+def _view_keys(
+    encoder: nn.Module,
+    dataset: datasets.Dataset,
+    keys: CacheKeyParts,
+    views: Sequence[tuple[Pooling, int]],
+) -> list[str]:
+    """`extraction_cache_key` of each view; what the views share (the weights' hash, read
+    from every parameter of the encoder) is computed once."""
     known_id, known_revision = encoder_provenance(encoder)
-    encoder_id = encoder_id or known_id or str(getattr(encoder.config, "name_or_path", ""))
-    encoder_revision = encoder_revision or known_revision
+    encoder_revision = keys.encoder_revision or known_revision
     parts = {
         "format": CACHE_FORMAT,
-        "encoder_id": encoder_id,
+        "encoder_id": keys.encoder_id
+        or known_id
+        or str(getattr(encoder.config, "name_or_path", "")),
         "encoder_revision": encoder_revision,
         "encoder_class": type(encoder).__name__,
         "dtype": str(device_and_dtype(encoder)[1]),
-        "pooling": pooling,
-        "layer": layer,
-        "max_length": max_length,
+        "max_length": keys.max_length,
         "dataset": dataset._fingerprint,
-        "column": column,
+        "column": keys.column,
     }
     if not is_commit_hash(encoder_revision):
         parts["weights"] = _weights_hash(encoder)
-    payload = json.dumps(parts, sort_keys=True).encode()
-    return hashlib.sha256(payload).hexdigest()[:32]
+    hashes = []
+    for pooling, layer in views:
+        payload = json.dumps({**parts, "pooling": pooling, "layer": layer}, sort_keys=True)
+        hashes.append(hashlib.sha256(payload.encode()).hexdigest()[:32])
+    return hashes
 
 
 def _weights_hash(model: nn.Module) -> str:
@@ -209,8 +222,8 @@ def extract_embedding_views(
         max_length = max_input_length(tokenizer, encoder)
     keys = CacheKeyParts(column, max_length, encoder_id, encoder_revision)
     folders = [
-        cache_root(cache_dir) / f"relrep-embeddings-{_view_key(encoder, dataset, keys, view)}"
-        for view in views
+        cache_root(cache_dir) / f"relrep-embeddings-{key}"
+        for key in _view_keys(encoder, dataset, keys, views)
     ]
     missing = _missing(folders, accelerator)
     if missing:
@@ -279,14 +292,6 @@ def _check_options(
     if isinstance(window_size, bool) or not isinstance(window_size, int) or window_size < 1:
         raise ValueError(f"window_size must be a positive int, got {window_size!r}.")
     return window_size
-
-
-def _view_key(
-    encoder: nn.Module, dataset: datasets.Dataset, keys: CacheKeyParts, view: tuple[Pooling, int]
-) -> str:
-    return extraction_cache_key(
-        encoder, dataset, pooling=view[0], layer=view[1], **dataclasses.asdict(keys)
-    )
 
 
 def _missing(folders: list[Path], accelerator: Any) -> list[int]:

@@ -1,7 +1,7 @@
 """The steps of zero-shot stitching, each a plain function on tensors.
 
 Every encoder's projector from one anchor set (`build_projectors`, no gradient step), PARAM
-anchors fitted in a temporary folder (`train_param_anchors`), a linear head on features
+anchors fitted in memory (`train_param_anchors`), a linear head on features
 (`train_classifier`) and its weighted F1 (`head_f1`), absolute features standardized with the
 training rows' statistics (`standardize`), and how well relative spaces line up without any
 classifier (`retrieval_matrix`, the paper's Table 3). `zero_shot.ZeroShotStitching` composes
@@ -135,10 +135,10 @@ def train_param_anchors(
     args: ParamTrainingArguments, spaces: Mapping[str, Tensor], support: Tensor
 ) -> AnchorSet:
     """PARAM anchors on the parallel ``spaces`` with the given support rows (one encoder:
-    single-space losses only, the paper's PARAM Single); the trainer's files go to a temporary
-    folder."""
+    single-space losses only, the paper's PARAM Single), in memory: not saved (checkpoints, if
+    ``args`` asks for them, go to a temporary folder)."""
     with tempfile.TemporaryDirectory(prefix="relrep-param-") as folder:
         trainer = ParamTrainer(
             replace(args, output_dir=folder), dict(spaces), support_indices=support
         )
-        return trainer.train()
+        return trainer.train(save=False)

@@ -273,3 +273,13 @@ def test_the_final_state_is_checkpointed_with_any_strategy(spaces, tmp_path):
     assert names == ["checkpoint-10", "checkpoint-12", "checkpoint-5"]
     published = sorted(p.name for p in (tmp_path / "out").iterdir())
     assert not [name for name in published if "checkpoint" in name], published
+
+
+def test_an_anchor_set_trained_in_memory_is_the_one_saved_and_nothing_is_written(spaces, tmp_path):
+    """``train(save=False)``, as the evaluation's fits run: the same anchor set, no folder."""
+    ParamTrainer(small_param_args(tmp_path / "saved"), spaces).train()
+    in_memory = ParamTrainer(small_param_args(tmp_path / "memory"), spaces).train(save=False)
+    assert not (tmp_path / "memory").exists()
+    saved = AnchorSet.from_pretrained(tmp_path / "saved")
+    torch.testing.assert_close(in_memory.mixture, saved.mixture, rtol=0, atol=0)
+    assert in_memory.metrics["retrieval"] == saved.metrics["retrieval"]

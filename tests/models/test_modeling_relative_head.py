@@ -11,7 +11,7 @@ from transformers import AutoModel, AutoTokenizer
 from transformers.modeling_outputs import SequenceClassifierOutput
 
 from relrep_hf import RelativeProjector, RelativeProjectorConfig, Statistics
-from relrep_hf.encoding.extraction import embeddings_tensor, extract_embeddings
+from relrep_hf.encoding.extraction import embeddings_tensor, extract_embedding_views
 from relrep_hf.functional.metrics import accuracy
 from relrep_hf.models.configuration_relative_head import RelativeHeadConfig
 from relrep_hf.models.modeling_relative_head import (
@@ -241,10 +241,13 @@ def swap(tmp_path_factory):
     ]
 
     spaces = {}
-    for name, setting in (("A", SPACE_A), ("B", SPACE_B)):
-        embedded = extract_embeddings(
-            encoder, tokenizer, train, batch_size=64, cache_dir=tmp, **setting
-        )
+    settings = (("A", SPACE_A), ("B", SPACE_B))
+    views = [(setting["pooling"], setting["layer"]) for _, setting in settings]
+    # both spaces pooled from one forward pass over the rows (as extract_embeddings gives each)
+    extracted = extract_embedding_views(
+        encoder, tokenizer, train, views=views, batch_size=64, cache_dir=tmp
+    )
+    for (name, setting), embedded in zip(settings, extracted, strict=True):
         pooled = embeddings_tensor(embedded).double()  # [NUM_TRAIN, 384]
         projector = RelativeProjector.from_statistics(
             pooled[anchor_rows], Statistics.from_embeddings(pooled), similarity="wip",
@@ -320,11 +323,16 @@ def test_head_of_another_anchor_set_is_refused(swap):
 
 
 def test_numpy_features_and_class_names_train_the_same_head(tmp_path):
-    """sentence-transformers users hold NumPy arrays, and datasets users class names."""
+    """sentence-transformers users hold NumPy arrays, and datasets users class names, or a
+    dataset's column as ``dataset["label"]`` gives it (ids or names)."""
+    import datasets
+
     names = {0: "red", 1: "green", 2: "blue"}
     x, y = toy_problem(300)
+    rows = datasets.Dataset.from_dict({"id": y.tolist(), "name": [names[int(i)] for i in y]})
     heads = []
-    for features, labels in [(x, y), (x.numpy(), [names[int(i)] for i in y])]:
+    given = [(x, y), (x.numpy(), [names[int(i)] for i in y]), (x, rows["id"]), (x, rows["name"])]
+    for features, labels in given:
         torch.manual_seed(5)
         head = RelativeHeadForClassification(RelativeHeadConfig(num_anchors=12, id2label=names))
         args = HeadTrainingArguments(
@@ -332,7 +340,8 @@ def test_numpy_features_and_class_names_train_the_same_head(tmp_path):
         )
         HeadTrainer(head, args, features, labels).train()
         heads.append(head.eval())
-    assert all(torch.equal(heads[0].state_dict()[k], v) for k, v in heads[1].state_dict().items())
+    for other in heads[1:]:
+        assert all(torch.equal(heads[0].state_dict()[k], v) for k, v in other.state_dict().items())
     torch.testing.assert_close(heads[0](x[:4].numpy()).logits, heads[0](x[:4]).logits)
     with pytest.raises(ValueError, match=r"class names \['purple'\] that the head does not know"):
         HeadTrainer(heads[0], args, x[:2], ["red", "purple"])

@@ -147,8 +147,12 @@ class ParamTrainer:
 
     # ---- the loop ------------------------------------------------------------------------
 
-    def train(self, resume_from_checkpoint: bool | str | None = None) -> AnchorSet:
-        """Run training; returns the `AnchorSet` (also saved to ``args.output_dir``)."""
+    def train(
+        self, resume_from_checkpoint: bool | str | None = None, *, save: bool = True
+    ) -> AnchorSet:
+        """Run training; returns the `AnchorSet`, also saved to ``args.output_dir`` (its files,
+        card and heatmap) unless ``save=False`` (a fit used in memory only, as an evaluation's:
+        the save was most of a small fit's cost)."""
         args, accelerator = self.args, self.accelerator
         set_seed(args.seed)
         device = accelerator.device
@@ -185,7 +189,7 @@ class ParamTrainer:
 
         mixture = accelerator.unwrap_model(model).mixture().detach().cpu()
         anchor_set = self._anchor_set(mixture, whitened_support.cpu(), means, whitenings)
-        if accelerator.is_main_process:
+        if save and accelerator.is_main_process:
             anchor_set.save_pretrained(args.output_dir, keep=("checkpoint-*",))
         accelerator.wait_for_everyone()
         if args.report_to:
