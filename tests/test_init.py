@@ -5,7 +5,6 @@ registration case in a fresh process forked from one interpreter that has import
 the other packages transformers loads, and nothing of relrep_hf or transformers (the modules
 registration watches), so their import is paid once for all of them."""
 
-import json
 import subprocess
 import sys
 
@@ -20,6 +19,7 @@ from relrep_hf import (
     Statistics,
 )
 from tests.fixtures import child_env
+from tests.fixtures.forked import WarmInterpreter
 
 
 def run_python(code: str) -> list[str]:
@@ -34,24 +34,6 @@ def checked(returncode: int, stdout: str, stderr: str) -> list[str]:
     assert returncode == 0, stderr[-4000:]
     assert "could not register" not in stderr, stderr[-4000:]
     return stdout.strip().splitlines()
-
-
-# Runs each case of argv[1] (a JSON list of code) in a process forked from this interpreter,
-# which has imported torch and what else a case imports besides transformers and relrep_hf;
-# prints one JSON line per case: exit status, stdout, stderr.
-FORKED_CASES = """
-import json, sys
-import torch  # what every case imports through transformers; registration does not watch it
-# what loading a model through transformers imports besides transformers (about a third of a
-# case's imports after torch): imported once here; registration watches none of them
-import accelerate, huggingface_hub, safetensors.torch, scipy.sparse, sympy, tokenizers
-import torch._dynamo, torch._inductor, torch.onnx
-from tests.fixtures.forked import fork_code
-assert not [m for m in sys.modules if m.startswith(('relrep_hf', 'transformers'))]
-for code in json.loads(sys.argv[1]):
-    case = fork_code(code)
-    print(json.dumps([case.wait(), *case.output()]), flush=True)
-"""
 
 
 @pytest.fixture(scope="module")
@@ -126,6 +108,9 @@ ORDERS = [
     ("import relrep_hf.models.modeling_relative_projector", ""),  # a submodule, no package name
     ("import relrep_hf.models.anchor_set", ""),
 ]
+WATCHED = (
+    "import sys\nprint([m for m in sys.modules if m.startswith(('relrep_hf', 'transformers'))])"
+)
 IMPORT_HOOK = (
     "import sys, relrep_hf\n"
     "print(any(type(f).__module__ == 'relrep_hf.pipeline.auto_registration' for f in sys.meta_path))\n"
@@ -143,17 +128,10 @@ def forked_cases(saved) -> list[list[str]]:
         + LOAD.format(projector=str(saved / "projector"), head=str(saved / "head"))
         for before, after in ORDERS
     ]
-    result = subprocess.run(
-        [sys.executable, "-c", FORKED_CASES, json.dumps([*codes, IMPORT_HOOK])],
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=1800,  # seven cases, each was allowed 300 s on its own
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    cases = [json.loads(line) for line in result.stdout.splitlines()]
-    assert len(cases) == len(ORDERS) + 1, result.stdout[-4000:]
-    return cases
+    with WarmInterpreter(env=child_env()) as warm:
+        # the children start with torch and the like imported, nothing registration watches
+        assert checked(*warm.run(WATCHED)) == ["[]"]
+        return [list(warm.run(code, timeout=300)) for code in [*codes, IMPORT_HOOK]]
 
 
 @pytest.mark.slow

@@ -1,16 +1,17 @@
-"""Every ```python block of README.md and docs/*.md runs as pasted, in a fresh interpreter in an
-empty folder; a block that cannot run alone says so in the page (``<!-- fragment: reason -->`` on
+"""Every ```python block of README.md and docs/*.md runs as pasted, in a fresh process in an
+empty folder (forked from a fresh interpreter that imported torch and the like, and nothing of
+relrep_hf or transformers: `WarmInterpreter`, 8-10 CPU s less a block); a block that cannot run alone says so in the page (``<!-- fragment: reason -->`` on
 the line before it) and is named in FRAGMENTS below, so a new fragment is a visible decision."""
 
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.fixtures.forked import WarmInterpreter
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -74,15 +75,15 @@ def test_the_fragments_are_the_ones_listed_and_say_why():
     assert "README.md § Use it" in {block.name for block in RUNNABLE}  # the quickstart runs
 
 
+@pytest.fixture(scope="module")
+def warm():
+    with WarmInterpreter() as interpreter:
+        yield interpreter
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("block", RUNNABLE, ids=lambda block: block.name)
-def test_the_block_runs_as_pasted(block, tmp_path):
+def test_the_block_runs_as_pasted(block, tmp_path, warm):
     """README.md's quickstart embeds 2,000 sentences with MiniLM: about a minute on 2 cores."""
-    result = subprocess.run(
-        [sys.executable, "-c", block.code],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert result.returncode == 0, f"{block.name} failed:\n{result.stderr[-4000:]}"
+    returncode, _, stderr = warm.run(block.code, cwd=tmp_path, timeout=900)
+    assert returncode == 0, f"{block.name} failed:\n{stderr[-4000:]}"
