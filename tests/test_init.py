@@ -58,13 +58,17 @@ def test_import_loads_neither_torch_nor_transformers():
 
 def test_the_migration_modules_a_ray_worker_imports_load_neither_torch_nor_transformers():
     """A Ray worker, actor or child driver that imports one module of relrep_hf.migration runs
-    the package's __init__ first: lazy, it loads no torch (about 10 CPU-s a process)."""
+    the package's __init__ first: lazy, it loads no torch (about 10 CPU-s a process); nor does
+    an encoder actor's device for a kind that reads none (`EncoderKind.uses_device`)."""
     modules = ["stores", "ray_shards", "ray_engine", "ray_lance", "ray_reembed", "ray_onboarding"]
     loaded = run_python(
         f"import sys\nfor m in {modules!r}: __import__('relrep_hf.migration.' + m)\n"
+        "from relrep_hf.encoding import parse_encoder\n"
+        "from relrep_hf.migration.ray_engine import actor_device\n"
+        "print(actor_device(parse_encoder('py:tests.fixtures.killable_reembed:letters')[0]))\n"
         "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
     )
-    assert loaded == ["[]"]
+    assert loaded == ["None", "[]"]
 
 
 def test_a_reembed_with_a_callable_encoder_loads_neither_torch_nor_transformers(tmp_path):

@@ -91,6 +91,8 @@ class EncoderKind:
             neither takes every spec no other kind claims.
         shared_load: specs with the same key share one load (``None``: each its own).
         describe: the provenance its records start with (`Embedded.provenance` adds to it).
+        uses_device: its embedding runs a model on `EmbedRequest.device` (False: it reads no
+            device, and a Ray encoder actor of it starts without importing torch to find one).
     """
 
     name: str
@@ -104,6 +106,7 @@ class EncoderKind:
         "encoder_kind": spec.kind,
         "encoder_source": str(spec),
     }
+    uses_device: bool = True
 
 
 def encoder_kinds_help() -> str:
@@ -301,7 +304,9 @@ def _array_kind(name: str, prefix: str, help: str, pattern: str) -> EncoderKind:
             )
         return ArraySpec(name, rest)
 
-    return EncoderKind(name=name, help=help, parse=parse, embed=_embed_arrays, prefix=prefix)
+    return EncoderKind(
+        name=name, help=help, parse=parse, embed=_embed_arrays, prefix=prefix, uses_device=False
+    )
 
 
 def _parse_precomputed(text: str) -> Any:
@@ -373,6 +378,7 @@ _PACKAGE_KINDS = (
         parse=_parse_precomputed,
         embed=_embed_arrays,
         matches=lambda text: "=" in text,
+        uses_device=False,
     ),
 )
 for _kind in _PACKAGE_KINDS:

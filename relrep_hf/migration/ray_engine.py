@@ -189,19 +189,15 @@ def describe_batch(table: pa.Table, text_column: str) -> str:
     return f"the batch of {table.num_rows} rows of {DATASET} from text {str(first)[:40]!r}"
 
 
-# The encoder kinds whose embedding runs no model on a device (the array kinds: a Python
-# callable, precomputed vectors, a sentence-transformers model; `EmbedRequest.device` is read
-# by the transformers and GGUF kinds only): an actor of one asks torch nothing. Importing torch
-# only to ask for CUDA cost a re-embed actor of a callable 7.3 CPU-s a start instead of 4.1
-# (measured), and a restart as much.
-_NO_DEVICE_KINDS = frozenset({"callable", "precomputed", "sentence-transformers"})
-
-
 def actor_device(spec: Any) -> str | None:
     """Where an encoder actor runs ``spec``'s model: ``cuda`` where the actor sees a GPU, else
-    None (where it loads: the CPU); None without importing torch for a kind that takes no
-    device (`_NO_DEVICE_KINDS`)."""
-    if spec.kind in _NO_DEVICE_KINDS:
+    None (where it loads: the CPU); None without importing torch for a kind whose embedding
+    reads no device (`EncoderKind.uses_device`: the array kinds). Importing torch only to ask
+    for CUDA cost a re-embed actor of a callable 7.3 CPU-s a start instead of 4.1 (measured),
+    and a restart as much."""
+    from relrep_hf.encoding.encoder_kinds import encoder_kind
+
+    if not encoder_kind(spec.kind).uses_device:
         return None
     import torch
 

@@ -129,6 +129,15 @@ def test_a_kind_is_registered_once(toy_kind):
         register_encoder_kind(clash)
 
 
+def test_a_kind_says_whether_its_embedding_reads_a_device(toy_kind):
+    """The model kinds run on `EmbedRequest.device`; the array kinds read none (a Ray actor of
+    one starts without torch: tests/test_init.py); a kind a user registers reads it unless it
+    says otherwise."""
+    reads = {name: kind.uses_device for name, kind in ENCODER_KINDS.items()}
+    assert reads == {"transformers": True, "gguf": True, "sentence-transformers": False,
+                     "callable": False, "precomputed": False, "toy": True}  # fmt: skip
+
+
 def test_each_spec_finds_its_kind():
     kinds = {
         "minilm:mean": "transformers",
