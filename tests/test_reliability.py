@@ -141,9 +141,12 @@ class References:
     def __init__(self, kind: str, sizes: dict[str, int], root: Path):
         self.kind, self.sizes, self.root = kind, sizes, root
         self.files: dict[int, dict[str, bytes]] = {}
+        self.artifacts: dict[int, RelativeProjector | AnchorSet] = {}
 
     def artifact(self, version: int) -> RelativeProjector | AnchorSet:
-        return killable_save.VERSIONS[self.kind](version, **self.sizes)
+        if version not in self.artifacts:  # built once: a check reads it, never changes it
+            self.artifacts[version] = killable_save.VERSIONS[self.kind](version, **self.sizes)
+        return self.artifacts[version]
 
     def __getitem__(self, version: int) -> dict[str, bytes]:
         if version not in self.files:
@@ -204,14 +207,18 @@ def test_a_crash_at_any_point_of_a_save_leaves_the_old_or_the_new_version(kind, 
     extra = {"notes.txt": b"written by the user", "logs/run.txt": b"kept across saves"}
     if not existing:
         extra = {}
+    # The previous save, made once and copied before each crash (the same bytes as a save)
+    previous = tmp_path / "previous" / "artifact"
+    if existing:
+        killable_save.save_versions(kind, previous, 0, 1, sizes=killable_save.SMALL)
+        for name, data in extra.items():
+            (previous / name).parent.mkdir(exist_ok=True)
+            (previous / name).write_bytes(data)
     states = []
     for operation in range(1, 200):
         shutil.rmtree(root, ignore_errors=True)
         if existing:
-            killable_save.save_versions(kind, folder, 0, 1, sizes=killable_save.SMALL)
-            for name, data in extra.items():
-                (folder / name).parent.mkdir(exist_ok=True)
-                (folder / name).write_bytes(data)
+            shutil.copytree(previous, folder)
         exitcode = finish(start(save_until_crash, kind, root, operation, 1))
         assert exitcode in (0, KILLED)
         if not folder.exists():

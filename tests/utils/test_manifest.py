@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import textwrap
 import warnings
 from pathlib import Path
 
@@ -23,7 +20,8 @@ import torch
 from relrep_hf import AnchorSet, RelativeHeadConfig, RelativeProjector, Statistics
 from relrep_hf.models.modeling_relative_head import RelativeHeadForClassification
 from relrep_hf.utils.manifest import MANIFEST_NAME, CorruptedArtifactError
-from tests.fixtures.hub_server import LocalHub, client_env
+from tests.fixtures.hub_encoders import run_forked_client
+from tests.fixtures.hub_server import LocalHub
 
 EVERY_BYTE = 2048  # files up to this size get every byte flipped; larger ones one per region
 REGION = 32
@@ -205,11 +203,7 @@ print("ok")
 
 @pytest.mark.slow
 def test_hub_snapshots_are_verified_and_pushes_leave_no_stale_files(tmp_path):
+    # The client is forked from this process (its process is only the server's other side)
     with LocalHub() as hub:
-        env = client_env(hub, tmp_path)
-        result = subprocess.run(
-            [sys.executable, "-c", textwrap.dedent(HUB_CLIENT), str(tmp_path), hub.user],
-            env=env, capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
-    assert result.returncode == 0, result.stdout + result.stderr[-6000:]
-    assert result.stdout.strip().endswith("ok")
+        out = run_forked_client(hub, HUB_CLIENT, tmp_path, hub.user, home=tmp_path, timeout=300)
+    assert out.strip().endswith("ok")

@@ -8,9 +8,10 @@ so N may exceed memory), whitens them, and estimates each encoder's statistics; 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
-import datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -21,7 +22,17 @@ from torch import Tensor
 from relrep_hf.functional.statistics import Statistics, all_reduce, whiten
 from relrep_hf.utils.validation import as_embeddings
 
+if TYPE_CHECKING:
+    import datasets
+
 __all__ = ["ParallelEmbeddings", "arrow_matrix", "gather_rows", "shard"]
+
+
+def _is_dataset(embeddings: object) -> bool:
+    """Whether ``embeddings`` is a `datasets.Dataset`: only once datasets is imported, so a
+    trainer of tensors does not import it (1.2 s, with pandas)."""
+    module = sys.modules.get("datasets")
+    return module is not None and isinstance(embeddings, module.Dataset)
 
 
 class ParallelEmbeddings:
@@ -30,7 +41,7 @@ class ParallelEmbeddings:
     def __init__(
         self, embeddings: Mapping[str, Tensor] | datasets.Dataset, columns: Sequence[str] | None
     ):
-        if isinstance(embeddings, datasets.Dataset):
+        if _is_dataset(embeddings):
             self.names = list(
                 columns or [c for c in embeddings.column_names if c not in ("text", "label")]
             )

@@ -25,9 +25,8 @@ import math
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import datasets
 import torch
 from accelerate import Accelerator
 from accelerate.utils import set_seed
@@ -47,6 +46,9 @@ from relrep_hf.functional.losses import param_loss
 from relrep_hf.functional.metrics import retrieval_metrics
 from relrep_hf.functional.statistics import Statistics, whiten, whitening_matrix
 from relrep_hf.models.anchor_set import AnchorSet
+
+if TYPE_CHECKING:
+    import datasets
 
 __all__ = ["STATE_NAME", "ParamTrainer", "ParamTrainingArguments", "default_accelerator"]
 

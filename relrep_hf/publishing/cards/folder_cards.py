@@ -15,8 +15,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from transformers import AutoConfig
-
 from relrep_hf.publishing.cards import sections
 from relrep_hf.publishing.cards.anchor_set_card import (
     anchor_set_card,
@@ -121,6 +119,8 @@ def write_folder_card(folder: str | os.PathLike, *, repo_id: str | None = None) 
     model_type = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("model_type")
     if model_type not in ("relative_projector", "relative_head", "relative_classifier"):
         return None
+    from transformers import AutoConfig  # here: an anchor set's or a map's card needs none
+
     config = AutoConfig.from_pretrained(folder)  # the saved fields, with the class's defaults
     metrics_path = folder / HEAD_METRICS_NAME
     metrics = None

@@ -11,7 +11,6 @@ from typing import Any
 
 from huggingface_hub import ModelCard
 
-from relrep_hf.encoding.pooling import POOLING_DESCRIPTIONS
 from relrep_hf.publishing.cards import sections
 from relrep_hf.publishing.cards.anchor_set_card import TAGS
 from relrep_hf.publishing.cards.templates import card_data, render
@@ -54,6 +53,8 @@ def projector_card(
     # a projector built from the user's own embeddings records neither (`layer` keeps its
     # default): the card says so rather than claim the last layer
     layer_text = _layer(config, "hidden layer unrecorded", "last hidden layer", "hidden layer {}")
+    from relrep_hf.encoding.pooling import POOLING_DESCRIPTIONS  # here: imports transformers
+
     pooling_text = POOLING_DESCRIPTIONS.get(config.pooling, config.pooling or "pooling unrecorded")
     fields = {
         "title": sections.card_title(
