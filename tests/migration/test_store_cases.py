@@ -14,7 +14,6 @@ from pathlib import Path
 
 import datasets
 import faiss
-import lancedb
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -194,6 +193,8 @@ def test_a_faiss_ip_index_is_renormalised_only_when_every_row_was_unit(tmp_path)
 
 
 def test_lancedb_scalar_and_text_indexes_are_rebuilt_and_a_vector_index_named(tmp_path):
+    import lancedb  # here, not at collection: 2-3 CPU s that every xdist worker paid
+
     rows = np.random.default_rng(2).standard_normal((300, D_OLD)).astype(np.float32)
     db = lancedb.connect(str(tmp_path / "db"))
     table = db.create_table("docs", _arrow(rows, vector="vector"))

@@ -9,7 +9,6 @@ import os
 
 import datasets
 import faiss
-import lancedb
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -59,6 +58,8 @@ def _write(kind: str, path, vectors: np.ndarray) -> None:
         index.add_with_ids(vectors, np.arange(len(vectors)) * 3)
         faiss.write_index(index, str(path))
     elif kind == "lancedb":
+        import lancedb  # here, not at collection: 2-3 CPU s that every xdist worker paid
+
         db = lancedb.connect(str(path))
         db.create_table("docs", _table(vectors).rename_columns(["id", "text", "vector"]))
         db.create_table("other", _table(vectors[:3]))
@@ -86,6 +87,8 @@ def _ids(kind: str, path):
         index = faiss.read_index(str(path))  # kept alive while its ids are copied
         return faiss.vector_to_array(index.id_map)
     if kind == "lancedb":
+        import lancedb
+
         table = lancedb.connect(str(path)).open_table("docs").to_arrow()
         return table["id"].to_numpy()
     return None
@@ -110,6 +113,8 @@ def test_every_store_is_migrated_in_chunks_with_its_other_columns(kind, data, tm
     sidecar = [f"{new.name}.space.json"] if kind in ("npy", "faiss") else []
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([old.name, new.name, *sidecar])
     if kind == "lancedb":  # the database's other table comes along
+        import lancedb
+
         assert lancedb.connect(str(new)).open_table("other").count_rows() == 3
     if kind == "safetensors":
         with open(new, "rb") as file:
