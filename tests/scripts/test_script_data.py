@@ -6,9 +6,10 @@ The Hub cannot be reached here, so without this a user with internet would be th
 (vision_stitching.py) and ``load_images("mnist")`` (anisotropic_autoencoders.py). Each fixture
 is written with `datasets` (parquet files under the Hub repo's paths, a README.md whose YAML
 ``configs`` name them, as the Hub's parquet repos have it) and uploaded to tests/fixtures/hub_server.py;
-a client interpreter (huggingface_hub reads ``HF_ENDPOINT`` at import) imports the scripts and
-calls their loaders with their default ids. The sources of the layouts are in each script's
-docstring.
+a client process forked from this one (`fork_client`: pointed at the local Hub as a fresh
+interpreter with ``HF_ENDPOINT`` would be, without a fresh interpreter's 10 CPU s of imports)
+uploads them, imports the scripts and calls their loaders with their default ids. The sources
+of the layouts are in each script's docstring.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.fixtures.hub_server import LocalHub, client_env, run_client
+from tests.fixtures.hub_encoders import run_forked_client
+from tests.fixtures.hub_server import LocalHub
 
 REPO = Path(__file__).resolve().parents[2]
 MARC_LANGUAGES = ("de", "en", "es", "fr", "ja", "zh")
@@ -126,6 +128,25 @@ def mnist(root: Path) -> Path:
     return write_repo(root / "mnist", {"mnist": splits})
 
 
+# What datasets derived from the environment at its import, derived again from the client's
+# (`fork_client` sets huggingface_hub's): the Hub endpoint its loaders and URLs use, and the
+# caches under the client's HF_HOME. A forked client inherits this process's datasets.config.
+DATASETS_AT_CLIENT_ENV = r"""
+import os
+from pathlib import Path
+from datasets import config
+config.HF_ENDPOINT = os.environ["HF_ENDPOINT"]
+config.HUB_DATASETS_URL = config.HF_ENDPOINT + "/datasets/{repo_id}/resolve/{revision}/{path}"
+config.HF_CACHE_HOME = os.environ["HF_HOME"]
+config.HF_DATASETS_CACHE = Path(config.HF_CACHE_HOME, "datasets")
+config.HF_MODULES_CACHE = Path(config.HF_CACHE_HOME, "modules")
+config.DOWNLOADED_DATASETS_PATH = config.HF_DATASETS_CACHE / config.DOWNLOADED_DATASETS_DIR
+config.EXTRACTED_DATASETS_PATH = config.DOWNLOADED_DATASETS_PATH / config.EXTRACTED_DATASETS_DIR
+config.HF_HUB_OFFLINE = config.HF_DATASETS_OFFLINE = False
+from datasets.utils import disable_progress_bars
+disable_progress_bars()
+"""
+
 CLIENT = r"""
 import json, sys
 from pathlib import Path
@@ -170,12 +191,17 @@ def test_script_loaders_against_hub_layout_fixtures(tmp_path):
     for build in (marc, flores, cifar, mnist):
         build(fixtures)
     orgs = {repo_id.split("/")[0]: ["tester"] for repo_id in REPOS}
+    # the scripts (torch, transformers, datasets) imported here: the forked client has them
+    from scripts import anisotropic_autoencoders, multilingual_stitching, vision_stitching  # noqa: F401
+
     with LocalHub(orgs=orgs) as hub:
-        env = client_env(hub, tmp_path / "client", HF_DATASETS_DISABLE_PROGRESS_BARS="1")
         args = [str(fixtures), json.dumps(REPOS)]
-        stdout = run_client(CLIENT, env, *args, timeout=600, cwd=tmp_path)
+        client = DATASETS_AT_CLIENT_ENV + CLIENT
+        stdout = run_forked_client(hub, client, *args, home=tmp_path / "client", timeout=600)
         served = {path for method, path, status in hub.requests if status == 200}
     out = json.loads(stdout.strip().splitlines()[-1])
+    # the client's datasets cache is its own (HF_HOME), not this process's
+    assert any((tmp_path / "client" / "hf_home" / "datasets").rglob("*.arrow"))
     # the loaders really went to the Hub repos by id (parquet files of the configs asked for)
     for path in ("de/test-00000-of-00001.parquet", "eng_Latn/devtest-00000-of-00001.parquet",
                  "cifar100/train-00000-of-00001.parquet", "mnist/test-00000-of-00001.parquet"):  # fmt: skip
