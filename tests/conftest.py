@@ -52,20 +52,17 @@ def pytest_collection_modifyitems(session, config, items):
 
 def pytest_collection_finish(session):
     """Freeze the objects alive after collection (the imported modules of torch, transformers,
-    datasets, ...: about half a million) out of the cyclic garbage collector. transformers'
-    Trainer runs ``gc.collect()`` at the start of every ``train()`` (accelerate's
-    ``free_memory``), and each full collection walked all of them: 0.83 s each, 80 of them in
-    the multilingual smoke run (113 s, 48 s frozen, measured). Objects created by the tests are
-    collected as before; the frozen ones are alive for the whole session anyway."""
-    gc.collect()
-    gc.freeze()
-    # Automatic collections only every 100,000 new container objects (default 700), and full
-    # ones rarely: parsing a GGUF file's vocabulary (transformers reads the SmolLM2 file three
-    # times per load) allocates millions of objects, and each automatic full collection walked
-    # every live one: 15 s of the CLI main job's 108 s went to 94 of them, 2.7 s after (measured
-    # with gc.callbacks). Explicit gc.collect() calls (the Trainer's) are unchanged, and each
-    # test module ends with one (`pytest_runtest_teardown`), so its cycles do not pile up.
-    gc.set_threshold(100_000, 50, 100)
+    datasets, ...: about half a million) out of the cyclic garbage collector, and collect
+    automatically only every 100,000 new container objects, as the CLI's long commands and the
+    scripts do (`settle_garbage_collector`, whose docstring has the figures). transformers'
+    Trainer runs ``gc.collect()`` at the start of every ``train()``, and each full collection
+    walked all of them: 0.83 s each, 80 of them in the multilingual smoke run (113 s, 48 s
+    frozen, measured); parsing a GGUF vocabulary triggered 94 automatic full collections, 15 s
+    of the CLI main job's 108 s (2.7 s after). Explicit collections are unchanged, and each test
+    module ends with one (`pytest_runtest_teardown`), so its cycles do not pile up."""
+    from relrep_hf.commands.arguments import settle_garbage_collector
+
+    settle_garbage_collector()
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -128,25 +128,6 @@ def mnist(root: Path) -> Path:
     return write_repo(root / "mnist", {"mnist": splits})
 
 
-# What datasets derived from the environment at its import, derived again from the client's
-# (`fork_client` sets huggingface_hub's): the Hub endpoint its loaders and URLs use, and the
-# caches under the client's HF_HOME. A forked client inherits this process's datasets.config.
-DATASETS_AT_CLIENT_ENV = r"""
-import os
-from pathlib import Path
-from datasets import config
-config.HF_ENDPOINT = os.environ["HF_ENDPOINT"]
-config.HUB_DATASETS_URL = config.HF_ENDPOINT + "/datasets/{repo_id}/resolve/{revision}/{path}"
-config.HF_CACHE_HOME = os.environ["HF_HOME"]
-config.HF_DATASETS_CACHE = Path(config.HF_CACHE_HOME, "datasets")
-config.HF_MODULES_CACHE = Path(config.HF_CACHE_HOME, "modules")
-config.DOWNLOADED_DATASETS_PATH = config.HF_DATASETS_CACHE / config.DOWNLOADED_DATASETS_DIR
-config.EXTRACTED_DATASETS_PATH = config.DOWNLOADED_DATASETS_PATH / config.EXTRACTED_DATASETS_DIR
-config.HF_HUB_OFFLINE = config.HF_DATASETS_OFFLINE = False
-from datasets.utils import disable_progress_bars
-disable_progress_bars()
-"""
-
 CLIENT = r"""
 import json, sys
 from pathlib import Path
@@ -196,8 +177,7 @@ def test_script_loaders_against_hub_layout_fixtures(tmp_path):
 
     with LocalHub(orgs=orgs) as hub:
         args = [str(fixtures), json.dumps(REPOS)]
-        client = DATASETS_AT_CLIENT_ENV + CLIENT
-        stdout = run_forked_client(hub, client, *args, home=tmp_path / "client", timeout=600)
+        stdout = run_forked_client(hub, CLIENT, *args, home=tmp_path / "client", timeout=600)
         served = {path for method, path, status in hub.requests if status == 200}
     out = json.loads(stdout.strip().splitlines()[-1])
     # the client's datasets cache is its own (HF_HOME), not this process's
