@@ -40,7 +40,8 @@ from tests.fixtures.gguf_models import (
     tiny_llama,
     write_gguf,
 )
-from tests.fixtures.hub_server import LocalHub, client_env, run_client
+from tests.fixtures.hub_encoders import run_forked_client
+from tests.fixtures.hub_server import LocalHub
 
 transformers.logging.set_verbosity_error()
 
@@ -274,15 +275,14 @@ def test_gguf_from_the_hub_records_repo_commit_file_and_quantisation(models, tex
     local = RelativeWrapper.from_pretrained(
         str(built["folder"]), projector, gguf_file="tiny-llama-F16.gguf"
     ).encode(sample)
-    with LocalHub() as hub:
-        env = client_env(hub, tmp_path / "client")
+    with LocalHub() as hub:  # the client forked: a fresh interpreter's imports are not the case
         args = [
             str(built["folder"]),
             str(tmp_path / "projector"),
             str(tmp_path),
             json.dumps(sample),
         ]
-        stdout = run_client(HUB_CLIENT, env, *args, timeout=600, cwd=tmp_path)
+        stdout = run_forked_client(hub, HUB_CLIENT, *args, home=tmp_path / "client", timeout=600)
         commit = hub.branch_head("tester/tiny-llama-GGUF")
     expected = {
         "encoder_id": "tester/tiny-llama-GGUF",
