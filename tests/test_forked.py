@@ -31,17 +31,17 @@ def test_a_child_runs_code_as_python_c_would_in_its_folder(warm, tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("code", "status", "message"),
+    ("code", "status", "message", "timeout"),
     [
-        ("raise SystemExit(3)", 3, ""),
-        ("import sys; sys.exit('no')", 1, ""),
-        ("1 / 0", 1, "ZeroDivisionError"),
-        ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", -9, ""),
-        ("import time; time.sleep(60)", "forked process", ""),
+        ("raise SystemExit(3)", 3, "", 60),
+        ("import sys; sys.exit('no')", 1, "", 60),
+        ("1 / 0", 1, "ZeroDivisionError", 60),
+        ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", -9, "", 60),
+        ("import time; time.sleep(60)", "forked process", "", 0.25),  # killed at its timeout
     ],
 )
-def test_a_child_that_fails_says_how(warm, code, status, message):
-    returned, _, err = warm.run(code, timeout=0.25 if "sleep" in code else 60)
+def test_a_child_that_fails_says_how(warm, code, status, message, timeout):
+    returned, _, err = warm.run(code, timeout=timeout)
     assert returned == status if isinstance(status, int) else status in returned
     assert message in err
     assert warm.run("print('next')")[:2] == (0, "next\n")  # and the interpreter serves on

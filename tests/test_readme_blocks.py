@@ -1,7 +1,8 @@
 """Every ```python block of README.md and docs/*.md runs as pasted, in a fresh process in an
 empty folder (forked from a fresh interpreter that imported torch, transformers, datasets and the
-like, and nothing of relrep_hf: `WarmInterpreter`, 12-14 CPU s less a block); a block that cannot run alone says so in the page (``<!-- fragment: reason -->`` on
-the line before it) and is named in FRAGMENTS below, so a new fragment is a visible decision."""
+like, and nothing of relrep_hf: `WarmInterpreter`, 12-14 CPU s less a block); a block that
+cannot run alone says so in the page (``<!-- fragment: reason -->`` on the line before it) and
+is named in FRAGMENTS below, so a new fragment is a visible decision."""
 
 from __future__ import annotations
 
