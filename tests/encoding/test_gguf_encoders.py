@@ -343,16 +343,26 @@ def test_a_gguf_file_is_converted_once_and_loads_the_same(
             super().__init__(path, *args, **kwargs)
 
     monkeypatch.setattr(gguf, "GGUFReader", CountedReader)
+    mapped = []  # the (architecture, depth) of every tensor-name map built
+
+    def counted_names(arch, n_blocks):
+        mapped.append((arch, n_blocks))
+        return gguf.TensorNameMap(arch, n_blocks)
+
+    monkeypatch.setattr(gguf, "get_tensor_name_map", counted_names)
     built = models["llama"]
     source, name = str(built["folder"]), f"tiny-llama-{dtype}.gguf"
     direct = (AutoModel.from_pretrained(source, gguf_file=name),
               AutoTokenizer.from_pretrained(source, gguf_file=name))  # fmt: skip
     assert len(parsed) >= 3, parsed  # why: transformers' own load parses again and again
+    assert len(mapped) > 1, mapped  # and builds the names' map again for every submodule
     sample = texts[:6]
-    parsed.clear()
+    parsed.clear(), mapped.clear()
     first = load_gguf_encoder(source, name, cache_dir=tmp_path)
     assert parsed == [name]  # one parse for the config, the tokenizer and the weights
+    assert len(mapped) == 1  # one map of the weights' names
     assert gguf.GGUFReader is CountedReader  # put back as it was
+    assert gguf.get_tensor_name_map is counted_names
     folder = converted_gguf_folder(os.path.join(source, name), tmp_path)
     assert sorted(p.name for p in folder.parent.iterdir()) == [folder.name]  # no staging left
     assert (folder / "model.safetensors").is_file() and (folder / "tokenizer.json").is_file()
